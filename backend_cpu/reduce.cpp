@@ -1,0 +1,34 @@
+// Reductions.
+#include "backend_cpu/cpu_kernels.h"
+#include "backend_cpu/parallel.h"
+
+namespace lina::cpu {
+
+// x viewed as [outer, n, inner] -> out [outer, inner], summing the middle axis.
+template <class T>
+void sum_middle(const T* x, T* out, int64_t outer, int64_t n, int64_t inner) {
+  LINA_PARALLEL_FOR_IF(outer * n * inner > kParallelMin && outer > 1)
+  for (int64_t o = 0; o < outer; ++o) {
+    T* dst = out + o * inner;
+    for (int64_t i = 0; i < inner; ++i) dst[i] = T(0);
+    for (int64_t j = 0; j < n; ++j) {
+      const T* row = x + (o * n + j) * inner;
+      for (int64_t i = 0; i < inner; ++i) dst[i] += row[i];
+    }
+  }
+}
+
+template <class T>
+double sum_squares(const T* x, int64_t n) {
+  double s = 0.0;
+#pragma omp parallel for reduction(+ : s) if (n > kParallelMin)
+  for (int64_t i = 0; i < n; ++i) s += double(x[i]) * double(x[i]);
+  return s;
+}
+
+template void sum_middle<float>(const float*, float*, int64_t, int64_t, int64_t);
+template void sum_middle<double>(const double*, double*, int64_t, int64_t, int64_t);
+template double sum_squares<float>(const float*, int64_t);
+template double sum_squares<double>(const double*, int64_t);
+
+}  // namespace lina::cpu

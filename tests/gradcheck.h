@@ -1,0 +1,53 @@
+// Finite-difference gradient checks, in float64, and the registry that makes
+// "which ops have a gradient check" visible.
+//
+// How to add a case: in the test file of the op's family, add a row
+//   {OpKind::Foo, "foo [3, 5]", [] { check_gradients(fn, {inputs...}); }}
+// to that file's table, with at least two shapes (one non-square or
+// broadcasting). tests/test_gradcheck_coverage.cpp fails while any OpKind has
+// no row.
+#pragma once
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "autograd/functions.h"
+
+namespace lina::test {
+
+// The one place the finite-difference settings live (recurrence.md §5.2).
+struct GradcheckSettings {
+  double eps = 1e-6;        // central-difference step
+  double tolerance = 1e-6;  // pass mark for |numeric − analytic| / max(1, |analytic|)
+  int64_t exhaustive_up_to = 64;  // tensors this small: every element; larger: random directions
+  int directions = 4;             // random directions per larger tensor
+};
+inline const GradcheckSettings kGradcheck{};
+
+using Fn = std::function<Var(const std::vector<Var>&)>;
+
+// Builds L = Σ f(inputs) ⊙ R for a fixed random R, runs backward, and
+// compares every input's gradient with central differences. `differentiable`
+// (default: every float input) marks which inputs to check. Fails the
+// current doctest test with the op, the input index and the error.
+void check_gradients(const Fn& f, const std::vector<Tensor>& inputs,
+                     std::vector<bool> differentiable = {},
+                     const GradcheckSettings& settings = kGradcheck);
+
+// Random float64 test inputs from one fixed-seed generator.
+Tensor randn64(const Shape& shape, double std = 1.0);
+Tensor rand64(const Shape& shape, double lo, double hi);
+
+struct GradcheckRow {
+  OpKind op;
+  std::string what;
+  std::function<void()> run;
+};
+int register_gradchecks(const std::vector<GradcheckRow>& rows);
+const std::vector<GradcheckRow>& gradcheck_registry();
+void run_gradchecks(const std::vector<GradcheckRow>& rows);
+
+// max |a − b| over all elements (any float dtype, any device).
+double max_abs_diff(const Tensor& a, const Tensor& b);
+
+}  // namespace lina::test
