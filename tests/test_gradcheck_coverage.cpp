@@ -13,7 +13,7 @@ TEST_CASE("every op has a float64 gradient check") {
   std::map<int, int> count;
   for (const auto& row : test::gradcheck_registry()) count[int(row.op)]++;
   for (int k = 0; k < int(OpKind::Count); ++k) {
-    INFO("op '" << op_name(OpKind(k)) << "' has no gradient check row");
+    INFO("op '" << std::string(op_name(OpKind(k))) << "' has no gradient check row");
     CHECK(count[k] >= 1);
   }
   MESSAGE("gradient-check rows: " << test::gradcheck_registry().size() << " over "
