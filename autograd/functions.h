@@ -57,4 +57,14 @@ Var slice(const Var& x, int axis, int64_t start, int64_t length);
 Var concat(const std::vector<Var>& parts, int axis);
 std::vector<Var> split(const Var& x, int axis, const std::vector<int64_t>& sizes);  // slices
 
+
+// ---- softmax, log-softmax, cross-entropy, embedding ----
+// [anchor:SOFTMAX-LOSS]
+
+// ---- rms_norm, l2_norm, causal conv1d, rope ----
+// [anchor:NORM-CONV-ROPE]
+
+// ---- scan: the linear / delta / gated-delta recurrence ----
+// [anchor:SCAN]
+
 }  // namespace lina

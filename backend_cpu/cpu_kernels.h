@@ -42,4 +42,17 @@ template <class T>
 void gemm(int64_t batch, int64_t M, int64_t N, int64_t K, const T* a, bool ta, int64_t stride_a,
           const T* b, bool tb, int64_t stride_b, T* c, int64_t stride_c, T alpha, T beta);
 
+
+// ---- softmax, log-softmax, cross-entropy, embedding ----
+// [anchor:SOFTMAX-LOSS]
+
+// ---- rms_norm, l2_norm, causal conv1d, rope ----
+// [anchor:NORM-CONV-ROPE]
+
+// ---- optimiser (AdamW step) ----
+// [anchor:OPTIM]
+
+// ---- scan: the linear / delta / gated-delta recurrence ----
+// [anchor:SCAN]
+
 }  // namespace lina::cpu

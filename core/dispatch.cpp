@@ -228,4 +228,17 @@ void gemm(const GemmShape& g, const Tensor& a, const Tensor& b, Tensor& c, doubl
   });
 }
 
+
+// ---- softmax, log-softmax, cross-entropy, embedding ----
+// [anchor:SOFTMAX-LOSS]
+
+// ---- rms_norm, l2_norm, causal conv1d, rope ----
+// [anchor:NORM-CONV-ROPE]
+
+// ---- optimiser (AdamW step) ----
+// [anchor:OPTIM]
+
+// ---- scan: the linear / delta / gated-delta recurrence ----
+// [anchor:SCAN]
+
 }  // namespace lina::kernels

@@ -58,4 +58,17 @@ struct GemmShape {
 void gemm(const GemmShape& g, const Tensor& a, const Tensor& b, Tensor& c, double alpha = 1.0,
           double beta = 0.0);
 
+
+// ---- softmax, log-softmax, cross-entropy, embedding ----
+// [anchor:SOFTMAX-LOSS]
+
+// ---- rms_norm, l2_norm, causal conv1d, rope ----
+// [anchor:NORM-CONV-ROPE]
+
+// ---- optimiser (AdamW step) ----
+// [anchor:OPTIM]
+
+// ---- scan: the linear / delta / gated-delta recurrence ----
+// [anchor:SCAN]
+
 }  // namespace lina::kernels

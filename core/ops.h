@@ -21,6 +21,8 @@ enum class OpKind {
   Reshape, Permute, Expand, Slice, Concat,
   // attention & normalisation
   Softmax, LogSoftmax, CrossEntropy, Embedding, RmsNorm, L2Norm, CausalConv1d, Rope,
+  // the recurrence of the linear / delta / gated-delta mixers
+  Scan,
   Count
 };
 
@@ -33,6 +35,7 @@ inline constexpr const char* kOpNames[] = {
   "reshape", "permute", "expand", "slice", "concat",
   "softmax", "log_softmax", "cross_entropy", "embedding", "rms_norm", "l2_norm",
   "causal_conv1d", "rope",
+  "scan",
 };
 static_assert(sizeof(kOpNames) / sizeof(kOpNames[0]) == int(OpKind::Count),
               "every OpKind needs a name in kOpNames");
