@@ -60,11 +60,49 @@ std::vector<Var> split(const Var& x, int axis, const std::vector<int64_t>& sizes
 
 // ---- softmax, log-softmax, cross-entropy, embedding ----
 // [anchor:SOFTMAX-LOSS]
+// Softmax over the last axis. causal: x is [..., Tq, Tk] and entry (i, j) is
+// masked out (weight 0) when j > i + (Tk − Tq), so the last query row sees
+// every key (Tk ≥ Tq; Tk > Tq when a KV cache holds earlier keys).
+Var softmax(const Var& x, bool causal = false);
+Var log_softmax(const Var& x);  // over the last axis
+// Mean over the positions where mask != 0 of −log softmax(logits)[target].
+// logits [..., V] float; targets [...] int32 in [0, V); mask [...] of the
+// logits' dtype (1 keep, 0 drop) or undefined (keep all). Returns a scalar.
+Var cross_entropy(const Var& logits, const Tensor& targets, const Tensor& mask = Tensor());
+// out[..., :] = weight[ids[...], :]; weight [V, C], ids [...] int32 in [0, V).
+Var embedding(const Var& weight, const Tensor& ids);
 
 // ---- rms_norm, l2_norm, causal conv1d, rope ----
 // [anchor:NORM-CONV-ROPE]
+// y = w ⊙ x / sqrt(mean(x²) + eps) over the last axis; weight [n], x [..., n].
+Var rms_norm(const Var& x, const Var& weight, double eps = 1e-5);
+// y = x / max(‖x‖, eps) over the last axis (PyTorch's F.normalize).
+Var l2_norm(const Var& x, double eps = 1e-12);
+// Causal depthwise conv1d: x [B, T, C], weight [C, K] (tap K−1 = current
+// token), y_t[c] = Σ_j weight[c, j] · x_{t−K+1+j}[c], zero padding on the left.
+Var causal_conv1d(const Var& x, const Var& weight);
+// Rotary position embedding, rotate-half form: x [B, T, H, D], dimension j
+// paired with j + D/2, angle (pos0 + t) · base^(−2j/D).
+Var rope(const Var& x, int64_t pos0 = 0, double base = 10000.0);
 
 // ---- scan: the linear / delta / gated-delta recurrence ----
 // [anchor:SCAN]
+// The recurrence of the recurrent mixers (recurrence.md):
+//   S_t = α_t S_{t−1} + u_t k_tᵀ,  o_t = S_t q_t,  per (batch, head), S is d×d
+//   linear: α = 1, u = v;  delta: α = 1, u = β(v − S k);  gated delta: u = β(v − α S k)
+enum class ScanRule { Linear, Delta, GatedDelta };
+enum class ScanForm { Sequential, Chunked };  // token by token, or chunkwise-parallel
+struct ScanOptions {
+  ScanRule rule = ScanRule::GatedDelta;
+  ScanForm form = ScanForm::Chunked;
+  int chunk = 64;  // chunk length C of the chunked form
+};
+// q, k, v [B, T, H, d]; beta and log_alpha (g = log α) [B, T, H], undefined
+// when the rule does not use them. initial_state [B, H, d, d] (value × key)
+// or undefined for zeros (no gradient flows to it). If final_state is not
+// null it receives S_T. Returns o [B, T, H, d].
+Var scan(const ScanOptions& options, const Var& q, const Var& k, const Var& v, const Var& beta,
+         const Var& log_alpha, const Tensor& initial_state = Tensor(),
+         Tensor* final_state = nullptr);
 
 }  // namespace lina
