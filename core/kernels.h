@@ -61,14 +61,87 @@ void gemm(const GemmShape& g, const Tensor& a, const Tensor& b, Tensor& c, doubl
 
 // ---- softmax, log-softmax, cross-entropy, embedding ----
 // [anchor:SOFTMAX-LOSS]
+// All over the last axis. causal: x is [..., Tq, Tk] (Tk ≥ Tq) and entry
+// (i, j) gets weight 0 when j > i + (Tk − Tq).
+Tensor softmax_forward(const Tensor& x, bool causal);
+Tensor softmax_backward(const Tensor& y, const Tensor& dy);  // y: the forward's output
+Tensor log_softmax_forward(const Tensor& x);
+Tensor log_softmax_backward(const Tensor& y, const Tensor& dy);  // y: the forward's output
+// logits [..., V]; targets [...] int32 in [0, V); mask [...] of the logits'
+// dtype, or undefined to keep every position. Returns the scalar (shape {})
+// loss Σ mask·(−log softmax(logits)[target]) / max(Σ mask, 1) and writes the
+// probabilities softmax(logits) [..., V] to probs_out for the backward.
+Tensor cross_entropy_forward(const Tensor& logits, const Tensor& targets, const Tensor& mask,
+                             Tensor& probs_out);
+// dlogits = dloss · mask · (probs − onehot(targets)) / max(Σ mask, 1);
+// dloss is the loss's one-element gradient.
+Tensor cross_entropy_backward(const Tensor& probs, const Tensor& targets, const Tensor& mask,
+                              const Tensor& dloss);
+// weight [V, C], ids [...] int32 in [0, V) -> [..., C]
+Tensor embedding_forward(const Tensor& weight, const Tensor& ids);
+// dy [..., C] -> dweight [vocab, C], the rows of dy summed per id.
+Tensor embedding_backward(const Tensor& dy, const Tensor& ids, int64_t vocab);
+// x [..., N] -> int32 [...]: index of the largest entry of each row (first on ties).
+Tensor argmax_last(const Tensor& x);
 
 // ---- rms_norm, l2_norm, causal conv1d, rope ----
 // [anchor:NORM-CONV-ROPE]
+// The Tensor& arguments below are outputs, assigned freshly allocated tensors.
+// x [..., n], weight [n]: y = weight ⊙ ρx with ρ = (mean(x²) + eps)^(−1/2) per
+// row; rstd_out receives ρ, [rows] (rows = numel / n).
+Tensor rms_norm_forward(const Tensor& x, const Tensor& weight, double eps, Tensor& rstd_out);
+// dx [..., n]; dweight [n] summed over every row.
+void rms_norm_backward(const Tensor& x, const Tensor& weight, const Tensor& rstd, const Tensor& dy,
+                       Tensor& dx, Tensor& dweight);
+// x [..., n]: y = x / max(‖x‖, eps) per row; norm_out receives ‖x‖, [rows].
+Tensor l2_norm_forward(const Tensor& x, double eps, Tensor& norm_out);
+Tensor l2_norm_backward(const Tensor& x, const Tensor& norm, const Tensor& dy, double eps);
+// x [B, T, C], weight [C, K]: y_t[c] = Σ_j weight[c, j] x_{t−K+1+j}[c], zero left padding.
+Tensor causal_conv1d_forward(const Tensor& x, const Tensor& weight);
+void causal_conv1d_backward(const Tensor& x, const Tensor& weight, const Tensor& dy, Tensor& dx,
+                            Tensor& dweight);
+// x [B, T, H, D], D even: rotate-half RoPE at positions pos0 + t; `inverse`
+// rotates back (the backward).
+Tensor rope_apply(const Tensor& x, int64_t pos0, double base, bool inverse);
 
 // ---- optimiser (AdamW step) ----
 // [anchor:OPTIM]
+// One AdamW update in place, PyTorch semantics; `step` counts from 1 and sets
+// the bias corrections 1 − β^step. param, grad, m (first moment), v (second
+// moment): same shape, dtype and device. weight_decay 0 turns decay off.
+void adamw_step(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, double lr, double beta1,
+                double beta2, double eps, double weight_decay, int64_t step);
+void scale_inplace(Tensor& x, double factor);  // x *= factor
 
 // ---- scan: the linear / delta / gated-delta recurrence ----
 // [anchor:SCAN]
+// Per (batch, head), recurrence.md §1: S_t = α_t S_{t−1} + u_t k_tᵀ, o_t = S_t q_t,
+// S value × key (d×d); α_t = exp(g_t) when gated, else 1; u_t = β_t (v_t − α_t S_{t−1} k_t)
+// when delta, else v_t (gated requires delta: the gated delta rule).
+struct ScanConfig {
+  bool delta = false;
+  bool gated = false;
+  bool chunked = false;  // chunkwise-parallel form (§3), else token by token (§1–2)
+  int64_t chunk = 64;    // chunk length C of the chunked form
+};
+// q, k, v [B, T, H, d]; beta, log_alpha [B, T, H] (undefined when the rule
+// does not use them); initial_state [B, H, d, d] or undefined (zeros).
+// Returns o [B, T, H, d] and writes S_T [B, H, d, d] to final_state. When
+// saved_states is not null it receives what scan_backward needs: S_0 … S_{T−1}
+// [B, H, T, d, d] (sequential) or the chunk-start states [B, H, ⌈T/C⌉, d, d] (chunked).
+Tensor scan_forward(const ScanConfig& config, const Tensor& q, const Tensor& k, const Tensor& v,
+                    const Tensor& beta, const Tensor& log_alpha, const Tensor& initial_state,
+                    Tensor& final_state, Tensor* saved_states = nullptr);
+// Gradients of the scan; dbeta / dlog_alpha are undefined when the rule does
+// not use them. dinitial_state is dL/dS_0.
+struct ScanGrads {
+  Tensor dq, dk, dv, dbeta, dlog_alpha, dinitial_state;
+};
+// dout [B, T, H, d]; dfinal_state [B, H, d, d] or undefined (S_T unused);
+// saved_states from scan_forward with the same config and inputs.
+ScanGrads scan_backward(const ScanConfig& config, const Tensor& q, const Tensor& k,
+                        const Tensor& v, const Tensor& beta, const Tensor& log_alpha,
+                        const Tensor& saved_states, const Tensor& dout,
+                        const Tensor& dfinal_state);
 
 }  // namespace lina::kernels

@@ -1,3 +1,109 @@
+// lina — the experiment binary.
+//   lina train --preset gdn --task recall      train one preset on one task
+//   lina eval --checkpoint F --text FILE --context N
+//   lina sample --checkpoint F --prompt "ROMEO:" --tokens 200
+//   lina state-size --context 4096
+// Every failure ends with one line "lina: error: ..." and exit code 1.
+#include <CLI/CLI.hpp>
+
+#include <atomic>
+#include <csignal>
+#include <cstdio>
 #include <iostream>
-#include "autograd/functions.h"
-int main() { std::cout << "lina\n"; return 0; }
+
+#include "experiments/commands.h"
+#include "experiments/train.h"
+
+namespace {
+
+std::atomic<bool> g_stop{false};
+extern "C" void on_interrupt(int) { g_stop.store(true); }
+
+lina::Device parse_device(const std::string& s) {
+  if (s == "cpu") return lina::Device::cpu;
+  if (s == "cuda") return lina::Device::cuda;
+  throw lina::Error("unknown device '" + s + "': use cpu or cuda");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"lina: linear-attention experiments on a from-scratch C++ engine"};
+  app.require_subcommand(1);
+
+  lina::TrainOptions t;
+  std::string device = "cpu";
+  auto* train = app.add_subcommand("train", "train one preset on one task, write json + checkpoint");
+  train->add_option("--preset", t.preset, "attn | linear | delta | gdn | hybrid | a pattern like gdn,gdn,gdn,attn")->required();
+  train->add_option("--task", t.task, "lm | recall")->required();
+  train->add_option("--device", device, "cpu | cuda");
+  train->add_option("--steps", t.steps, "updates (default: lm 5000, recall 2000)");
+  train->add_option("--batch", t.batch, "sequences per batch");
+  train->add_option("--context", t.context, "lm context length");
+  train->add_option("--lr", t.lr, "peak learning rate (the cosine ends at lr/10)");
+  train->add_option("--warmup", t.warmup, "warm-up updates");
+  train->add_option("--seed", t.seed, "seed of every random choice");
+  train->add_option("--data", t.data, "tiny shakespeare text (lm)");
+  train->add_option("--out", t.out, "output folder: writes <out>/<device>/<task>_<preset>.json");
+  train->add_option("--resume", t.resume, "continue from this checkpoint");
+  train->add_option("--stop-at", t.stop_at, "stop after this many updates, as if interrupted");
+  train->add_option("--eval-every", t.eval_every, "updates between evaluations (default: lm 500, recall 100)");
+  train->add_option("--eval-batches", t.eval_batches, "batches per evaluation (default: lm 200, recall 8)");
+  train->add_option("--extrap-batches", t.extrap_batches, "lm: batches per extrapolation context");
+  train->add_flag("--quiet", t.quiet, "no progress line");
+
+  std::string checkpoint, text, prompt;
+  int context = 64, tokens = 200;
+  double temperature = 1.0;
+  uint64_t seed = 1337;
+  auto* eval = app.add_subcommand("eval", "mean cross-entropy of a checkpoint over a text file");
+  eval->add_option("--checkpoint", checkpoint, "an lm checkpoint")->required();
+  eval->add_option("--text", text, "text file")->required();
+  eval->add_option("--context", context, "window length");
+
+  auto* sample = app.add_subcommand("sample", "generate text with the constant-state recurrent form");
+  sample->add_option("--checkpoint", checkpoint, "an lm checkpoint")->required();
+  sample->add_option("--prompt", prompt, "text to start from");
+  sample->add_option("--tokens", tokens, "characters to generate");
+  sample->add_option("--temperature", temperature, "sampling temperature (0: greedy)");
+  sample->add_option("--seed", seed, "sampling seed");
+
+  int64_t size_context = 4096;
+  auto* state_size = app.add_subcommand("state-size", "floats each preset keeps at a context length");
+  state_size->add_option("--context", size_context, "context length");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "lina: error: %s (see lina --help)\n", e.what());
+    return 2;
+  }
+
+  try {
+    if (*train) {
+      t.device = parse_device(device);
+      std::signal(SIGINT, on_interrupt);
+      std::string path = lina::train(t, &g_stop);
+      std::printf("wrote %s\n", path.c_str());
+      if (g_stop.load()) {
+        std::fprintf(stderr, "lina: interrupted; checkpoint and json written\n");
+        return 130;
+      }
+    } else if (*eval) {
+      std::printf("%.6f\n", lina::eval_checkpoint(checkpoint, text, context));
+    } else if (*sample) {
+      std::printf("%s%s\n", prompt.c_str(),
+                  lina::sample_checkpoint(checkpoint, prompt, tokens, temperature, seed).c_str());
+    } else if (*state_size) {
+      std::printf("%s", lina::state_size_table(size_context).c_str());
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "lina: error: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,120 @@
+// RMSNorm, L2 normalisation, causal depthwise conv1d and RoPE: forward and
+// backward side by side (recurrence.md §4.1, 4.2, 4.5, 4.6).
+#include "autograd/functions.h"
+#include "core/kernels.h"
+
+namespace lina {
+
+// ---- rms_norm -----------------------------------------------------------------------------
+// x [..., n], weight [n]. ρ = (mean(x²) + ε)^(−1/2) per row, x̂ = ρx, y = w ⊙ x̂.
+// backward, with h = dy ⊙ w:
+//   dx = ρ (h − x̂ (x̂ᵀh) / n)       (the normalisation removes the radial part of h)
+//   dw = Σ_rows dy ⊙ x̂             (over every row: the per-head form shares w across heads)
+struct RmsNormOp : Node {
+  RmsNormOp() : Node(OpKind::RmsNorm) {}
+  Tensor x, weight;
+  Tensor rstd;  // ρ per row, [rows]; x̂ is recomputed from x
+
+  static Var apply(const Var& x, const Var& weight, double eps) {
+    Tensor rstd;
+    Tensor y = kernels::rms_norm_forward(x.data(), weight.data(), eps, rstd);
+    if (!needs_grad({x, weight})) return Var(y);
+    auto node = std::make_shared<RmsNormOp>();
+    node->x = x.data();
+    node->weight = weight.data();
+    node->rstd = rstd;
+    return record(y, node, {x, weight});
+  }
+
+  std::vector<Tensor> backward(const Tensor& dy) override {
+    Tensor dx, dweight;
+    kernels::rms_norm_backward(x, weight, rstd, dy, dx, dweight);
+    return {dx, dweight};
+  }
+};
+
+Var rms_norm(const Var& x, const Var& weight, double eps) {
+  return RmsNormOp::apply(x, weight, eps);
+}
+
+// ---- l2_norm ------------------------------------------------------------------------------
+// x [..., n]: y = x / max(‖x‖, ε) per row. backward:
+//   ‖x‖ > ε:  dx = (dy − y (yᵀdy)) / ‖x‖     (y = x / ‖x‖ recomputed from x)
+//   else:     dx = dy / ε                    (y = x / ε is linear)
+struct L2NormOp : Node {
+  L2NormOp() : Node(OpKind::L2Norm) {}
+  Tensor x;
+  Tensor norm;  // ‖x‖ per row, [rows]
+  double eps = 0.0;
+
+  static Var apply(const Var& x, double eps) {
+    Tensor norm;
+    Tensor y = kernels::l2_norm_forward(x.data(), eps, norm);
+    if (!needs_grad({x})) return Var(y);
+    auto node = std::make_shared<L2NormOp>();
+    node->x = x.data();
+    node->norm = norm;
+    node->eps = eps;
+    return record(y, node, {x});
+  }
+
+  std::vector<Tensor> backward(const Tensor& dy) override {
+    return {kernels::l2_norm_backward(x, norm, dy, eps)};
+  }
+};
+
+Var l2_norm(const Var& x, double eps) { return L2NormOp::apply(x, eps); }
+
+// ---- causal_conv1d --------------------------------------------------------------------------
+// x [B, T, C], weight [C, K]: y_t[c] = Σ_j w[c, j] x_{t−K+1+j}[c] (zero left padding).
+// backward, each tap j links input s to output t = s + K − 1 − j:
+//   dx_s[c]   = Σ_j w[c, j] dy_{s+K−1−j}[c]          (outputs past T dropped)
+//   dw[c, j]  = Σ_b Σ_t dy_t[c] x_{t−K+1+j}[c]       (inputs before 0 dropped)
+struct CausalConv1dOp : Node {
+  CausalConv1dOp() : Node(OpKind::CausalConv1d) {}
+  Tensor x, weight;
+
+  static Var apply(const Var& x, const Var& weight) {
+    Tensor y = kernels::causal_conv1d_forward(x.data(), weight.data());
+    if (!needs_grad({x, weight})) return Var(y);
+    auto node = std::make_shared<CausalConv1dOp>();
+    node->x = x.data();
+    node->weight = weight.data();
+    return record(y, node, {x, weight});
+  }
+
+  std::vector<Tensor> backward(const Tensor& dy) override {
+    Tensor dx, dweight;
+    kernels::causal_conv1d_backward(x, weight, dy, dx, dweight);
+    return {dx, dweight};
+  }
+};
+
+Var causal_conv1d(const Var& x, const Var& weight) { return CausalConv1dOp::apply(x, weight); }
+
+// ---- rope -----------------------------------------------------------------------------------
+// x [B, T, H, D]: each pair (j, j + D/2) is rotated by θ = (pos0 + t) · base^(−2j/D).
+// A rotation is orthogonal, so the backward is the inverse rotation (angle −θ):
+//   dx_j = dy_j cos θ + dy_{j+D/2} sin θ,   dx_{j+D/2} = dy_{j+D/2} cos θ − dy_j sin θ
+struct RopeOp : Node {
+  RopeOp() : Node(OpKind::Rope) {}
+  int64_t pos0 = 0;
+  double base = 10000.0;
+
+  static Var apply(const Var& x, int64_t pos0, double base) {
+    Tensor y = kernels::rope_apply(x.data(), pos0, base, /*inverse=*/false);
+    if (!needs_grad({x})) return Var(y);
+    auto node = std::make_shared<RopeOp>();
+    node->pos0 = pos0;
+    node->base = base;
+    return record(y, node, {x});
+  }
+
+  std::vector<Tensor> backward(const Tensor& dy) override {
+    return {kernels::rope_apply(dy, pos0, base, /*inverse=*/true)};
+  }
+};
+
+Var rope(const Var& x, int64_t pos0, double base) { return RopeOp::apply(x, pos0, base); }
+
+}  // namespace lina

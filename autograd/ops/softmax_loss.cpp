@@ -1,0 +1,106 @@
+// Softmax, log-softmax, cross-entropy and embedding: forward and backward of
+// each side by side. All work over the last axis; the kernels are fused per
+// row (core/kernels.h).
+#include "autograd/functions.h"
+#include "core/kernels.h"
+
+namespace lina {
+
+// ---- softmax --------------------------------------------------------------------------
+// y_j = exp(x_j) / Σ_k exp(x_k). Its Jacobian is dy_j/dx_k = y_j (δ_jk − y_k), so
+//   dx = y ⊙ (dy − Σ_j y_j dy_j).
+// Causal-masked entries have y = 0, so they receive no gradient.
+struct SoftmaxOp : Node {
+  SoftmaxOp() : Node(OpKind::Softmax) {}
+  Tensor y;  // saved output [..., N]
+
+  static Var apply(const Var& x, bool causal) {
+    Tensor y = kernels::softmax_forward(x.data(), causal);
+    if (!needs_grad({x})) return Var(y);
+    auto node = std::make_shared<SoftmaxOp>();
+    node->y = y;
+    return record(y, node, {x});
+  }
+
+  std::vector<Tensor> backward(const Tensor& dy) override {
+    return {kernels::softmax_backward(y, dy)};
+  }
+};
+
+// ---- log-softmax ----------------------------------------------------------------------
+// y_j = x_j − log Σ_k exp(x_k), so dy_j/dx_k = δ_jk − softmax(x)_k and
+//   dx = dy − softmax(x) · Σ_j dy_j,  with softmax(x) = exp(y).
+struct LogSoftmaxOp : Node {
+  LogSoftmaxOp() : Node(OpKind::LogSoftmax) {}
+  Tensor y;  // saved output (log-probabilities) [..., N]
+
+  static Var apply(const Var& x) {
+    Tensor y = kernels::log_softmax_forward(x.data());
+    if (!needs_grad({x})) return Var(y);
+    auto node = std::make_shared<LogSoftmaxOp>();
+    node->y = y;
+    return record(y, node, {x});
+  }
+
+  std::vector<Tensor> backward(const Tensor& dy) override {
+    return {kernels::log_softmax_backward(y, dy)};
+  }
+};
+
+// ---- cross-entropy --------------------------------------------------------------------
+// loss = Σ_n m_n · (−log p_n[t_n]) / count,  p_n = softmax(logits_n),
+// count = max(Σ_n m_n, 1). Since d(−log p[t])/dlogits = p − onehot(t):
+//   dlogits_n = dloss · m_n · (p_n − onehot(t_n)) / count.
+// No gradient flows to the targets or the mask.
+struct CrossEntropyOp : Node {
+  CrossEntropyOp() : Node(OpKind::CrossEntropy) {}
+  Tensor probs;    // saved softmax(logits) [..., V]
+  Tensor targets;  // [...] int32
+  Tensor mask;     // [...] or undefined (every position counts)
+
+  static Var apply(const Var& logits, const Tensor& targets, const Tensor& mask) {
+    Tensor probs;
+    Tensor loss = kernels::cross_entropy_forward(logits.data(), targets, mask, probs);
+    if (!needs_grad({logits})) return Var(loss);
+    auto node = std::make_shared<CrossEntropyOp>();
+    node->probs = probs;
+    node->targets = targets;
+    node->mask = mask;
+    return record(loss, node, {logits});
+  }
+
+  std::vector<Tensor> backward(const Tensor& dloss) override {
+    return {kernels::cross_entropy_backward(probs, targets, mask, dloss)};
+  }
+};
+
+// ---- embedding ------------------------------------------------------------------------
+// out[n, :] = weight[ids[n], :], so each row of dweight is the sum of the
+// rows of dout whose id points at it (ids may repeat); ids get no gradient.
+struct EmbeddingOp : Node {
+  EmbeddingOp() : Node(OpKind::Embedding) {}
+  Tensor ids;  // saved [...] int32
+  int64_t vocab = 0;
+
+  static Var apply(const Var& weight, const Tensor& ids) {
+    Tensor out = kernels::embedding_forward(weight.data(), ids);  // [..., C]
+    if (!needs_grad({weight})) return Var(out);
+    auto node = std::make_shared<EmbeddingOp>();
+    node->ids = ids;
+    node->vocab = weight.dim(0);
+    return record(out, node, {weight});
+  }
+
+  std::vector<Tensor> backward(const Tensor& dout) override {
+    return {kernels::embedding_backward(dout, ids, vocab)};
+  }
+};
+
+Var softmax(const Var& x, bool causal) { return SoftmaxOp::apply(x, causal); }
+Var log_softmax(const Var& x) { return LogSoftmaxOp::apply(x); }
+Var cross_entropy(const Var& logits, const Tensor& targets, const Tensor& mask) {
+  return CrossEntropyOp::apply(logits, targets, mask);
+}
+Var embedding(const Var& weight, const Tensor& ids) { return EmbeddingOp::apply(weight, ids); }
+
+}  // namespace lina

@@ -1,0 +1,234 @@
+// RMSNorm, L2 normalisation, causal depthwise conv1d and rotary position
+// embedding (recurrence.md §4.1, 4.2, 4.5, 4.6).
+//
+// Names: rows = number of vectors normalised, n = their length;
+// B = batch, T = sequence length, C = channels, K = conv taps;
+// H = heads, D = head dimension.
+//
+// Weight gradients summed over many rows (rms_norm dw, conv1d dw) are
+// computed race-free and deterministically: the rows are cut into chunks of
+// a fixed size (independent of the thread count), each chunk sums into its
+// own partial buffer, and the partials are added in chunk order.
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "backend_cpu/cpu_kernels.h"
+#include "backend_cpu/parallel.h"
+
+namespace lina::cpu {
+
+namespace {
+constexpr int64_t kRowsPerChunk = 128;
+
+int64_t chunk_count(int64_t rows) { return (rows + kRowsPerChunk - 1) / kRowsPerChunk; }
+
+// out[e] = Σ_chunk partial[chunk, e] (chunk order fixed), for e < width.
+template <class T>
+void reduce_partials(const std::vector<T>& partial, int64_t chunks, int64_t width, T* out) {
+  LINA_PARALLEL_FOR_IF(chunks * width > kParallelMin)
+  for (int64_t e = 0; e < width; ++e) {
+    T s = T(0);
+    for (int64_t ch = 0; ch < chunks; ++ch) s += partial[size_t(ch * width + e)];
+    out[e] = s;
+  }
+}
+}  // namespace
+
+// ---- rms_norm -------------------------------------------------------------------------
+
+template <class T>
+void rms_norm_forward(const T* x, const T* w, T* y, T* rstd, int64_t rows, int64_t n, T eps) {
+  LINA_PARALLEL_FOR_IF(rows * n > kParallelMin)
+  for (int64_t r = 0; r < rows; ++r) {
+    const T* xr = x + r * n;
+    T* yr = y + r * n;
+    double ss = 0.0;
+    for (int64_t i = 0; i < n; ++i) ss += double(xr[i]) * double(xr[i]);
+    T rho = T(1.0 / std::sqrt(ss / double(n) + double(eps)));  // ρ = (mean(x²) + ε)^(−1/2)
+    rstd[r] = rho;
+    for (int64_t i = 0; i < n; ++i) yr[i] = w[i] * (rho * xr[i]);
+  }
+}
+
+template <class T>
+void rms_norm_backward(const T* x, const T* w, const T* rstd, const T* dy, T* dx, T* dw,
+                       int64_t rows, int64_t n) {
+  const int64_t chunks = chunk_count(rows);
+  std::vector<T> partial_dw(size_t(chunks * n), T(0));  // [chunks, n]
+  LINA_PARALLEL_FOR_IF(rows * n > kParallelMin)
+  for (int64_t ch = 0; ch < chunks; ++ch) {
+    T* pdw = partial_dw.data() + ch * n;
+    const int64_t end = std::min(rows, (ch + 1) * kRowsPerChunk);
+    for (int64_t r = ch * kRowsPerChunk; r < end; ++r) {
+      const T* xr = x + r * n;
+      const T* dyr = dy + r * n;
+      T* dxr = dx + r * n;
+      const T rho = rstd[r];
+      // c = x̂ᵀh / n with x̂ = ρx, h = dy ⊙ w
+      double dot = 0.0;
+      for (int64_t i = 0; i < n; ++i) dot += double(rho * xr[i]) * double(dyr[i] * w[i]);
+      const T c = T(dot / double(n));
+      for (int64_t i = 0; i < n; ++i) {
+        const T xhat = rho * xr[i];
+        dxr[i] = rho * (dyr[i] * w[i] - xhat * c);  // dx = ρ (h − x̂ c)
+        pdw[i] += dyr[i] * xhat;                    // dw += dy ⊙ x̂
+      }
+    }
+  }
+  reduce_partials(partial_dw, chunks, n, dw);
+}
+
+// ---- l2_norm ----------------------------------------------------------------------------
+
+template <class T>
+void l2_norm_forward(const T* x, T* y, T* norm, int64_t rows, int64_t n, T eps) {
+  LINA_PARALLEL_FOR_IF(rows * n > kParallelMin)
+  for (int64_t r = 0; r < rows; ++r) {
+    const T* xr = x + r * n;
+    T* yr = y + r * n;
+    double ss = 0.0;
+    for (int64_t i = 0; i < n; ++i) ss += double(xr[i]) * double(xr[i]);
+    const T nrm = T(std::sqrt(ss));
+    norm[r] = nrm;
+    const T inv = T(1) / (nrm > eps ? nrm : eps);  // 1 / max(‖x‖, ε)
+    for (int64_t i = 0; i < n; ++i) yr[i] = xr[i] * inv;
+  }
+}
+
+template <class T>
+void l2_norm_backward(const T* x, const T* norm, const T* dy, T* dx, int64_t rows, int64_t n,
+                      T eps) {
+  LINA_PARALLEL_FOR_IF(rows * n > kParallelMin)
+  for (int64_t r = 0; r < rows; ++r) {
+    const T* xr = x + r * n;
+    const T* dyr = dy + r * n;
+    T* dxr = dx + r * n;
+    const T nrm = norm[r];
+    if (!(nrm > eps)) {  // y = x / ε is linear in x
+      for (int64_t i = 0; i < n; ++i) dxr[i] = dyr[i] / eps;
+      continue;
+    }
+    // dx = (dy − y (yᵀdy)) / ‖x‖ with y = x / ‖x‖
+    const T inv = T(1) / nrm;
+    double dot = 0.0;
+    for (int64_t i = 0; i < n; ++i) dot += double(xr[i] * inv) * double(dyr[i]);
+    const T ydy = T(dot);
+    for (int64_t i = 0; i < n; ++i) dxr[i] = (dyr[i] - xr[i] * inv * ydy) * inv;
+  }
+}
+
+// ---- causal depthwise conv1d ----------------------------------------------------------------
+// x, y [B, T, C]; w [C, K], tap K−1 = the current token.
+
+template <class T>
+void causal_conv1d_forward(const T* x, const T* w, T* y, int64_t B, int64_t T_len, int64_t C,
+                           int64_t K) {
+  LINA_PARALLEL_FOR_IF(B * T_len * C * K > kParallelMin)
+  for (int64_t bt = 0; bt < B * T_len; ++bt) {
+    const int64_t b = bt / T_len, t = bt % T_len;
+    T* yr = y + bt * C;
+    for (int64_t c = 0; c < C; ++c) yr[c] = T(0);
+    // y_t[c] = Σ_j w[c, j] x_{t−K+1+j}[c], taps before the sequence start are zero
+    for (int64_t j = 0; j < K; ++j) {
+      const int64_t s = t - K + 1 + j;
+      if (s < 0) continue;
+      const T* xr = x + (b * T_len + s) * C;
+      for (int64_t c = 0; c < C; ++c) yr[c] += w[c * K + j] * xr[c];
+    }
+  }
+}
+
+template <class T>
+void causal_conv1d_backward(const T* x, const T* w, const T* dy, T* dx, T* dw, int64_t B,
+                            int64_t T_len, int64_t C, int64_t K) {
+  const int64_t rows = B * T_len;
+  // dx_s[c] = Σ_j w[c, j] dy_{s+K−1−j}[c], terms past the end dropped
+  LINA_PARALLEL_FOR_IF(rows * C * K > kParallelMin)
+  for (int64_t bs = 0; bs < rows; ++bs) {
+    const int64_t b = bs / T_len, s = bs % T_len;
+    T* dxr = dx + bs * C;
+    for (int64_t c = 0; c < C; ++c) dxr[c] = T(0);
+    for (int64_t j = 0; j < K; ++j) {
+      const int64_t t = s + K - 1 - j;
+      if (t >= T_len) continue;
+      const T* dyr = dy + (b * T_len + t) * C;
+      for (int64_t c = 0; c < C; ++c) dxr[c] += w[c * K + j] * dyr[c];
+    }
+  }
+  // dw[c, j] = Σ_b Σ_t dy_t[c] x_{t−K+1+j}[c]; partials laid out [chunks, K, C]
+  const int64_t chunks = chunk_count(rows);
+  std::vector<T> partial(size_t(chunks * K * C), T(0));
+  LINA_PARALLEL_FOR_IF(rows * C * K > kParallelMin)
+  for (int64_t ch = 0; ch < chunks; ++ch) {
+    T* p = partial.data() + ch * K * C;
+    const int64_t end = std::min(rows, (ch + 1) * kRowsPerChunk);
+    for (int64_t bt = ch * kRowsPerChunk; bt < end; ++bt) {
+      const int64_t b = bt / T_len, t = bt % T_len;
+      const T* dyr = dy + bt * C;
+      for (int64_t j = 0; j < K; ++j) {
+        const int64_t s = t - K + 1 + j;
+        if (s < 0) continue;
+        const T* xr = x + (b * T_len + s) * C;
+        T* pj = p + j * C;
+        for (int64_t c = 0; c < C; ++c) pj[c] += dyr[c] * xr[c];
+      }
+    }
+  }
+  std::vector<T> dw_kc(size_t(K * C));
+  reduce_partials(partial, chunks, K * C, dw_kc.data());
+  for (int64_t c = 0; c < C; ++c)
+    for (int64_t j = 0; j < K; ++j) dw[c * K + j] = dw_kc[size_t(j * C + c)];
+}
+
+// ---- rope -------------------------------------------------------------------------------------
+// x, y [B, T, H, D]; dimension j < D/2 is paired with j + D/2 and rotated by
+// θ = (pos0 + t) · base^(−2j/D); `inverse` rotates by −θ (the backward).
+
+template <class T>
+void rope_apply(const T* x, T* y, int64_t B, int64_t T_len, int64_t H, int64_t D, int64_t pos0,
+                double base, bool inverse) {
+  const int64_t half = D / 2;
+  // cos/sin table [T, D/2], angles in double
+  std::vector<T> cos_t(size_t(T_len * half)), sin_t(size_t(T_len * half));
+  for (int64_t j = 0; j < half; ++j) {
+    const double inv_freq = std::pow(base, -2.0 * double(j) / double(D));
+    for (int64_t t = 0; t < T_len; ++t) {
+      const double theta = double(pos0 + t) * inv_freq;
+      cos_t[size_t(t * half + j)] = T(std::cos(theta));
+      sin_t[size_t(t * half + j)] = T(inverse ? -std::sin(theta) : std::sin(theta));
+    }
+  }
+  const int64_t rows = B * T_len * H;
+  LINA_PARALLEL_FOR_IF(rows * D > kParallelMin)
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t t = (r / H) % T_len;
+    const T* cs = cos_t.data() + t * half;
+    const T* sn = sin_t.data() + t * half;
+    const T* xr = x + r * D;
+    T* yr = y + r * D;
+    for (int64_t j = 0; j < half; ++j) {
+      const T a = xr[j], b = xr[j + half];
+      yr[j] = a * cs[j] - b * sn[j];
+      yr[j + half] = b * cs[j] + a * sn[j];
+    }
+  }
+}
+
+#define LINA_INSTANTIATE(T)                                                                  \
+  template void rms_norm_forward<T>(const T*, const T*, T*, T*, int64_t, int64_t, T);        \
+  template void rms_norm_backward<T>(const T*, const T*, const T*, const T*, T*, T*, int64_t, \
+                                     int64_t);                                               \
+  template void l2_norm_forward<T>(const T*, T*, T*, int64_t, int64_t, T);                   \
+  template void l2_norm_backward<T>(const T*, const T*, const T*, T*, int64_t, int64_t, T);  \
+  template void causal_conv1d_forward<T>(const T*, const T*, T*, int64_t, int64_t, int64_t,  \
+                                         int64_t);                                           \
+  template void causal_conv1d_backward<T>(const T*, const T*, const T*, T*, T*, int64_t,     \
+                                          int64_t, int64_t, int64_t);                        \
+  template void rope_apply<T>(const T*, T*, int64_t, int64_t, int64_t, int64_t, int64_t,     \
+                              double, bool);
+LINA_INSTANTIATE(float)
+LINA_INSTANTIATE(double)
+#undef LINA_INSTANTIATE
+
+}  // namespace lina::cpu

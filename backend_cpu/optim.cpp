@@ -1,0 +1,45 @@
+// Optimiser kernels: the AdamW update and the in-place scale used by
+// gradient clipping. Both run once over a whole contiguous run of parameters.
+#include <cmath>
+
+#include "backend_cpu/cpu_kernels.h"
+#include "backend_cpu/parallel.h"
+
+namespace lina::cpu {
+
+// p, g, m, v: [n]. PyTorch's AdamW, term by term (see cpu_kernels.h):
+//   p  ← p − lr·wd·p                         decoupled weight decay
+//   m  ← β1 m + (1 − β1) g                   first moment
+//   v  ← β2 v + (1 − β2) g²                  second moment
+//   p  ← p − lr·m̂ / (√v̂ + eps)               m̂ = m / bc1, v̂ = v / bc2
+// The last line is computed as (lr / bc1)·m / (√v / √bc2 + eps), as PyTorch does.
+template <class T>
+void adamw_step(T* p, const T* g, T* m, T* v, int64_t n, T lr, T beta1, T beta2, T eps,
+                T weight_decay, T bias_correction1, T bias_correction2) {
+  const T decay_factor = T(1) - lr * weight_decay;
+  const T step_size = lr / bias_correction1;
+  const T bias_correction2_sqrt = std::sqrt(bias_correction2);
+  LINA_PARALLEL_FOR_IF(n > kParallelMin)
+  for (int64_t i = 0; i < n; ++i) {
+    T gi = g[i];
+    m[i] = beta1 * m[i] + (T(1) - beta1) * gi;
+    v[i] = beta2 * v[i] + (T(1) - beta2) * gi * gi;
+    T denom = std::sqrt(v[i]) / bias_correction2_sqrt + eps;
+    p[i] = p[i] * decay_factor - step_size * m[i] / denom;
+  }
+}
+
+template <class T>
+void scale(T* x, int64_t n, T factor) {
+  LINA_PARALLEL_FOR_IF(n > kParallelMin)
+  for (int64_t i = 0; i < n; ++i) x[i] *= factor;
+}
+
+#define LINA_INSTANTIATE(T)                                                                   \
+  template void adamw_step<T>(T*, const T*, T*, T*, int64_t, T, T, T, T, T, T, T);             \
+  template void scale<T>(T*, int64_t, T);
+LINA_INSTANTIATE(float)
+LINA_INSTANTIATE(double)
+#undef LINA_INSTANTIATE
+
+}  // namespace lina::cpu

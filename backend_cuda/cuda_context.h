@@ -1,0 +1,47 @@
+// The CUDA state every kernel launch needs, in one explicit object: the
+// stream all work is queued on and the cuBLAS handle bound to it. Included
+// by the .cu files only (it names CUDA and cuBLAS types). The one instance is
+// defined in memory.cu and created on first use.
+//
+// Debug switch: LINA_CUDA_SYNC=1 makes every launch synchronise and check for
+// errors, so a failing kernel is reported by its own name, not by whatever
+// call happens to run next.
+#pragma once
+#include <cstdint>
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+namespace lina::cuda {
+
+struct Context {
+  cudaStream_t stream = nullptr;
+  cublasHandle_t cublas = nullptr;
+  bool sync_after_launch = false;   // LINA_CUDA_SYNC=1
+  double* reduction_result = nullptr;  // one device double for sum_squares
+  bool stream_ordered_memory = false;  // cudaMallocAsync available (else cudaMalloc)
+};
+
+// The process's context, created on the first call (throws lina::Error when
+// the device cannot be initialised).
+Context& context();
+
+// Throws lina::Error("<what>: <CUDA error string>") unless err is cudaSuccess.
+void check_cuda(cudaError_t err, const char* what);
+// Call right after a kernel launch: reports a bad launch, and with
+// LINA_CUDA_SYNC=1 waits for the kernel and reports its failure.
+void check_launch(const char* kernel);
+
+// Grid for a grid-stride loop over n items, kThreads per block.
+constexpr int kThreads = 256;
+inline unsigned blocks_for(int64_t n) {
+  const int64_t max_blocks = int64_t(1) << 20;  // beyond this the loop strides
+  int64_t blocks = (n + kThreads - 1) / kThreads;
+  return unsigned(blocks < 1 ? 1 : blocks > max_blocks ? max_blocks : blocks);
+}
+
+// A grid-stride loop visits i = first_index(), first_index() + index_stride(), …
+__device__ inline int64_t first_index() { return int64_t(blockIdx.x) * blockDim.x + threadIdx.x; }
+__device__ inline int64_t index_stride() { return int64_t(gridDim.x) * blockDim.x; }
+
+}  // namespace lina::cuda

@@ -1,0 +1,109 @@
+// Layout and reduction CUDA kernels: the strided copy behind permute, expand,
+// slice, concat and sum_to; the middle-axis sum; the sum of squares. The
+// per-thread work is in backend_cuda/kernels_device.h.
+#include <string>
+
+#include "backend_cuda/cuda_context.h"
+#include "backend_cuda/cuda_kernels.h"
+#include "backend_cuda/kernels_device.h"
+#include "core/error.h"
+
+namespace lina::cuda {
+
+// ---- device helpers -------------------------------------------------------------
+
+// Σ value over the block (blockDim.x = kThreads, a power of two), by halving
+// in shared memory; every thread gets the total.
+template <class T>
+__device__ T block_sum(T* partial, T value) {
+  partial[threadIdx.x] = value;
+  __syncthreads();
+  for (int half = kThreads / 2; half > 0; half /= 2) {
+    if (threadIdx.x < half) partial[threadIdx.x] += partial[threadIdx.x + half];
+    __syncthreads();
+  }
+  T total = partial[0];
+  __syncthreads();  // all have read partial[0] before the caller reuses it
+  return total;
+}
+
+// ---- kernels ----------------------------------------------------------------------
+
+__global__ void copy_strided_kernel(CopyStridedArgs args) {
+  for (int64_t i = first_index(); i < args.n; i += index_stride()) copy_strided_thread(i, args);
+}
+
+// One thread per column of out [outer, inner]: neighbouring threads read
+// neighbouring elements along inner.
+__global__ void sum_middle_column_kernel(const float* x, float* out, int64_t columns, int64_t n,
+                                         int64_t inner) {
+  for (int64_t c = first_index(); c < columns; c += index_stride())
+    sum_middle_column_thread(c, x, out, n, inner);
+}
+
+// One block per column: the block's threads split the n summands (for a
+// small inner, e.g. a sum over the last axis, one thread per column would
+// run long serial loops).
+__global__ void sum_middle_block_kernel(const float* x, float* out, int64_t columns, int64_t n,
+                                        int64_t inner) {
+  __shared__ float partial[kThreads];
+  for (int64_t c = blockIdx.x; c < columns; c += gridDim.x) {
+    float total = block_sum(partial, sum_middle_partial(c, threadIdx.x, kThreads, x, n, inner));
+    if (threadIdx.x == 0) out[c] = total;
+  }
+}
+
+// Each thread squares a grid-strided share in double; each block adds its
+// threads' shares and one atomic add per block collects the total.
+__global__ void sum_squares_kernel(const float* x, int64_t n, double* result) {
+  __shared__ double partial[kThreads];
+  double total = block_sum(partial, sum_squares_partial(first_index(), index_stride(), x, n));
+  if (threadIdx.x == 0) atomicAdd(result, total);
+}
+
+// ---- launchers ----------------------------------------------------------------------
+
+void copy_strided(const float* src, const int64_t* src_strides, float* dst,
+                  const int64_t* dst_strides, const int64_t* shape, int ndim, bool accumulate) {
+  check(ndim <= kMaxDims, "cuda::copy_strided: " + std::to_string(ndim) +
+                              " dimensions, at most " + std::to_string(kMaxDims) + " supported");
+  CopyStridedArgs args =
+      make_copy_strided_args(src, src_strides, dst, dst_strides, shape, ndim, accumulate);
+  if (args.n == 0) return;
+  copy_strided_kernel<<<blocks_for(args.n), kThreads, 0, context().stream>>>(args);
+  check_launch("cuda::copy_strided");
+}
+
+void sum_middle(const float* x, float* out, int64_t outer, int64_t n, int64_t inner) {
+  int64_t columns = outer * inner;
+  if (columns == 0) return;
+  cudaStream_t stream = context().stream;
+  if (inner >= 32 || n < 64) {
+    sum_middle_column_kernel<<<blocks_for(columns), kThreads, 0, stream>>>(x, out, columns, n,
+                                                                           inner);
+  } else {
+    const int64_t max_blocks = int64_t(1) << 20;
+    unsigned blocks = unsigned(columns < max_blocks ? columns : max_blocks);
+    sum_middle_block_kernel<<<blocks, kThreads, 0, stream>>>(x, out, columns, n, inner);
+  }
+  check_launch("cuda::sum_middle");
+}
+
+double sum_squares(const float* x, int64_t n) {
+  if (n == 0) return 0.0;
+  Context& ctx = context();
+  check_cuda(cudaMemsetAsync(ctx.reduction_result, 0, sizeof(double), ctx.stream),
+             "cuda::sum_squares: clearing the result");
+  unsigned blocks = blocks_for(n);
+  if (blocks > 1024) blocks = 1024;  // enough to fill the GPU; threads then loop
+  sum_squares_kernel<<<blocks, kThreads, 0, ctx.stream>>>(x, n, ctx.reduction_result);
+  check_launch("cuda::sum_squares");
+  double result = 0.0;
+  check_cuda(cudaMemcpyAsync(&result, ctx.reduction_result, sizeof(double),
+                             cudaMemcpyDeviceToHost, ctx.stream),
+             "cuda::sum_squares: reading the result");
+  check_cuda(cudaStreamSynchronize(ctx.stream), "cuda::sum_squares");
+  return result;
+}
+
+}  // namespace lina::cuda

@@ -1,0 +1,125 @@
+// Devices, memory and the one CUDA context.
+//
+// All work goes on the context's stream. Memory comes from the stream-ordered
+// allocator (cudaMallocAsync), whose pool keeps freed blocks for reuse, so
+// the many short-lived tensors of a training step cost no driver calls.
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "backend_cuda/cuda_context.h"
+#include "backend_cuda/cuda_kernels.h"
+#include "core/error.h"
+
+namespace lina::cuda {
+
+void check_cuda(cudaError_t err, const char* what) {
+  if (err == cudaSuccess) return;
+  cudaGetLastError();  // clear a non-sticky error so the next launch check does not report it
+  throw Error(std::string(what) + ": " + cudaGetErrorString(err));
+}
+
+void check_launch(const char* kernel) {
+  check_cuda(cudaGetLastError(), (std::string("launching ") + kernel).c_str());
+  Context& ctx = context();
+  if (ctx.sync_after_launch)
+    check_cuda(cudaStreamSynchronize(ctx.stream), (std::string(kernel) + " (LINA_CUDA_SYNC=1)").c_str());
+}
+
+static void check_cublas(cublasStatus_t status, const char* what) {
+  if (status != CUBLAS_STATUS_SUCCESS)
+    throw Error(std::string(what) + ": " + cublasGetStatusString(status) + " (cuBLAS)");
+}
+
+static Context* create_context() {
+  auto* ctx = new Context();
+  int device = 0;
+  check_cuda(cudaGetDevice(&device), "cuda: selecting the device");
+  check_cuda(cudaStreamCreate(&ctx->stream), "cuda: creating the stream");
+  check_cublas(cublasCreate(&ctx->cublas), "cuda: creating the cuBLAS handle");
+  check_cublas(cublasSetStream(ctx->cublas, ctx->stream), "cuda: binding cuBLAS to the stream");
+  // Plain float32 products (no TF32), so results match the CPU to ~1e-6.
+  check_cublas(cublasSetMathMode(ctx->cublas, CUBLAS_DEFAULT_MATH), "cuda: cuBLAS math mode");
+  check_cuda(cudaMalloc(&ctx->reduction_result, sizeof(double)), "cuda: reduction buffer");
+
+  int pools = 0;
+  check_cuda(cudaDeviceGetAttribute(&pools, cudaDevAttrMemoryPoolsSupported, device),
+             "cuda: querying memory pool support");
+  ctx->stream_ordered_memory = pools != 0;
+  if (ctx->stream_ordered_memory) {
+    // Keep every freed block in the pool (the default returns them at each sync).
+    cudaMemPool_t pool;
+    check_cuda(cudaDeviceGetDefaultMemPool(&pool, device), "cuda: default memory pool");
+    uint64_t keep_all = UINT64_MAX;
+    check_cuda(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep_all),
+               "cuda: memory pool release threshold");
+  }
+
+  const char* sync = std::getenv("LINA_CUDA_SYNC");
+  ctx->sync_after_launch = sync != nullptr && std::strcmp(sync, "1") == 0;
+  return ctx;
+}
+
+// Created on first use and never destroyed: at process exit the CUDA runtime
+// may already be unloaded, and the driver releases everything anyway.
+Context& context() {
+  static Context* ctx = create_context();
+  return *ctx;
+}
+
+int device_count() {
+  static const int count = [] {
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) {  // no driver, no device: not an error here
+      cudaGetLastError();
+      return 0;
+    }
+    return n;
+  }();
+  return count;
+}
+
+void* alloc(size_t bytes) {
+  Context& ctx = context();
+  void* ptr = nullptr;
+  std::string what = "cuda::alloc of " + std::to_string(bytes) + " bytes";
+  if (ctx.stream_ordered_memory) check_cuda(cudaMallocAsync(&ptr, bytes, ctx.stream), what.c_str());
+  else check_cuda(cudaMalloc(&ptr, bytes), what.c_str());
+  return ptr;
+}
+
+// Called from Storage's destructor, so it must not throw: a failure is
+// reported on stderr. Errors at process exit (runtime already unloaded) are
+// expected and stay silent.
+void free(void* ptr) {
+  if (ptr == nullptr) return;
+  Context& ctx = context();
+  cudaError_t err = ctx.stream_ordered_memory ? cudaFreeAsync(ptr, ctx.stream) : cudaFree(ptr);
+  if (err == cudaSuccess) return;
+  cudaGetLastError();
+  if (err != cudaErrorCudartUnloading && err != cudaErrorContextIsDestroyed)
+    std::fprintf(stderr, "lina: cuda::free: %s\n", cudaGetErrorString(err));
+}
+
+void copy(void* dst, const void* src, size_t bytes, CopyKind kind) {
+  if (bytes == 0) return;
+  Context& ctx = context();
+  cudaMemcpyKind cuda_kind = kind == CopyKind::HostToDevice   ? cudaMemcpyHostToDevice
+                             : kind == CopyKind::DeviceToHost ? cudaMemcpyDeviceToHost
+                                                              : cudaMemcpyDeviceToDevice;
+  const char* names[] = {"host to device", "device to host", "device to device"};
+  std::string what = "cuda::copy (" + std::string(names[int(kind)]) + ", " +
+                     std::to_string(bytes) + " bytes)";
+  check_cuda(cudaMemcpyAsync(dst, src, bytes, cuda_kind, ctx.stream), what.c_str());
+  // The host buffer must be complete (D2H) or reusable (H2D) when we return.
+  if (kind != CopyKind::DeviceToDevice) check_cuda(cudaStreamSynchronize(ctx.stream), what.c_str());
+}
+
+void synchronize() {
+  if (device_count() <= 0) return;
+  check_cuda(cudaStreamSynchronize(context().stream), "cuda::synchronize");
+}
+
+}  // namespace lina::cuda

@@ -1,0 +1,99 @@
+// The two tasks' data: character-level tiny shakespeare (`lm`) and exact
+// key–value recall (`recall`). Batches are int32 token ids; every random
+// choice comes from a caller's seeded Rng, so a run is reproducible.
+#pragma once
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace lina {
+
+// x: int32 [batch, T] model inputs; y: int32 [batch, T] targets (the next
+// token of each input). mask: undefined for `lm` (every position counts);
+// float32 [batch, T] for `recall`, 1 where the loss counts, 0 elsewhere.
+struct Batch {
+  Tensor x, y;
+  Tensor mask;
+};
+
+enum class Split { train, val };
+
+// A text file as a sequence of byte-level tokens. The vocabulary is the
+// sorted set of distinct bytes in the file (65 for tiny shakespeare); token
+// id = rank of the byte in that set. The first floor(0.9·n) tokens are the
+// train split, the remaining ones the val split (n = 1,115,394 gives
+// 1,003,854 train and 111,540 val tokens).
+class CharDataset {
+ public:
+  // Reads the whole file. Throws lina::Error when the file is missing (the
+  // message says where to get it), unreadable or empty.
+  static CharDataset load(const std::string& path);
+  // The same from text in memory; `source` names it in error messages.
+  static CharDataset from_text(const std::string& text, const std::string& source);
+
+  const std::string& source() const { return source_; }
+  int vocab_size() const { return int(vocab_.size()); }
+  const std::string& vocab() const { return vocab_; }  // sorted distinct bytes
+  int64_t size() const { return int64_t(train_.size() + val_.size()); }
+  const std::vector<int32_t>& tokens(Split split) const;
+
+  // Throws for a character that is not in the vocabulary.
+  std::vector<int32_t> encode(const std::string& text) const;
+  // Throws for an id outside [0, vocab_size).
+  std::string decode(const std::vector<int32_t>& ids) const;
+
+  // Throws unless both splits hold at least context + 1 tokens (one window
+  // of inputs plus its shifted targets).
+  void check_context(int context) const;
+
+  // `batch` windows at start offsets s drawn uniformly from
+  // [0, len − context − 1]: x = tokens[s, s+context), y = tokens[s+1, s+context+1).
+  // x, y: int32 [batch, context] on `device`; mask undefined.
+  Batch sample_batch(Split split, int batch, int context, Rng& rng,
+                     Device device = Device::cpu) const;
+
+ private:
+  std::string source_;
+  std::string vocab_;
+  std::array<int32_t, 256> id_of_byte_{};  // −1 for bytes not in the vocabulary
+  std::vector<int32_t> train_, val_;
+};
+
+// Exact key–value recall (spec §2.2). Tokens 0..63 are keys, 64..79 values.
+// A sequence of 128 tokens: 32 distinct keys (drawn without replacement),
+// each followed by its value (drawn uniformly, with replacement); then the
+// same 32 keys in a new random order, each followed by the same value.
+//
+// The model reads x = seq[0, 127) and predicts y = seq[1, 128), so T = 127:
+// the last token (the final value) is only ever a target, and the first
+// token (a key that nothing precedes) only ever an input. The loss counts
+// exactly where the target y_t is a value of the second half, i.e. t = 64,
+// 66, ..., 126 (where x_t is a repeated key): 32 positions a sequence.
+class RecallTask {
+ public:
+  static constexpr int kNumKeys = 64;
+  static constexpr int kNumValues = 16;
+  static constexpr int kVocab = kNumKeys + kNumValues;  // 80
+  static constexpr int kPairs = 32;                     // key–value pairs per half
+  static constexpr int kSeqLen = 4 * kPairs;            // 128 tokens
+  static constexpr int kContext = kSeqLen - 1;          // T = 127
+
+  static bool is_key(int32_t token) { return token >= 0 && token < kNumKeys; }
+  static bool is_value(int32_t token) { return token >= kNumKeys && token < kVocab; }
+
+  // One full sequence of kSeqLen tokens.
+  std::vector<int32_t> sample_sequence(Rng& rng) const;
+
+  // x, y: int32 [batch, 127]; mask: float32 [batch, 127].
+  Batch sample_batch(int batch, Rng& rng, Device device = Device::cpu) const;
+
+  // A fixed evaluation set drawn from its own Rng(seed): the same batches
+  // in every run and for every preset.
+  std::vector<Batch> heldout(int n_batches, int batch, uint64_t seed,
+                             Device device = Device::cpu) const;
+};
+
+}  // namespace lina

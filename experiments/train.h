@@ -1,0 +1,46 @@
+// The training loop behind `lina train`: one preset on one task, AdamW with
+// warm-up + cosine, gradient clipping, periodic evaluation, a live progress
+// line, checkpoints that resume to the bit, and the run's json (spec §3).
+#pragma once
+#include <atomic>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+
+namespace lina {
+
+struct TrainOptions {
+  std::string preset = "gdn";
+  std::string task = "recall";  // "lm" or "recall"
+  Device device = Device::cpu;
+  int steps = -1;      // updates; −1: the task's default (lm 5000, recall 2000)
+  int batch = 64;
+  int context = 64;    // lm only (recall sequences are 127 tokens)
+  double lr = 1e-3;    // peak; the cosine ends at lr / 10 (1e-4 at the default)
+  int warmup = 100;
+  double clip = 1.0;
+  uint64_t seed = 1337;
+  std::string data = "data/tinyshakespeare.txt";
+  std::string out = "runs";
+  std::string resume;  // checkpoint to continue from
+  int stop_at = -1;    // stop (as if interrupted) after this many updates; −1: never
+  int eval_every = -1;     // −1: lm 500, recall 100
+  int eval_batches = -1;   // −1: lm 200, recall 8 (of `batch` sequences each)
+  int extrap_batches = 40; // lm: batches per context length of the extrapolation eval
+  std::vector<int> extrap_contexts = {64, 128, 256, 512};
+  bool quiet = false;      // no progress line
+};
+
+// Throws lina::Error (one line) for impossible options.
+void validate(TrainOptions& options);
+
+// Runs the training; returns the path of the json written. Checks
+// `stop_requested` every step (set it from a signal handler): the run then
+// stops after writing its checkpoint and json, with "interrupted": true.
+std::string train(TrainOptions options, const std::atomic<bool>* stop_requested = nullptr);
+
+// Where a run writes: <out>/<device>/<task>_<preset>.json / .safetensors
+std::string run_path(const TrainOptions& options, const std::string& extension);
+
+}  // namespace lina

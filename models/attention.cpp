@@ -1,0 +1,45 @@
+// Causal softmax attention with grouped-query heads and RoPE (spec §1.1).
+//   q = x W_qᵀ (n_head heads), k = x W_kᵀ, v = x W_vᵀ (n_kv_head heads each)
+//   RoPE on q and k; scores = q kᵀ / √d, causal; o = softmax(scores) v;
+//   query head h reads KV head h / (n_head / n_kv_head); out = concat(o) W_oᵀ.
+#include <cmath>
+
+#include "core/layout.h"
+#include "models/mixers.h"
+
+namespace lina {
+
+// [B, T, n_kv, d] -> [B, n_kv·g, T, d]: each KV head repeated for its g query heads.
+static Var repeat_kv_heads(const Var& kv, int group) {
+  Var t = permute(kv, {0, 2, 1, 3});  // [B, n_kv, T, d]
+  if (group == 1) return t;
+  int64_t B = t.dim(0), n_kv = t.dim(1), T = t.dim(2), d = t.dim(3);
+  Var e = expand(reshape(t, {B, n_kv, 1, T, d}), {B, n_kv, group, T, d});
+  return reshape(e, {B, n_kv * group, T, d});
+}
+
+Var AttentionMixer::forward(const ModelConfig& c, const Var& x, int64_t pos0,
+                            LayerCache* cache) const {
+  int64_t B = x.dim(0), T = x.dim(1), d = c.head_size;
+  Var q = rope(reshape(linear(x, wq), {B, T, c.n_head, d}), pos0, c.rope_base);
+  Var k = rope(reshape(linear(x, wk), {B, T, c.n_kv_head, d}), pos0, c.rope_base);
+  Var v = reshape(linear(x, wv), {B, T, c.n_kv_head, d});
+  if (cache) {  // prepend the keys and values of earlier tokens
+    if (cache->k.defined()) {
+      k = concat({Var(cache->k), k}, 1);
+      v = concat({Var(cache->v), v}, 1);
+    }
+    cache->k = k.data();
+    cache->v = v.data();
+  }
+  int group = c.n_head / c.n_kv_head;
+  Var qh = permute(q, {0, 2, 1, 3});  // [B, H, T, d]
+  Var kh = repeat_kv_heads(k, group); // [B, H, Tk, d]
+  Var vh = repeat_kv_heads(v, group);
+  Var scores = mul_scalar(matmul(qh, kh, false, true), 1.0 / std::sqrt(double(d)));  // [B, H, T, Tk]
+  Var o = matmul(softmax(scores, /*causal=*/true), vh);                              // [B, H, T, d]
+  o = reshape(permute(o, {0, 2, 1, 3}), {B, T, int64_t(c.n_head) * d});
+  return linear(o, wo);
+}
+
+}  // namespace lina

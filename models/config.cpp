@@ -1,0 +1,59 @@
+#include "models/config.h"
+
+#include <sstream>
+
+namespace lina {
+
+const char* mixer_name(MixerKind k) {
+  switch (k) {
+    case MixerKind::Attention: return "attn";
+    case MixerKind::Linear: return "linear";
+    case MixerKind::Delta: return "delta";
+    case MixerKind::GatedDelta: return "gdn";
+  }
+  return "?";
+}
+
+std::vector<std::string> preset_names() { return {"attn", "linear", "delta", "gdn", "hybrid"}; }
+
+static MixerKind parse_mixer(const std::string& word, const std::string& preset) {
+  for (MixerKind k : {MixerKind::Attention, MixerKind::Linear, MixerKind::Delta, MixerKind::GatedDelta})
+    if (word == mixer_name(k)) return k;
+  throw Error("unknown preset '" + preset +
+              "': use attn, linear, delta, gdn, hybrid or a layer pattern such as gdn,gdn,gdn,attn");
+}
+
+ModelConfig make_config(const std::string& preset, int vocab) {
+  check(vocab > 0, "model: vocabulary size must be positive, got " + std::to_string(vocab));
+  ModelConfig c;
+  c.preset = preset;
+  c.vocab = vocab;
+  std::string pattern = preset;
+  if (preset == "hybrid") pattern = "gdn,gdn,gdn,attn";  // 3:1, attention last in the group
+  if (pattern.find(',') == std::string::npos) {
+    c.layers.assign(4, parse_mixer(pattern, preset));
+  } else {
+    std::stringstream ss(pattern);
+    std::string word;
+    while (std::getline(ss, word, ',')) c.layers.push_back(parse_mixer(word, preset));
+  }
+  return c;
+}
+
+int ModelConfig::attention_layers() const {
+  int n = 0;
+  for (MixerKind k : layers) n += k == MixerKind::Attention;
+  return n;
+}
+int ModelConfig::recurrent_layers() const { return n_layer() - attention_layers(); }
+long long ModelConfig::kv_per_token() const {
+  return 2LL * n_kv_head * head_size * attention_layers();
+}
+long long ModelConfig::state_const() const {
+  return 1LL * n_head * head_size * head_size * recurrent_layers();
+}
+long long ModelConfig::conv_cache() const {
+  return 1LL * (conv_kernel - 1) * 3 * n_embd * recurrent_layers();
+}
+
+}  // namespace lina

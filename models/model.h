@@ -1,0 +1,69 @@
+// The language model of spec §1: token embedding, n pre-norm blocks
+// (mixer + MLP), a final RMSNorm and an untied head. The mixer of each
+// layer is softmax attention or the recurrent mixer (linear / delta / gdn).
+//
+//   LanguageModel model(make_config("gdn", 65), /*seed=*/1337);
+//   Var logits = model.forward(ids);            // ids int32 [B, T] -> [B, T, vocab]
+//
+// The same forward runs token by token when given an InferenceState: then
+// attention layers keep a KV cache and recurrent layers keep only their
+// d×d state per head and the last K−1 inputs of their convolutions.
+#pragma once
+#include <vector>
+
+#include "models/config.h"
+#include "models/parameters.h"
+
+namespace lina {
+
+// What one layer carries between calls in step-by-step inference.
+struct LayerCache {
+  Tensor k, v;  // attention: keys (after RoPE) and values so far, [B, t, n_kv_head, d]
+  Tensor state;                   // recurrent: S, [B, n_head, d, d] (value × key)
+  Tensor conv_q, conv_k, conv_v;  // recurrent: last K−1 conv inputs, [B, K−1, n_embd]
+};
+
+struct InferenceState {
+  std::vector<LayerCache> layers;
+  int64_t position = 0;  // tokens consumed so far
+  // Floats kept, split as spec §1.3 counts them.
+  long long kv_floats() const;
+  long long state_floats() const;
+  long long conv_floats() const;
+};
+
+// Per-head mean α of every gated layer, filled when requested by forward().
+struct AlphaStats {
+  std::vector<int> layer;                  // index of each gated layer
+  std::vector<std::vector<double>> mean;   // [gated layer][head]
+};
+
+struct Block;
+
+class LanguageModel {
+ public:
+  LanguageModel(const ModelConfig& config, uint64_t seed, DType dtype = DType::f32,
+                Device device = Device::cpu);
+  ~LanguageModel();
+  LanguageModel(const LanguageModel&) = delete;
+  LanguageModel& operator=(const LanguageModel&) = delete;
+
+  // ids: int32 [B, T] -> logits [B, T, vocab]. With `state`, continues from
+  // the state's position and updates it (no graph is needed then: call it
+  // under a NoGradGuard). With `alpha`, records mean α per gated head.
+  Var forward(const Tensor& ids, InferenceState* state = nullptr, AlphaStats* alpha = nullptr);
+  // An empty state for a batch of `batch` sequences.
+  InferenceState new_state(int64_t batch) const;
+
+  const ModelConfig& config() const { return config_; }
+  ParameterStore& params() { return params_; }
+  const ParameterStore& params() const { return params_; }
+
+ private:
+  ModelConfig config_;
+  ParameterStore params_;
+  Var tok_emb_, norm_f_, head_;
+  std::vector<Block> blocks_;
+};
+
+}  // namespace lina

@@ -1,0 +1,82 @@
+#include "models/optim.h"
+
+#include <cmath>
+
+#include "core/kernels.h"
+
+namespace lina {
+
+// ---- AdamW ------------------------------------------------------------------------------
+
+AdamW::AdamW(ParameterStore& params, AdamWConfig config) : params_(params), config_(config) {
+  check(params.finalized(), "AdamW: the parameter store must be finalized first");
+  m_ = Tensor::zeros({params.count()}, params.dtype(), params.device());
+  v_ = Tensor::zeros({params.count()}, params.dtype(), params.device());
+  for (const Parameter& p : params.parameters()) {
+    int64_t n = p.var.data().numel();
+    if (!runs_.empty() && runs_.back().decay == p.decay) runs_.back().numel += n;
+    else runs_.push_back({p.offset, n, p.decay});
+  }
+}
+
+void AdamW::step(double lr) {
+  check(params_.device() == m_.device(),
+        std::string("AdamW::step: parameters are on ") + device_name(params_.device()) +
+            " but the moments on " + device_name(m_.device()) +
+            " (create the optimiser after moving the parameters)");
+  params_.check_grads_in_buffer("AdamW::step");
+  int64_t t = step_count_ + 1;  // bias corrections use the count including this update
+  for (const Run& r : runs_) {
+    Tensor p = Tensor::view_of(params_.data(), r.offset, {r.numel});
+    Tensor g = Tensor::view_of(params_.grad(), r.offset, {r.numel});
+    Tensor m = Tensor::view_of(m_, r.offset, {r.numel});
+    Tensor v = Tensor::view_of(v_, r.offset, {r.numel});
+    kernels::adamw_step(p, g, m, v, lr, config_.beta1, config_.beta2, config_.eps,
+                        r.decay ? config_.weight_decay : 0.0, t);
+  }
+  step_count_ = t;
+}
+
+void AdamW::set_step_count(int64_t t) {
+  check(t >= 0, "AdamW::set_step_count: negative step count " + std::to_string(t));
+  step_count_ = t;
+}
+
+Tensor AdamW::moment_view(const Tensor& buffer, const std::string& name) const {
+  const Parameter& p = params_.info(name);
+  return Tensor::view_of(buffer, p.offset, p.var.shape());
+}
+Tensor AdamW::first_moment(const std::string& name) const { return moment_view(m_, name); }
+Tensor AdamW::second_moment(const std::string& name) const { return moment_view(v_, name); }
+
+// ---- gradient clipping --------------------------------------------------------------------
+
+double clip_grad_norm(ParameterStore& params, double max_norm) {
+  check(max_norm > 0, "clip_grad_norm: max_norm must be positive, got " + std::to_string(max_norm));
+  params.check_grads_in_buffer("clip_grad_norm");
+  double norm = std::sqrt(kernels::sum_squares(params.grad()));
+  double clip_coef = max_norm / (norm + 1e-6);
+  if (clip_coef < 1.0) {
+    Tensor grad = params.grad();
+    kernels::scale_inplace(grad, clip_coef);
+  }
+  return norm;
+}
+
+// ---- learning-rate schedule -----------------------------------------------------------------
+
+double lr_at(int64_t update, int64_t total_updates, double max_lr, double min_lr, int64_t warmup) {
+  check(update >= 0 && total_updates >= 1 && warmup >= 0,
+        "lr_at: need update >= 0, total_updates >= 1, warmup >= 0; got update " +
+            std::to_string(update) + ", total " + std::to_string(total_updates) + ", warmup " +
+            std::to_string(warmup));
+  if (update < warmup) return max_lr * (double(update + 1) / double(warmup));
+  int64_t decay_updates = total_updates - 1 - warmup;
+  if (decay_updates <= 0) return min_lr;
+  double progress = double(update - warmup) / double(decay_updates);
+  if (progress >= 1.0) return min_lr;  // exactly, at and after the last update
+  const double pi = std::acos(-1.0);
+  return min_lr + 0.5 * (max_lr - min_lr) * (1.0 + std::cos(pi * progress));
+}
+
+}  // namespace lina

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Installs lina's build dependencies from Debian packages (idempotent: does
+# nothing when they are present). The CUDA toolkit is optional and is used
+# when /usr/local/cuda/bin/nvcc exists.
+set -euo pipefail
+packages=(cmake g++ make libeigen3-dev doctest-dev nlohmann-json3-dev libcli11-dev)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}"
+  SUDO=""
+  [[ $(id -u) -ne 0 ]] && SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}"
+fi

@@ -1,0 +1,102 @@
+// Tape semantics: accumulation, no-grad, repeated backward, graph dump.
+#include <doctest/doctest.h>
+
+#include "tests/gradcheck.h"
+
+using namespace lina;
+
+TEST_CASE("a Var used twice accumulates both gradients") {
+  Var x(Tensor::from_vector<double>({1.5, -2.0}, {2}), true, "x");
+  Var y = sum_all(mul(x, x) + x);  // dy/dx = 2x + 1
+  y.backward();
+  CHECK(x.grad().to_vector<double>() == std::vector<double>{4.0, -3.0});
+}
+
+TEST_CASE("no-grad mode records no graph") {
+  Var x(Tensor::ones({3}, DType::f64), true);
+  NoGradGuard guard;
+  Var y = exp(x) * x;
+  CHECK_FALSE(y.requires_grad());
+  CHECK(y.grad_fn() == nullptr);
+  CHECK(y.data().at(0) == doctest::Approx(std::exp(1.0)));
+}
+
+TEST_CASE("no-grad guard restores the previous mode") {
+  {
+    NoGradGuard outer;
+    { NoGradGuard inner; }
+    CHECK_FALSE(grad_enabled());
+  }
+  CHECK(grad_enabled());
+}
+
+TEST_CASE("backward twice after zero_grad gives the same gradient; without it, twice the gradient") {
+  Var w(Tensor::from_vector<double>({0.5, -1.0, 2.0, 0.25}, {2, 2}), true, "w");
+  Var x(Tensor::from_vector<double>({1.0, 2.0}, {1, 2}));
+  Var loss = sum_all(tanh(matmul(x, w)));
+  loss.backward();
+  std::vector<double> first = w.grad().to_vector<double>();
+  w.zero_grad();
+  loss.backward();
+  CHECK(w.grad().to_vector<double>() == first);
+  loss.backward();
+  std::vector<double> doubled = w.grad().to_vector<double>();
+  for (size_t i = 0; i < first.size(); ++i) CHECK(doubled[i] == doctest::Approx(2 * first[i]));
+}
+
+TEST_CASE("inputs without requires_grad get no gradient; backward needs a scalar") {
+  Var a(Tensor::ones({2}, DType::f64), true);
+  Var b(Tensor::ones({2}, DType::f64), false);
+  Var c = a * b;
+  CHECK_THROWS_WITH_AS(c.backward(), doctest::Contains("needs a scalar"), Error);
+  sum_all(c).backward();
+  CHECK(a.grad().defined());
+  CHECK_FALSE(b.grad().defined());
+  Var leaf(Tensor::ones({1}, DType::f64));
+  CHECK_THROWS_AS(leaf.backward(), Error);
+}
+
+TEST_CASE("graph_dot names every op and shape") {
+  Var x(Tensor::ones({2, 3}, DType::f64), true, "x");
+  Var w(Tensor::ones({3, 4}, DType::f64), true, "w");
+  Var loss = mean_all(relu(matmul(x, w)));
+  std::string dot = graph_dot(loss);
+  CHECK(dot.find("digraph") != std::string::npos);
+  CHECK(dot.find("matmul") != std::string::npos);
+  CHECK(dot.find("relu") != std::string::npos);
+  CHECK(dot.find("mean") != std::string::npos);
+  CHECK(dot.find("x\\nfloat64[2, 3]") != std::string::npos);
+  CHECK(dot.find("float64[2, 4]") != std::string::npos);
+}
+
+TEST_CASE("a long chain does not overflow the stack in backward") {
+  Var x(Tensor::ones({1}, DType::f64), true);
+  Var y = x;
+  for (int i = 0; i < 20000; ++i) y = add_scalar(y, 0.0);
+  sum_all(y).backward();
+  CHECK(x.grad().at(0) == 1.0);
+}
+
+TEST_CASE("tensor basics: creation, printing, errors") {
+  Rng rng(1);
+  Tensor t = Tensor::randn({2, 3}, rng);
+  CHECK(t.dtype() == DType::f32);
+  CHECK(t.describe() == "float32[2, 3] on cpu");
+  Tensor f = Tensor::full({2}, 3.5, DType::f64);
+  CHECK(f.to_vector<double>() == std::vector<double>{3.5, 3.5});
+  CHECK(Tensor::from_vector<float>({7.f}, {}).item() == 7.0);
+  CHECK(f.str().find("3.5") != std::string::npos);
+  CHECK_THROWS_WITH_AS(Tensor::from_vector<float>({1, 2, 3}, {2, 2}),
+                       doctest::Contains("do not fill shape [2, 2]"), Error);
+  CHECK_THROWS_WITH_AS(f.data<float>(), doctest::Contains("float64"), Error);
+  CHECK_THROWS_AS(f.item(), Error);
+  // same seed, same numbers
+  Rng r1(42), r2(42);
+  CHECK(Tensor::randn({5}, r1).to_vector<float>() == Tensor::randn({5}, r2).to_vector<float>());
+  // a view shares the buffer
+  Tensor base = Tensor::zeros({6}, DType::f64);
+  Tensor view = Tensor::view_of(base, 2, {2, 2});
+  view.data<double>()[0] = 9.0;
+  CHECK(base.at(2) == 9.0);
+  CHECK_THROWS_AS(Tensor::view_of(base, 4, {2, 2}), Error);
+}

@@ -1,0 +1,148 @@
+// The `lina` binary end to end: bad input ends with one clear line and a
+// non-zero exit; a short run writes its json and checkpoint; resuming from
+// a checkpoint gives the same losses as an uninterrupted run, to the bit.
+#include <doctest/doctest.h>
+
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Result {
+  int code = -1;
+  std::string output;  // stdout and stderr together
+};
+
+Result run(const std::string& args) {
+  std::string cmd = std::string(LINA_BINARY) + " " + args + " 2>&1";
+  Result r;
+  FILE* p = popen(cmd.c_str(), "r");
+  REQUIRE(p != nullptr);
+  std::array<char, 4096> buf{};
+  while (fgets(buf.data(), int(buf.size()), p)) r.output += buf.data();
+  int status = pclose(p);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+fs::path temp_dir(const std::string& name) {
+  fs::path d = fs::temp_directory_path() / ("lina_cli_" + name);
+  fs::remove_all(d);
+  fs::create_directories(d);
+  return d;
+}
+
+int count_lines(const std::string& s) {
+  int n = 0;
+  for (char c : s) n += c == '\n';
+  return n;
+}
+
+// Asserts the run failed with exactly one line mentioning `needle`.
+void expect_error(const std::string& args, const std::string& needle) {
+  Result r = run(args);
+  INFO("lina " << args << "\n" << r.output);
+  CHECK(r.code != 0);
+  CHECK(r.code < 128);  // an exit, not a crash by signal
+  CHECK(count_lines(r.output) == 1);
+  CHECK(r.output.find("error") != std::string::npos);
+  CHECK(r.output.find(needle) != std::string::npos);
+}
+
+const std::string kTiny = " --steps 4 --batch 2 --eval-every 2 --eval-batches 1 --quiet";
+
+}  // namespace
+
+TEST_CASE("bad input: one line, non-zero exit") {
+  fs::path d = temp_dir("bad");
+  std::string out = " --out " + d.string();
+  expect_error("train --preset transformer --task recall" + out, "unknown preset 'transformer'");
+  expect_error("train --preset gdn --task translate" + out, "unknown task 'translate'");
+  expect_error("train --preset gdn --task recall --frobnicate 3" + out, "frobnicate");
+  expect_error("train --preset gdn --task recall --steps 0" + out, "--steps must be positive");
+  expect_error("train --preset gdn --task recall --batch -2" + out, "--batch must be positive");
+  expect_error("train --preset gdn --task lm --context 0" + out, "--context must be positive");
+  expect_error("train --preset gdn --task lm --data " + (d / "missing.txt").string() + out,
+               "not found");
+  std::ofstream(d / "empty.txt").close();
+  expect_error("train --preset gdn --task lm --data " + (d / "empty.txt").string() + out, "empty");
+  std::ofstream(d / "short.txt") << "To be, or not to be: that is the question.\n";
+  expect_error("train --preset gdn --task lm --context 64 --data " + (d / "short.txt").string() + out,
+               "context");
+  expect_error("train --preset gdn --task recall --device cuda" + out, "CUDA");
+  expect_error("train --preset gdn --task recall --device tpu" + out, "unknown device 'tpu'");
+  expect_error("state-size --context 0", "--context must be positive");
+  expect_error("eval --checkpoint " + (d / "none.safetensors").string() + " --text x --context 8",
+               "none.safetensors");
+}
+
+TEST_CASE("state-size prints spec 1.3's numbers") {
+  Result r = run("state-size --context 4096");
+  CHECK(r.code == 0);
+  INFO(r.output);
+  CHECK(r.output.find("attn              512        2097152") != std::string::npos);
+  CHECK(r.output.find("16384") != std::string::npos);
+  CHECK(r.output.find("12288") != std::string::npos);
+}
+
+TEST_CASE("a short run writes json and checkpoint; bad checkpoints are refused") {
+  fs::path d = temp_dir("run");
+  Result r = run("train --preset gdn --task recall --out " + d.string() + kTiny);
+  INFO(r.output);
+  REQUIRE(r.code == 0);
+  fs::path json_path = d / "cpu" / "recall_gdn.json", ckpt = d / "cpu" / "recall_gdn.safetensors";
+  REQUIRE(fs::exists(json_path));
+  REQUIRE(fs::exists(ckpt));
+  nlohmann::json j = nlohmann::json::parse(std::ifstream(json_path));
+  for (const char* key : {"config", "git_commit", "kv_per_token", "state_const", "conv_cache", "params",
+                          "loss_curve", "eval", "final", "alpha", "wall_time_s", "tokens_per_s"})
+    CHECK_MESSAGE(j.contains(key), "json lacks " << key);
+  CHECK(j["state_const"] == 16384);
+  CHECK(j["loss_curve"].size() == 4);
+  CHECK(j["final"].contains("val_accuracy"));
+
+  // a checkpoint of another preset
+  expect_error("train --preset attn --task recall --out " + d.string() + " --resume " + ckpt.string() + kTiny,
+               "gdn");
+  // truncated and garbled checkpoints; the good one stays untouched
+  auto size = fs::file_size(ckpt);
+  fs::copy_file(ckpt, d / "cut.safetensors");
+  fs::resize_file(d / "cut.safetensors", size / 2);
+  expect_error("train --preset gdn --task recall --out " + (d / "o").string() + " --resume " +
+                   (d / "cut.safetensors").string() + kTiny, "cut.safetensors");
+  {
+    std::ofstream g(d / "garbled.safetensors", std::ios::binary);
+    g << "\x10\x00\x00\x00\x00\x00\x00\x00{not json at all";
+  }
+  expect_error("train --preset gdn --task recall --out " + (d / "o").string() + " --resume " +
+                   (d / "garbled.safetensors").string() + kTiny, "garbled.safetensors");
+  CHECK(fs::file_size(ckpt) == size);
+}
+
+TEST_CASE("resume: N steps + N resumed equal 2N uninterrupted, to the bit") {
+  for (std::string preset : {"gdn", "attn"}) {
+    fs::path a = temp_dir("full_" + preset), b = temp_dir("split_" + preset);
+    std::string common = " --preset " + preset + " --task recall --steps 6 --batch 2 --eval-every 3 --eval-batches 1 --quiet";
+    REQUIRE(run("train" + common + " --out " + a.string()).code == 0);
+    REQUIRE(run("train" + common + " --out " + b.string() + " --stop-at 3").code == 0);
+    fs::path ckpt = b / "cpu" / ("recall_" + preset + ".safetensors");
+    fs::copy_file(ckpt, b / "half.safetensors");
+    REQUIRE(run("train" + common + " --out " + b.string() + " --resume " + (b / "half.safetensors").string()).code == 0);
+    auto ja = nlohmann::json::parse(std::ifstream(a / "cpu" / ("recall_" + preset + ".json")));
+    auto jb = nlohmann::json::parse(std::ifstream(b / "cpu" / ("recall_" + preset + ".json")));
+    REQUIRE(ja["loss_curve"].size() == 6);
+    REQUIRE(jb["loss_curve"].size() == 6);
+    for (size_t i = 0; i < 6; ++i) {
+      INFO(preset << " step " << i + 1);
+      CHECK(ja["loss_curve"][i]["loss"].get<double>() == jb["loss_curve"][i]["loss"].get<double>());
+    }
+    CHECK(ja["final"]["val_loss"].get<double>() == jb["final"]["val_loss"].get<double>());
+  }
+}

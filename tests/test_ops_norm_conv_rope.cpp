@@ -1,0 +1,190 @@
+// rms_norm, l2_norm, causal_conv1d and rope: gradient checks, known values,
+// weight gradients summed over many rows against a plain loop, and errors.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "core/kernels.h"
+#include "tests/gradcheck.h"
+
+using namespace lina;
+using namespace lina::test;
+
+namespace {
+
+const std::vector<GradcheckRow> kRows = {
+    {OpKind::RmsNorm, "[3, 5] and the per-head form [2, 3, 4, 8] with one weight [8]", [] {
+       auto f = [](auto& v) { return rms_norm(v[0], v[1]); };
+       check_gradients(f, {randn64({3, 5}), rand64({5}, 0.5, 1.5)});
+       check_gradients(f, {randn64({2, 3, 4, 8}), rand64({8}, 0.5, 1.5)});
+     }},
+    {OpKind::L2Norm, "[4, 6] and [2, 3, 2, 8]", [] {
+       auto f = [](auto& v) { return l2_norm(v[0]); };
+       check_gradients(f, {randn64({4, 6})});
+       check_gradients(f, {randn64({2, 3, 2, 8})});
+     }},
+    {OpKind::CausalConv1d, "K = 4 and K = 2, with T < K and T > K", [] {
+       auto f = [](auto& v) { return causal_conv1d(v[0], v[1]); };
+       check_gradients(f, {randn64({2, 3, 3}), randn64({3, 4})});  // T < K
+       check_gradients(f, {randn64({2, 7, 3}), randn64({3, 4})});  // T > K
+       check_gradients(f, {randn64({2, 1, 4}), randn64({4, 2})});  // T < K
+       check_gradients(f, {randn64({1, 6, 5}), randn64({5, 2})});  // T > K
+     }},
+    {OpKind::Rope, "D = 8 at pos0 = 0 and D = 32 at pos0 = 5", [] {
+       check_gradients([](auto& v) { return rope(v[0], 0); }, {randn64({2, 3, 2, 8})});
+       check_gradients([](auto& v) { return rope(v[0], 5); }, {randn64({1, 4, 2, 32})});
+     }},
+};
+const int kRegistered = register_gradchecks(kRows);
+
+Var leaf(const std::vector<double>& values, const Shape& shape, bool requires_grad = false) {
+  return Var(Tensor::from_vector<double>(values, shape), requires_grad);
+}
+
+}  // namespace
+
+TEST_CASE("gradcheck: rms_norm, l2_norm, causal_conv1d, rope") { run_gradchecks(kRows); }
+
+TEST_CASE("rms_norm forward values") {
+  Var w = leaf({0.5, -1.0, 2.0, 3.0}, {4});
+  // a constant row normalises to all ones, so y = weight
+  Var y = rms_norm(leaf({3, 3, 3, 3, -2, -2, -2, -2}, {2, 4}), w);
+  for (int64_t i = 0; i < 4; ++i) {
+    CHECK(y.data().at(i) == doctest::Approx(w.data().at(i)).epsilon(1e-5));
+    CHECK(y.data().at(4 + i) == doctest::Approx(-w.data().at(i)).epsilon(1e-5));
+  }
+  // x = [1, 2, 3, 4]: mean(x²) = 7.5
+  Var y2 = rms_norm(leaf({1, 2, 3, 4}, {1, 4}), w, 0.0);
+  for (int64_t i = 0; i < 4; ++i)
+    CHECK(y2.data().at(i) == doctest::Approx(w.data().at(i) * double(i + 1) / std::sqrt(7.5)));
+}
+
+TEST_CASE("l2_norm gives unit rows and keeps an all-zero row finite") {
+  Var y = l2_norm(Var(randn64({3, 5})));
+  for (int64_t r = 0; r < 3; ++r) {
+    double ss = 0;
+    for (int64_t i = 0; i < 5; ++i) ss += y.data().at(r * 5 + i) * y.data().at(r * 5 + i);
+    CHECK(ss == doctest::Approx(1.0));
+  }
+  Var x = leaf({0, 0, 0, 3, 4, 0}, {2, 3}, true);
+  Var z = l2_norm(x);
+  for (int64_t i = 0; i < 3; ++i) CHECK(z.data().at(i) == 0.0);
+  CHECK(z.data().at(3) == doctest::Approx(0.6));
+  CHECK(z.data().at(4) == doctest::Approx(0.8));
+  sum_all(z).backward();
+  // the zero row has y = x / ε, so its gradient is 1/ε (finite, no NaN)
+  for (int64_t i = 0; i < 3; ++i) CHECK(x.grad().at(i) == doctest::Approx(1e12));
+  for (int64_t i = 3; i < 6; ++i) CHECK(std::isfinite(x.grad().at(i)));
+}
+
+TEST_CASE("causal_conv1d of a known signal") {
+  // x [B=2, T=5, C=2]: both channels hold 1..5 (batch 1: 10..50); channel 0
+  // has weights [0, 0, 1, 1] (x_{t−1} + x_t), channel 1 [1, 0, 0, 0] (x_{t−3}).
+  std::vector<double> xs;
+  for (int b = 0; b < 2; ++b)
+    for (int t = 0; t < 5; ++t)
+      for (int c = 0; c < 2; ++c) xs.push_back((t + 1) * (b == 0 ? 1.0 : 10.0));
+  Var y = causal_conv1d(leaf(xs, {2, 5, 2}), leaf({0, 0, 1, 1, 1, 0, 0, 0}, {2, 4}));
+  const double ch0[] = {1, 3, 5, 7, 9}, ch1[] = {0, 0, 0, 1, 2};
+  for (int b = 0; b < 2; ++b)
+    for (int t = 0; t < 5; ++t) {
+      const double scale = b == 0 ? 1.0 : 10.0;  // no leak from batch 0 into batch 1
+      CHECK(y.data().at((b * 5 + t) * 2 + 0) == doctest::Approx(scale * ch0[t]));
+      CHECK(y.data().at((b * 5 + t) * 2 + 1) == doctest::Approx(scale * ch1[t]));
+    }
+}
+
+TEST_CASE("rope: identity at position 0, norm-preserving, right angle at position 1") {
+  Tensor x = randn64({2, 1, 3, 8});
+  CHECK(max_abs_diff(rope(Var(x), 0).data(), x) == 0.0);
+
+  Tensor x2 = randn64({1, 4, 2, 8});
+  Tensor y2 = rope(Var(x2), 3).data();
+  for (int64_t row = 0; row < 8; ++row)
+    for (int64_t j = 0; j < 4; ++j) {
+      auto pair_norm = [&](const Tensor& t) {
+        double a = t.at(row * 8 + j), b = t.at(row * 8 + j + 4);
+        return a * a + b * b;
+      };
+      CHECK(pair_norm(y2) == doctest::Approx(pair_norm(x2)));
+    }
+
+  // D = 4, base 10000: θ_0 = t, θ_1 = t / 100. Unit vectors e_0 and e_1 at
+  // position 1 (reached both as t = 1 from pos0 = 0 and as t = 0 from pos0 = 1).
+  Tensor e = Tensor::from_vector<double>({0, 0, 0, 0, 0, 0, 0, 0,    // t = 0 (pos0 = 0)
+                                          1, 0, 0, 0, 0, 1, 0, 0},   // t = 1, heads e_0 and e_1
+                                         {1, 2, 2, 4});
+  Tensor y = rope(Var(e), 0).data();
+  CHECK(y.at(8) == doctest::Approx(std::cos(1.0)));
+  CHECK(y.at(9) == doctest::Approx(0.0));
+  CHECK(y.at(10) == doctest::Approx(std::sin(1.0)));
+  CHECK(y.at(13) == doctest::Approx(std::cos(0.01)));
+  CHECK(y.at(15) == doctest::Approx(std::sin(0.01)));
+  Tensor e1 = Tensor::from_vector<double>({1, 0, 0, 0}, {1, 1, 1, 4});
+  Tensor y1 = rope(Var(e1), 1).data();
+  CHECK(y1.at(0) == doctest::Approx(std::cos(1.0)));
+  CHECK(y1.at(2) == doctest::Approx(std::sin(1.0)));
+  // the inverse rotation undoes it
+  CHECK(max_abs_diff(kernels::rope_apply(y2, 3, 10000.0, true), x2) < 1e-12);
+}
+
+TEST_CASE("weight gradients summed over many rows match a plain loop") {
+  // more rows than one partial-sum chunk, so the chunked reduction is exercised
+  SUBCASE("rms_norm dw") {
+    const int64_t rows = 300, n = 8;
+    Tensor x = randn64({3, 100, n}), w = rand64({n}, 0.5, 1.5), dy = randn64({3, 100, n});
+    Tensor rstd, dx, dw;
+    kernels::rms_norm_forward(x, w, 1e-5, rstd);
+    kernels::rms_norm_backward(x, w, rstd, dy, dx, dw);
+    for (int64_t i = 0; i < n; ++i) {
+      double expect = 0;
+      for (int64_t r = 0; r < rows; ++r)
+        expect += dy.at(r * n + i) * x.at(r * n + i) * rstd.at(r);
+      CHECK(dw.at(i) == doctest::Approx(expect).epsilon(1e-12));
+    }
+  }
+  SUBCASE("causal_conv1d dw") {
+    const int64_t B = 3, T = 100, C = 3, K = 4;
+    Tensor x = randn64({B, T, C}), w = randn64({C, K}), dy = randn64({B, T, C});
+    Tensor dx, dw;
+    kernels::causal_conv1d_backward(x, w, dy, dx, dw);
+    for (int64_t c = 0; c < C; ++c)
+      for (int64_t j = 0; j < K; ++j) {
+        double expect = 0;
+        for (int64_t b = 0; b < B; ++b)
+          for (int64_t t = 0; t < T; ++t)
+            if (t - K + 1 + j >= 0)
+              expect += dy.at((b * T + t) * C + c) * x.at((b * T + t - K + 1 + j) * C + c);
+        CHECK(dw.at(c * K + j) == doctest::Approx(expect).epsilon(1e-12));
+      }
+  }
+}
+
+TEST_CASE("norm, conv and rope forwards agree in float32 and float64") {
+  Tensor x = randn64({2, 5, 3, 8}), w = rand64({8}, 0.5, 1.5), cw = randn64({8, 4});
+  auto f32 = [](const Tensor& t) { return Var(t.to(DType::f32)); };
+  CHECK(max_abs_diff(rms_norm(f32(x), f32(w)).data(), rms_norm(Var(x), Var(w)).data()) < 1e-5);
+  CHECK(max_abs_diff(l2_norm(f32(x)).data(), l2_norm(Var(x)).data()) < 1e-6);
+  CHECK(max_abs_diff(rope(f32(x), 7).data(), rope(Var(x), 7).data()) < 1e-5);
+  Tensor xc = x.reshape({2, 15, 8});
+  CHECK(max_abs_diff(causal_conv1d(f32(xc), f32(cw)).data(), causal_conv1d(Var(xc), Var(cw)).data()) <
+        1e-5);
+}
+
+TEST_CASE("norm, conv and rope errors name the op and the shapes") {
+  Var x(Tensor::zeros({2, 3, 4}, DType::f64));
+  CHECK_THROWS_WITH_AS(rms_norm(x, Var(Tensor::ones({5}, DType::f64))),
+                       "rms_norm: weight [5] does not match last dim of [2, 3, 4]", Error);
+  CHECK_THROWS_WITH_AS(rope(Var(Tensor::zeros({1, 2, 1, 5}, DType::f64))),
+                       doctest::Contains("rope: head dim D = 5 of [1, 2, 1, 5] must be even"), Error);
+  CHECK_THROWS_WITH_AS(rope(x), doctest::Contains("rope: expected x [B, T, H, D]"), Error);
+  CHECK_THROWS_WITH_AS(causal_conv1d(x, Var(Tensor::zeros({3, 4}, DType::f64))),
+                       doctest::Contains("causal_conv1d: weight [3, 4] is not [C, K] with C = 4"),
+                       Error);
+  CHECK_THROWS_WITH_AS(causal_conv1d(Var(Tensor::zeros({2, 4}, DType::f64)),
+                                     Var(Tensor::zeros({4, 4}, DType::f64))),
+                       doctest::Contains("causal_conv1d: expected x [B, T, C]"), Error);
+  CHECK_THROWS_WITH_AS(rms_norm(x, Var(Tensor::ones({4}, DType::f32))),
+                       doctest::Contains("rms_norm: dtype mismatch"), Error);
+}

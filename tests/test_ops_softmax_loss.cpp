@@ -1,0 +1,230 @@
+// Softmax, log-softmax, cross-entropy, embedding (and argmax): gradient
+// checks, known values, masking and error messages.
+#include <doctest/doctest.h>
+
+#include <cmath>
+
+#include "core/kernels.h"
+#include "tests/gradcheck.h"
+
+using namespace lina;
+using namespace lina::test;
+
+namespace {
+
+Tensor ids(const std::vector<int32_t>& values, const Shape& shape) {
+  return Tensor::from_vector<int32_t>(values, shape);
+}
+Tensor f64(const std::vector<double>& values, const Shape& shape) {
+  return Tensor::from_vector<double>(values, shape);
+}
+
+const std::vector<GradcheckRow> kRows = {
+    {OpKind::Softmax, "plain on [3, 5] and [2, 3, 4]; causal on [2, 4, 4] and Tq < Tk [2, 3, 5]", [] {
+       auto plain = [](auto& v) { return softmax(v[0]); };
+       auto causal = [](auto& v) { return softmax(v[0], true); };
+       check_gradients(plain, {randn64({3, 5})});
+       check_gradients(plain, {randn64({2, 3, 4})});
+       check_gradients(causal, {randn64({2, 4, 4})});
+       check_gradients(causal, {randn64({2, 3, 5})});
+       check_gradients(causal, {randn64({1, 2, 1, 3})});
+     }},
+    {OpKind::LogSoftmax, "[3, 5] and [2, 3, 4]", [] {
+       auto f = [](auto& v) { return log_softmax(v[0]); };
+       check_gradients(f, {randn64({3, 5})});
+       check_gradients(f, {randn64({2, 3, 4})});
+     }},
+    {OpKind::CrossEntropy, "no mask on [4, 5] and [2, 3, 7]", [] {
+       auto f = [](auto& v) { return cross_entropy(v[0], v[1].data()); };
+       check_gradients(f, {randn64({4, 5}), ids({0, 4, 2, 2}, {4})});
+       check_gradients(f, {randn64({2, 3, 7}), ids({6, 0, 3, 1, 1, 5}, {2, 3})});
+     }},
+    {OpKind::CrossEntropy, "with a mask (zeros and fractional weights) on [4, 5] and [2, 3, 7]", [] {
+       Tensor m1 = f64({1, 0, 1, 1}, {4});
+       check_gradients([m1](auto& v) { return cross_entropy(v[0], v[1].data(), m1); },
+                       {randn64({4, 5}), ids({3, 1, 0, 4}, {4})});
+       Tensor m2 = f64({0.5, 1, 0, 0, 2, 1}, {2, 3});
+       check_gradients([m2](auto& v) { return cross_entropy(v[0], v[1].data(), m2); },
+                       {randn64({2, 3, 7}), ids({2, 2, 6, 0, 5, 3}, {2, 3})});
+     }},
+    {OpKind::Embedding, "repeated ids: [5, 3] with ids [2, 4], [7, 4] with ids [6]", [] {
+       auto f = [](auto& v) { return embedding(v[0], v[1].data()); };
+       check_gradients(f, {randn64({5, 3}), ids({1, 4, 1, 0, 4, 4, 2, 1}, {2, 4})});
+       check_gradients(f, {randn64({7, 4}), ids({6, 6, 0, 3, 6, 2}, {6})});
+     }},
+};
+const int kRegistered = register_gradchecks(kRows);
+
+double value(const Var& v, int64_t i) { return v.data().at(i); }
+
+}  // namespace
+
+TEST_CASE("gradcheck: softmax, log-softmax, cross-entropy, embedding") { run_gradchecks(kRows); }
+
+TEST_CASE("softmax forward values") {
+  Var y = softmax(Var(f64({1, 2, 3}, {3})));
+  CHECK(value(y, 0) == doctest::Approx(0.0900306).epsilon(1e-6));
+  CHECK(value(y, 1) == doctest::Approx(0.2447285).epsilon(1e-6));
+  CHECK(value(y, 2) == doctest::Approx(0.6652410).epsilon(1e-6));
+
+  // log_softmax = log(softmax)
+  Var x(randn64({3, 6}));
+  CHECK(max_abs_diff(log_softmax(x).data(), log(softmax(x)).data()) < 1e-12);
+}
+
+TEST_CASE("causal softmax zeros the masked keys and rows sum to 1") {
+  SUBCASE("square: the upper triangle is zero") {
+    Var y = softmax(Var(randn64({2, 4, 4})), true);
+    for (int64_t b = 0; b < 2; ++b)
+      for (int64_t i = 0; i < 4; ++i) {
+        double row = 0;
+        for (int64_t j = 0; j < 4; ++j) {
+          double p = value(y, (b * 4 + i) * 4 + j);
+          if (j > i) CHECK(p == 0.0);
+          else CHECK(p > 0.0);
+          row += p;
+        }
+        CHECK(row == doctest::Approx(1.0));
+      }
+    CHECK(value(y, 0) == 1.0);  // the first query sees only itself
+  }
+  SUBCASE("Tq < Tk: query i sees keys j <= i + (Tk - Tq)") {
+    // Tq = 2, Tk = 4: row 0 sees keys 0..2, row 1 sees all four.
+    Var y = softmax(Var(f64({0, 0, 0, 5, 0, 0, 0, 0}, {2, 4})), true);
+    CHECK(value(y, 0) == doctest::Approx(1.0 / 3));
+    CHECK(value(y, 2) == doctest::Approx(1.0 / 3));
+    CHECK(value(y, 3) == 0.0);
+    for (int64_t j = 4; j < 8; ++j) CHECK(value(y, j) == doctest::Approx(0.25));
+  }
+  SUBCASE("inf and NaN in masked places never reach the output") {
+    double inf = INFINITY, nan = NAN;
+    Var y = softmax(Var(f64({1, inf, nan, 2, 3, -inf, 0, 1, 2}, {3, 3})), true);
+    for (int64_t i = 0; i < 9; ++i) CHECK(std::isfinite(value(y, i)));
+    CHECK(value(y, 0) == 1.0);
+    CHECK(value(y, 5) == 0.0);
+  }
+  SUBCASE("large tensor (parallel rows), float32") {
+    Rng rng(3);
+    Tensor x = Tensor::randn({4, 96, 128}, rng, 3.0);
+    std::vector<float> y = kernels::softmax_forward(x, true).to_vector<float>();
+    for (int64_t r = 0; r < 4 * 96; ++r) {
+      int64_t visible = r % 96 + (128 - 96) + 1;
+      double s = 0;
+      for (int64_t j = 0; j < 128; ++j) s += y[size_t(r * 128 + j)];
+      CHECK(s == doctest::Approx(1.0).epsilon(1e-5));
+      CHECK(y[size_t(r * 128 + visible - 1)] > 0.0f);
+      if (visible < 128) CHECK(y[size_t(r * 128 + visible)] == 0.0f);
+    }
+  }
+}
+
+TEST_CASE("softmax of large-magnitude rows: float32 agrees with float64, no inf or NaN") {
+  std::vector<double> row = {1000, -1000, 999, 0, 1000, -999.5};
+  Tensor x64 = f64(row, {1, 6});
+  Tensor x32 = x64.to(DType::f32);
+  Var y64 = softmax(Var(x64)), y32 = softmax(Var(x32));
+  Var l64 = log_softmax(Var(x64)), l32 = log_softmax(Var(x32));
+  for (int64_t i = 0; i < 6; ++i) {
+    CHECK(std::isfinite(value(y32, i)));
+    CHECK(std::isfinite(value(l32, i)));
+  }
+  CHECK(max_abs_diff(y32.data(), y64.data()) < 1e-6);
+  CHECK(max_abs_diff(l32.data(), l64.data()) < 1e-3);  // float32 ulp at 2000 is ~1e-4
+  CHECK(value(y64, 0) == doctest::Approx(1.0 / (2 + std::exp(-1.0))));
+  Tensor targets = ids({1}, {1});
+  double ce32 = cross_entropy(Var(x32), targets).item();
+  CHECK(std::isfinite(ce32));
+  CHECK(ce32 == doctest::Approx(cross_entropy(Var(x64), targets).item()).epsilon(1e-5));
+}
+
+TEST_CASE("cross-entropy forward values") {
+  SUBCASE("uniform logits give log V") {
+    Var loss = cross_entropy(Var(Tensor::zeros({3, 7}, DType::f64)), ids({0, 6, 3}, {3}));
+    CHECK(loss.shape() == Shape{});
+    CHECK(loss.item() == doctest::Approx(std::log(7.0)));
+  }
+  SUBCASE("equals the mean of −log_softmax at the targets") {
+    Tensor x = randn64({2, 3, 5});
+    std::vector<int32_t> t = {4, 0, 2, 2, 1, 3};
+    Var loss = cross_entropy(Var(x), ids(t, {2, 3}));
+    Var lp = log_softmax(Var(x));
+    double expected = 0;
+    for (int64_t n = 0; n < 6; ++n) expected -= value(lp, n * 5 + t[size_t(n)]);
+    CHECK(loss.item() == doctest::Approx(expected / 6).epsilon(1e-12));
+  }
+  SUBCASE("masked rows are ignored") {
+    // row 1 is confidently wrong but masked out; rows 0 and 2 are uniform
+    Tensor x = f64({0, 0, 0, 50, -50, 0, 0, 0, 0}, {3, 3});
+    Tensor t = ids({1, 1, 2}, {3});
+    Var loss = cross_entropy(Var(x), t, f64({1, 0, 1}, {3}));
+    CHECK(loss.item() == doctest::Approx(std::log(3.0)));
+    // every position masked: the loss is 0 (the count is clamped to 1)
+    CHECK(cross_entropy(Var(x), t, f64({0, 0, 0}, {3})).item() == 0.0);
+  }
+  SUBCASE("gradient of mean cross-entropy: (softmax − onehot) / count") {
+    Var x(Tensor::zeros({2, 4}, DType::f64), true);
+    cross_entropy(x, ids({3, 0}, {2})).backward();
+    CHECK(x.grad().at(0) == doctest::Approx(0.125));    // (0.25 − 0) / 2
+    CHECK(x.grad().at(3) == doctest::Approx(-0.375));   // (0.25 − 1) / 2
+    CHECK(x.grad().at(4) == doctest::Approx(-0.375));
+  }
+}
+
+TEST_CASE("embedding picks rows; its backward sums repeated ids") {
+  Tensor w = f64({0, 1, 10, 11, 20, 21}, {3, 2});
+  Var out = embedding(Var(w), ids({2, 0, 2, 1}, {2, 2}));
+  CHECK(out.shape() == Shape{2, 2, 2});
+  CHECK(out.data().to_vector<double>() == std::vector<double>{20, 21, 0, 1, 20, 21, 10, 11});
+
+  // large enough for the column-parallel backward; compared with a serial sum
+  const int64_t V = 11, C = 80, N = 600;
+  std::vector<int32_t> id(N);
+  for (int64_t n = 0; n < N; ++n) id[size_t(n)] = int32_t((n * 7) % V);
+  Rng rng(5);
+  Tensor dy = Tensor::randn({N, C}, rng, 1.0, 0.0, DType::f64);
+  std::vector<double> expected(size_t(V * C), 0.0), d = dy.to_vector<double>();
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t c = 0; c < C; ++c) expected[size_t(id[size_t(n)] * C + c)] += d[size_t(n * C + c)];
+  Tensor dw = kernels::embedding_backward(dy, ids(id, {N}), V);
+  CHECK(dw.shape() == Shape{V, C});
+  CHECK(max_abs_diff(dw, f64(expected, {V, C})) < 1e-12);
+}
+
+TEST_CASE("argmax over the last axis, first index on ties") {
+  Tensor x = f64({1, 3, 3, 0, -5, -1, -2, -1}, {2, 4});
+  Tensor a = kernels::argmax_last(x);
+  CHECK(a.dtype() == DType::i32);
+  CHECK(a.shape() == Shape{2});
+  CHECK(a.to_vector<int32_t>() == std::vector<int32_t>{1, 1});
+  Tensor b = kernels::argmax_last(Tensor::from_vector<float>({0.5f, 2.0f, -1.0f}, {3}));
+  CHECK(b.shape() == Shape{});
+  CHECK(b.at(0) == 1.0);
+}
+
+TEST_CASE("softmax, cross-entropy and embedding errors") {
+  Var logits(Tensor::zeros({2, 3, 65}, DType::f64));
+  CHECK_THROWS_WITH_AS(cross_entropy(logits, ids({0, 1, 2, 3, 70, 5}, {2, 3})),
+                       "cross_entropy: target 70 out of range for vocabulary 65", Error);
+  CHECK_THROWS_WITH_AS(cross_entropy(logits, ids({0, -1, 2, 3, 4, 5}, {2, 3})),
+                       doctest::Contains("target -1 out of range"), Error);
+  CHECK_THROWS_WITH_AS(cross_entropy(logits, ids({0, 1, 2}, {3})),
+                       doctest::Contains("targets [3] do not match logits [2, 3, 65]"), Error);
+  CHECK_THROWS_WITH_AS(
+      cross_entropy(logits, ids({0, 1, 2, 3, 4, 5}, {2, 3}), Tensor::ones({3, 2}, DType::f64)),
+      doctest::Contains("mask [3, 2] does not match logits [2, 3, 65]"), Error);
+  CHECK_THROWS_WITH_AS(
+      cross_entropy(logits, ids({0, 1, 2, 3, 4, 5}, {2, 3}), Tensor::ones({2, 3}, DType::f32)),
+      doctest::Contains("cross_entropy: dtype mismatch"), Error);
+
+  Var w(Tensor::zeros({65, 4}, DType::f64));
+  CHECK_THROWS_WITH_AS(embedding(w, ids({3, 70}, {2})),
+                       "embedding: id 70 out of range for vocabulary 65", Error);
+  CHECK_THROWS_WITH_AS(embedding(w, Tensor::zeros({2}, DType::f64)),
+                       doctest::Contains("embedding: ids must be int32"), Error);
+
+  CHECK_THROWS_WITH_AS(softmax(Var(Tensor::zeros({4, 3}, DType::f64)), true),
+                       doctest::Contains("softmax: causal needs [..., Tq, Tk] with Tk >= Tq"),
+                       Error);
+  CHECK_THROWS_WITH_AS(softmax(Var(Tensor::zeros({3}, DType::f64)), true),
+                       doctest::Contains("softmax: expected at least 2 dims"), Error);
+}

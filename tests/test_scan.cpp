@@ -1,0 +1,346 @@
+// The scan op (recurrence.md §5): float64 gradient checks of every rule ×
+// form, a finite-difference check of the kernels' final-state and
+// initial-state paths, the sequential and chunked forms against each other
+// (output, final state and every gradient, in float64 and float32), chunking
+// consistency, hand-computed values and argument errors.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <string>
+
+#include "core/kernels.h"
+#include "core/layout.h"
+#include "tests/gradcheck.h"
+
+using namespace lina;
+using namespace lina::test;
+
+namespace {
+
+const ScanRule kRules[] = {ScanRule::Linear, ScanRule::Delta, ScanRule::GatedDelta};
+
+std::string rule_name(ScanRule r) {
+  return r == ScanRule::Linear ? "linear" : r == ScanRule::Delta ? "delta" : "gated delta";
+}
+bool uses_beta(ScanRule r) { return r != ScanRule::Linear; }
+bool uses_gate(ScanRule r) { return r == ScanRule::GatedDelta; }
+
+// Inputs in the model's regime (recurrence.md §5.1), float64: q scaled by
+// 1/√d, unit-norm keys for the delta rules, β = σ(N(0, 1)),
+// g = log σ(z) = −softplus(−z) with z ~ U(−3, 6), a random nonzero S_0.
+struct ScanCase {
+  Tensor q, k, v, beta, log_alpha, s0;
+};
+
+ScanCase make_case(ScanRule rule, int64_t B, int64_t T, int64_t H, int64_t d, Rng& rng) {
+  const DType f64 = DType::f64;
+  ScanCase c;
+  c.q = Tensor::randn({B, T, H, d}, rng, 1.0 / std::sqrt(double(d)), 0.0, f64);
+  c.k = Tensor::randn({B, T, H, d}, rng, 1.0 / std::sqrt(double(d)), 0.0, f64);
+  c.v = Tensor::randn({B, T, H, d}, rng, 1.0, 0.0, f64);
+  c.s0 = Tensor::randn({B, H, d, d}, rng, 0.5, 0.0, f64);
+  if (uses_beta(rule)) {
+    double* k = c.k.data<double>();
+    for (int64_t row = 0; row < B * T * H; ++row) {
+      double norm = 0;
+      for (int64_t j = 0; j < d; ++j) norm += k[row * d + j] * k[row * d + j];
+      for (int64_t j = 0; j < d; ++j) k[row * d + j] /= std::sqrt(norm);
+    }
+    c.beta = Tensor::randn({B, T, H}, rng, 1.0, 0.0, f64);
+    double* b = c.beta.data<double>();
+    for (int64_t i = 0; i < c.beta.numel(); ++i) b[i] = 1.0 / (1.0 + std::exp(-b[i]));
+  }
+  if (uses_gate(rule)) {
+    c.log_alpha = Tensor::rand({B, T, H}, rng, -3.0, 6.0, f64);
+    double* g = c.log_alpha.data<double>();
+    for (int64_t i = 0; i < c.log_alpha.numel(); ++i) g[i] = -std::log1p(std::exp(-g[i]));
+  }
+  return c;
+}
+
+kernels::ScanConfig kernel_config(ScanRule rule, bool chunked, int64_t chunk) {
+  kernels::ScanConfig config;
+  config.delta = uses_beta(rule);
+  config.gated = uses_gate(rule);
+  config.chunked = chunked;
+  config.chunk = chunk;
+  return config;
+}
+
+Tensor cast(const Tensor& t, DType dtype) { return t.defined() ? t.to(dtype) : Tensor(); }
+
+// Forward and backward through the kernels for L = ⟨O, R1⟩ + ⟨S_T, R2⟩, so
+// that the final-state path and dS_0 are exercised too.
+struct ScanRun {
+  Tensor o, s_final;
+  kernels::ScanGrads grads;
+};
+
+ScanRun run_kernels(const kernels::ScanConfig& config, const ScanCase& c, const Tensor& R1,
+                    const Tensor& R2, DType dtype = DType::f64) {
+  ScanRun run;
+  Tensor saved;
+  Tensor q = cast(c.q, dtype), k = cast(c.k, dtype), v = cast(c.v, dtype);
+  Tensor beta = cast(c.beta, dtype), g = cast(c.log_alpha, dtype);
+  run.o = kernels::scan_forward(config, q, k, v, beta, g, cast(c.s0, dtype), run.s_final, &saved);
+  run.grads = kernels::scan_backward(config, q, k, v, beta, g, saved, cast(R1, dtype),
+                                     cast(R2, dtype));
+  return run;
+}
+
+double dot(const Tensor& a, const Tensor& b) {
+  const double* x = a.data<double>();
+  const double* y = b.data<double>();
+  double s = 0;
+  for (int64_t i = 0; i < a.numel(); ++i) s += x[i] * y[i];
+  return s;
+}
+
+double max_abs(const Tensor& t) {
+  return max_abs_diff(t, Tensor::zeros(t.shape(), t.dtype(), t.device()));
+}
+
+// Per tensor: max|a − ref| ≤ tolerance · max(floor, max|ref|).
+void check_close(const std::string& what, const Tensor& a, const Tensor& ref, double tolerance,
+                 double floor = 0.0) {
+  REQUIRE_MESSAGE(a.defined() == ref.defined(), what);
+  if (!ref.defined()) return;
+  const double scale = std::max(floor, max_abs(ref));
+  const double err = max_abs_diff(a, ref);
+  CHECK_MESSAGE(err <= tolerance * scale,
+                what << ": max|a − ref| = " << err << ", max|ref| = " << max_abs(ref));
+}
+
+void check_all_close(const std::string& what, const ScanRun& a, const ScanRun& ref,
+                     double tolerance, double floor = 0.0) {
+  check_close(what + " o", a.o, ref.o, tolerance, floor);
+  check_close(what + " S_T", a.s_final, ref.s_final, tolerance, floor);
+  check_close(what + " dq", a.grads.dq, ref.grads.dq, tolerance, floor);
+  check_close(what + " dk", a.grads.dk, ref.grads.dk, tolerance, floor);
+  check_close(what + " dv", a.grads.dv, ref.grads.dv, tolerance, floor);
+  check_close(what + " dbeta", a.grads.dbeta, ref.grads.dbeta, tolerance, floor);
+  check_close(what + " dg", a.grads.dlog_alpha, ref.grads.dlog_alpha, tolerance, floor);
+  check_close(what + " dS_0", a.grads.dinitial_state, ref.grads.dinitial_state, tolerance, floor);
+}
+
+// ---- gradient checks through the autograd op ----------------------------------------------
+
+// Small sizes, chunk 4 so T = 7 and T = 10 end in a short chunk; the initial
+// state is a constant of the op.
+GradcheckRow scan_row(ScanRule rule, ScanForm form) {
+  std::string what = rule_name(rule) + (form == ScanForm::Chunked ? ", chunked C = 4" : ", sequential") +
+                     ", [2, 7, 2, 4] and [2, 10, 2, 3]";
+  return {OpKind::Scan, what, [=] {
+            Rng rng(101 + int(rule) * 2 + int(form));
+            const int64_t sizes[2][2] = {{7, 4}, {10, 3}};  // T, d
+            for (const auto& size : sizes) {
+              ScanCase c = make_case(rule, 2, size[0], 2, size[1], rng);
+              ScanOptions options{rule, form, 4};
+              std::vector<Tensor> inputs{c.q, c.k, c.v};
+              if (uses_beta(rule)) inputs.push_back(c.beta);
+              if (uses_gate(rule)) inputs.push_back(c.log_alpha);
+              Tensor s0 = c.s0;
+              check_gradients(
+                  [=](const std::vector<Var>& x) {
+                    return scan(options, x[0], x[1], x[2], uses_beta(rule) ? x[3] : Var(),
+                                uses_gate(rule) ? x[4] : Var(), s0);
+                  },
+                  inputs);
+            }
+          }};
+}
+
+const std::vector<GradcheckRow> kRows = {
+    scan_row(ScanRule::Linear, ScanForm::Sequential),
+    scan_row(ScanRule::Linear, ScanForm::Chunked),
+    scan_row(ScanRule::Delta, ScanForm::Sequential),
+    scan_row(ScanRule::Delta, ScanForm::Chunked),
+    scan_row(ScanRule::GatedDelta, ScanForm::Sequential),
+    scan_row(ScanRule::GatedDelta, ScanForm::Chunked),
+};
+const int kRegistered = register_gradchecks(kRows);
+
+}  // namespace
+
+TEST_CASE("gradcheck: scan") { run_gradchecks(kRows); }
+
+TEST_CASE("scan kernels: finite differences with the final-state loss and dS_0") {
+  // L = ⟨O, R1⟩ + ⟨S_T, R2⟩; every input (S_0 included) perturbed along a
+  // random direction u, (L(x + εu) − L(x − εu)) / 2ε against ⟨dx, u⟩.
+  for (ScanRule rule : kRules)
+    for (bool chunked : {false, true}) {
+      INFO(rule_name(rule) << (chunked ? ", chunked C = 4" : ", sequential"));
+      Rng rng(7 + int(rule));
+      ScanCase c = make_case(rule, 2, 7, 2, 4, rng);
+      Tensor R1 = Tensor::randn(c.q.shape(), rng, 1.0, 0.0, DType::f64);
+      Tensor R2 = Tensor::randn(c.s0.shape(), rng, 1.0, 0.0, DType::f64);
+      const kernels::ScanConfig config = kernel_config(rule, chunked, 4);
+      ScanRun run = run_kernels(config, c, R1, R2);
+      auto loss = [&](const ScanCase& x) {
+        Tensor s_final;
+        Tensor o = kernels::scan_forward(config, x.q, x.k, x.v, x.beta, x.log_alpha, x.s0, s_final);
+        return dot(o, R1) + dot(s_final, R2);
+      };
+      Tensor ScanCase::*fields[] = {&ScanCase::q, &ScanCase::k, &ScanCase::v,
+                                    &ScanCase::beta, &ScanCase::log_alpha, &ScanCase::s0};
+      const Tensor grads[] = {run.grads.dq, run.grads.dk, run.grads.dv,
+                              run.grads.dbeta, run.grads.dlog_alpha, run.grads.dinitial_state};
+      const char* names[] = {"q", "k", "v", "beta", "log_alpha", "S_0"};
+      for (int i = 0; i < 6; ++i) {
+        if (!(c.*fields[i]).defined()) continue;
+        const double eps = kGradcheck.eps;
+        Tensor u = Tensor::randn((c.*fields[i]).shape(), rng, 1.0, 0.0, DType::f64);
+        ScanCase plus = c, minus = c;
+        plus.*fields[i] = kernels::binary(BinaryFn::Add, c.*fields[i],
+                                          kernels::unary(UnaryFn::MulScalar, u, eps));
+        minus.*fields[i] = kernels::binary(BinaryFn::Sub, c.*fields[i],
+                                           kernels::unary(UnaryFn::MulScalar, u, eps));
+        const double numeric = (loss(plus) - loss(minus)) / (2 * eps);
+        const double analytic = dot(grads[i], u);
+        CHECK_MESSAGE(std::fabs(numeric - analytic) / std::max(1.0, std::fabs(analytic)) <=
+                          kGradcheck.tolerance,
+                      names[i] << ": numeric " << numeric << " vs analytic " << analytic);
+      }
+    }
+}
+
+TEST_CASE("scan: sequential and chunked forms agree, float64 and float32") {
+  // B = 2, H = 3, d = 32; chunk sizes that divide T, that do not, and T < C.
+  const int64_t shapes[][2] = {{16, 64}, {32, 64}, {64, 64}, {16, 200},
+                               {32, 200}, {64, 200}, {32, 10}};  // C, T
+  for (ScanRule rule : kRules)
+    for (const auto& shape : shapes) {
+      const int64_t C = shape[0], T = shape[1];
+      INFO(rule_name(rule) << ", C = " << C << ", T = " << T);
+      Rng rng(1000 + int(rule) * 100 + C + T);
+      ScanCase c = make_case(rule, 2, T, 3, 32, rng);
+      Tensor R1 = Tensor::randn(c.q.shape(), rng, 1.0, 0.0, DType::f64);
+      Tensor R2 = Tensor::randn(c.s0.shape(), rng, 1.0, 0.0, DType::f64);
+      const ScanRun reference = run_kernels(kernel_config(rule, false, C), c, R1, R2);
+      const ScanRun chunked = run_kernels(kernel_config(rule, true, C), c, R1, R2);
+      check_all_close("float64 chunked vs sequential:", chunked, reference, 1e-10, 1.0);
+      for (bool form_chunked : {false, true}) {
+        const ScanRun single = run_kernels(kernel_config(rule, form_chunked, C), c, R1, R2,
+                                           DType::f32);
+        check_all_close(form_chunked ? "float32 chunked vs float64:" : "float32 sequential vs float64:",
+                        single, reference, 1e-4);
+      }
+    }
+}
+
+TEST_CASE("scan: two runs with the carried state equal one run") {
+  const int64_t T = 23, T1 = 9;
+  for (ScanRule rule : kRules)
+    for (ScanForm form : {ScanForm::Sequential, ScanForm::Chunked}) {
+      INFO(rule_name(rule) << (form == ScanForm::Chunked ? ", chunked C = 4" : ", sequential"));
+      Rng rng(55);
+      ScanCase c = make_case(rule, 2, T, 2, 5, rng);
+      ScanOptions options{rule, form, 4};
+      auto part = [&](const Tensor& x, int64_t start, int64_t length) {
+        return x.defined() ? Var(slice(x, 1, start, length)) : Var();
+      };
+      auto run = [&](int64_t start, int64_t length, const Tensor& s0, Tensor* s_final) {
+        return scan(options, part(c.q, start, length), part(c.k, start, length),
+                    part(c.v, start, length), part(c.beta, start, length),
+                    part(c.log_alpha, start, length), s0, s_final);
+      };
+      Tensor s_full, s_mid, s_end;
+      Var o_full = run(0, T, c.s0, &s_full);
+      Var o_first = run(0, T1, c.s0, &s_mid);
+      Var o_second = run(T1, T - T1, s_mid, &s_end);
+      check_close("o", concat({o_first.data(), o_second.data()}, 1), o_full.data(), 1e-12, 1.0);
+      check_close("S_T", s_end, s_full, 1e-12, 1.0);
+    }
+}
+
+TEST_CASE("scan: hand-computed values") {
+  for (ScanForm form : {ScanForm::Sequential, ScanForm::Chunked}) {
+    INFO(form == ScanForm::Chunked ? "chunked, C = 2" : "sequential");
+    SUBCASE("linear rule: S_T = Σ v kᵀ, o_t = S_t q_t") {
+      // Two tokens, d = 2: v1 k1ᵀ = [[1, 0], [2, 0]], v2 k2ᵀ = [[1.5, 6], [−0.5, −2]].
+      Var q(Tensor::from_vector<double>({1, 1, 1, 1}, {1, 2, 1, 2}));
+      Var k(Tensor::from_vector<double>({1, 0, 0.5, 2}, {1, 2, 1, 2}));
+      Var v(Tensor::from_vector<double>({1, 2, 3, -1}, {1, 2, 1, 2}));
+      Tensor s_final;
+      Var o = scan({ScanRule::Linear, form, 2}, q, k, v, Var(), Var(), Tensor(), &s_final);
+      CHECK(s_final.to_vector<double>() == std::vector<double>{2.5, 6, 1.5, -2});
+      CHECK(o.data().to_vector<double>() == std::vector<double>{1, 2, 8.5, -0.5});
+    }
+    SUBCASE("delta rules: one token from S_0 = 0 writes S_1 = β v kᵀ") {
+      for (ScanRule rule : {ScanRule::Delta, ScanRule::GatedDelta}) {
+        Var q(Tensor::from_vector<double>({1, 0}, {1, 1, 1, 2}));
+        Var k(Tensor::from_vector<double>({0.6, 0.8}, {1, 1, 1, 2}));
+        Var v(Tensor::from_vector<double>({2, -4}, {1, 1, 1, 2}));
+        Var beta(Tensor::from_vector<double>({0.5}, {1, 1, 1}));
+        Var g = uses_gate(rule) ? Var(Tensor::from_vector<double>({-0.3}, {1, 1, 1})) : Var();
+        Tensor s_final;
+        Var o = scan({rule, form, 2}, q, k, v, beta, g, Tensor(), &s_final);
+        std::vector<double> s = s_final.to_vector<double>();
+        std::vector<double> expected{0.6, 0.8, -1.2, -1.6};
+        for (int i = 0; i < 4; ++i) CHECK(s[size_t(i)] == doctest::Approx(expected[size_t(i)]));
+        CHECK(o.data().at(0) == doctest::Approx(0.6));   // S_1 q = (0.6, −1.2)
+        CHECK(o.data().at(1) == doctest::Approx(-1.2));
+      }
+    }
+    SUBCASE("gated delta rule with β = 0: pure decay S_t = exp(g_1 + … + g_t) S_0") {
+      Rng rng(3);
+      Var q(Tensor::randn({1, 3, 1, 2}, rng, 1.0, 0.0, DType::f64));
+      Var k(Tensor::randn({1, 3, 1, 2}, rng, 1.0, 0.0, DType::f64));
+      Var v(Tensor::randn({1, 3, 1, 2}, rng, 1.0, 0.0, DType::f64));
+      Var beta(Tensor::zeros({1, 3, 1}, DType::f64));
+      Var g(Tensor::from_vector<double>({-0.1, -0.5, -2.0}, {1, 3, 1}));
+      Tensor s0 = Tensor::from_vector<double>({1, 2, 3, 4}, {1, 1, 2, 2});
+      Tensor s_final;
+      Var o = scan({ScanRule::GatedDelta, form, 2}, q, k, v, beta, g, s0, &s_final);
+      const double decay = std::exp(-2.6);
+      for (int i = 0; i < 4; ++i) CHECK(s_final.at(i) == doctest::Approx(decay * s0.at(i)));
+      // o_3 = γ_3 S_0 q_3
+      const double q0 = q.data().at(4), q1 = q.data().at(5);
+      CHECK(o.data().at(4) == doctest::Approx(decay * (1 * q0 + 2 * q1)));
+      CHECK(o.data().at(5) == doctest::Approx(decay * (3 * q0 + 4 * q1)));
+    }
+  }
+}
+
+TEST_CASE("scan: only the inputs the rule reads are recorded") {
+  Rng rng(9);
+  for (ScanRule rule : kRules) {
+    ScanCase c = make_case(rule, 1, 3, 2, 4, rng);
+    Var q(c.q, true), k(c.k, true), v(c.v, true);
+    Var beta = c.beta.defined() ? Var(c.beta, true) : Var();
+    Var g = c.log_alpha.defined() ? Var(c.log_alpha, true) : Var();
+    Var o = scan({rule, ScanForm::Chunked, 2}, q, k, v, beta, g, c.s0);
+    REQUIRE(o.grad_fn() != nullptr);
+    CHECK(o.grad_fn()->kind == OpKind::Scan);
+    CHECK(o.grad_fn()->inputs.size() == size_t(3 + uses_beta(rule) + uses_gate(rule)));
+  }
+}
+
+TEST_CASE("scan errors name the problem") {
+  auto zeros = [](const Shape& s) { return Var(Tensor::zeros(s, DType::f64)); };
+  Var x = zeros({2, 5, 2, 4});
+  Var gate = zeros({2, 5, 2});
+  const ScanOptions linear{ScanRule::Linear, ScanForm::Sequential, 4};
+  const ScanOptions delta{ScanRule::Delta, ScanForm::Chunked, 4};
+  const ScanOptions gated{ScanRule::GatedDelta, ScanForm::Chunked, 4};
+  CHECK_THROWS_WITH_AS(scan(linear, x, zeros({2, 5, 2, 3}), x, Var(), Var()),
+                       doctest::Contains("scan: q, k, v must share one shape [B, T, H, d]"), Error);
+  CHECK_THROWS_WITH_AS(scan(linear, zeros({5, 2, 4}), zeros({5, 2, 4}), zeros({5, 2, 4}), Var(), Var()),
+                       doctest::Contains("scan: q must be a non-empty [B, T, H, d], got [5, 2, 4]"),
+                       Error);
+  CHECK_THROWS_WITH_AS(scan(delta, x, x, x, Var(), Var()),
+                       doctest::Contains("scan: delta rule needs beta [B, T, H] = [2, 5, 2]"), Error);
+  CHECK_THROWS_WITH_AS(scan(gated, x, x, x, gate, Var()),
+                       doctest::Contains("scan: gated delta rule needs log_alpha [B, T, H]"), Error);
+  CHECK_THROWS_WITH_AS(scan(gated, x, x, x, gate, zeros({2, 5})),
+                       doctest::Contains("log_alpha [B, T, H] = [2, 5, 2], got [2, 5]"), Error);
+  CHECK_THROWS_WITH_AS(scan(linear, x, x, x, gate, Var()),
+                       doctest::Contains("scan: the linear rule takes no beta"), Error);
+  CHECK_THROWS_WITH_AS(scan(delta, x, x, x, gate, Var(), Tensor::zeros({2, 2, 4, 3}, DType::f64)),
+                       doctest::Contains("scan: initial_state must be [2, 2, 4, 4], got [2, 2, 4, 3]"),
+                       Error);
+  CHECK_THROWS_WITH_AS(scan({ScanRule::Delta, ScanForm::Chunked, 0}, x, x, x, gate, Var()),
+                       doctest::Contains("scan: chunk length must be positive, got 0"), Error);
+  CHECK_THROWS_WITH_AS(scan(linear, x, Var(Tensor::zeros({2, 5, 2, 4})), x, Var(), Var()),
+                       doctest::Contains("scan: dtype mismatch"), Error);
+}
