@@ -1,4 +1,7 @@
 // Reductions.
+#include <algorithm>
+#include <vector>
+
 #include "backend_cpu/cpu_kernels.h"
 #include "backend_cpu/parallel.h"
 
@@ -18,12 +21,23 @@ void sum_middle(const T* x, T* out, int64_t outer, int64_t n, int64_t inner) {
   }
 }
 
+// Σ x² in double. Fixed blocks summed in a fixed order, so the result does
+// not depend on the number of threads or their timing (a resumed run must
+// clip its gradients exactly as an uninterrupted one).
 template <class T>
 double sum_squares(const T* x, int64_t n) {
-  double s = 0.0;
-#pragma omp parallel for reduction(+ : s) if (n > kParallelMin)
-  for (int64_t i = 0; i < n; ++i) s += double(x[i]) * double(x[i]);
-  return s;
+  constexpr int64_t kBlock = 1 << 14;
+  int64_t blocks = (n + kBlock - 1) / kBlock;
+  std::vector<double> partial(size_t(blocks), 0.0);
+  LINA_PARALLEL_FOR_IF(n > kParallelMin)
+  for (int64_t b = 0; b < blocks; ++b) {
+    double s = 0.0;
+    for (int64_t i = b * kBlock; i < std::min(n, (b + 1) * kBlock); ++i) s += double(x[i]) * double(x[i]);
+    partial[size_t(b)] = s;
+  }
+  double total = 0.0;
+  for (double p : partial) total += p;
+  return total;
 }
 
 template void sum_middle<float>(const float*, float*, int64_t, int64_t, int64_t);

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <iostream>
 
+#include "core/error.h"
 #include "experiments/commands.h"
 #include "experiments/train.h"
 

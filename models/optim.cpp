@@ -57,7 +57,7 @@ double clip_grad_norm(ParameterStore& params, double max_norm) {
   double norm = std::sqrt(kernels::sum_squares(params.grad()));
   double clip_coef = max_norm / (norm + 1e-6);
   if (clip_coef < 1.0) {
-    Tensor grad = params.grad();
+    Tensor grad = params.grad();  // the whole gradient buffer
     kernels::scale_inplace(grad, clip_coef);
   }
   return norm;

@@ -50,11 +50,11 @@ const Parameter& ParameterStore::info(const std::string& name) const {
 
 Var ParameterStore::get(const std::string& name) const { return info(name).var; }
 
-const Tensor& ParameterStore::data() const {
+Tensor ParameterStore::data() const {
   require_finalized("data");
   return data_;
 }
-const Tensor& ParameterStore::grad() const {
+Tensor ParameterStore::grad() const {
   require_finalized("grad");
   return grad_;
 }

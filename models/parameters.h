@@ -53,9 +53,10 @@ class ParameterStore {
   Var get(const std::string& name) const;  // throws for an unknown name
   const Parameter& info(const std::string& name) const;
   int64_t count() const { return count_; }  // total elements
-  // The whole buffers, [count()] (finalized stores only).
-  const Tensor& data() const;
-  const Tensor& grad() const;
+  // The whole buffers, [count()] (finalized stores only). Handles: writing
+  // into them (copy_from, kernels) writes the parameters / gradients.
+  Tensor data() const;
+  Tensor grad() const;
   DType dtype() const;
   Device device() const;
 

@@ -1,6 +1,8 @@
 // Tape semantics: accumulation, no-grad, repeated backward, graph dump.
 #include <doctest/doctest.h>
 
+#include <cmath>
+
 #include "tests/gradcheck.h"
 
 using namespace lina;

@@ -120,7 +120,7 @@ TEST_CASE("ParameterStore: errors") {
                        doctest::Contains("duplicate parameter name 'w'"), Error);
   CHECK_THROWS_WITH_AS(store.get("nope"), doctest::Contains("no parameter named 'nope'"), Error);
   CHECK_THROWS_WITH_AS(store.data(), doctest::Contains("call finalize() first"), Error);
-  CHECK_THROWS_WITH_AS(AdamW(store), doctest::Contains("must be finalized"), Error);
+  CHECK_THROWS_WITH_AS(AdamW{store}, doctest::Contains("must be finalized"), Error);
   CHECK_THROWS_WITH_AS(store.finalize(DType::i32), doctest::Contains("must be float"), Error);
   store.finalize(DType::f64);
   CHECK_THROWS_WITH_AS(store.add("v", {2}, true), doctest::Contains("after finalize()"), Error);
