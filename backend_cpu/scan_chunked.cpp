@@ -1,8 +1,9 @@
 // The recurrence in chunkwise-parallel form (recurrence.md §3): per chunk of
 // C tokens a handful of C×d, C×C and d×d matrix products and one unit lower
 // triangular solve replace C sequential steps. One (batch, head) pair per
-// OpenMP iteration, Eigen single-threaded inside; the per-chunk matrices live
-// in one scratch buffer per thread.
+// OpenMP iteration (threads only once B·H·T·d² reaches kParallelMin), Eigen
+// single-threaded inside; the per-chunk matrices live in one scratch buffer
+// per thread.
 //
 // When C does not divide T the last chunk is simply shorter: that is exactly
 // padding it with q = k = v = 0, β = 0, g = 0 (padded tokens neither write
@@ -166,7 +167,7 @@ void scan_chunked_forward(const ScanShape& s, int64_t C, const ScanInputs<T>& in
                           T* o, T* s_final, T* chunk_states) {
   const int64_t d = s.d, dd = d * d, pairs = s.B * s.H, chunks = (s.T + C - 1) / C;
   const int64_t Cmax = std::min(C, s.T);
-#pragma omp parallel if (pairs > 1)
+#pragma omp parallel if (pairs > 1 && pairs * s.T * dd >= kParallelMin)
   {
     Scratch<T> scratch(scratch_size(Cmax, d));
 #pragma omp for schedule(static)
@@ -207,7 +208,7 @@ void scan_chunked_backward(const ScanShape& s, int64_t C, const ScanInputs<T>& i
                            const ScanInputGrads<T>& grads) {
   const int64_t d = s.d, dd = d * d, pairs = s.B * s.H, chunks = (s.T + C - 1) / C;
   const int64_t Cmax = std::min(C, s.T);
-#pragma omp parallel if (pairs > 1)
+#pragma omp parallel if (pairs > 1 && pairs * s.T * dd >= kParallelMin)
   {
     Scratch<T> scratch(scratch_size(Cmax, d));
     RowMatrix<T> G(d, d), dH(d, d);

@@ -1,7 +1,7 @@
 // The recurrence token by token (recurrence.md §1–2): the readable reference
 // the chunked form is checked against. One (batch, head) pair per OpenMP
-// iteration; inside, d×d matrix-vector work on Eigen maps, no allocation per
-// token.
+// iteration (threads only once B·H·T·d² reaches kParallelMin); inside, d×d
+// matrix-vector work on Eigen maps, no allocation per token.
 //
 // Layouts: q, k, v, o [B, T, H, d] (token t of head h at ((b·T + t)·H + h)·d),
 // beta, g [B, T, H], states [B, H, d, d] value × key, saved states
@@ -30,7 +30,7 @@ template <class T>
 void scan_sequential_forward(const ScanShape& s, const ScanInputs<T>& in, const T* s0, T* o,
                              T* s_final, T* states) {
   const int64_t d = s.d, dd = d * d, pairs = s.B * s.H;
-#pragma omp parallel if (pairs > 1)
+#pragma omp parallel if (pairs > 1 && pairs * s.T * dd >= kParallelMin)
   {
     Vector<T> p(d), u(d);
 #pragma omp for schedule(static)
@@ -66,7 +66,7 @@ template <class T>
 void scan_sequential_backward(const ScanShape& s, const ScanInputs<T>& in, const T* states,
                               const T* dout, const T* ds_final, const ScanInputGrads<T>& grads) {
   const int64_t d = s.d, dd = d * d, pairs = s.B * s.H;
-#pragma omp parallel if (pairs > 1)
+#pragma omp parallel if (pairs > 1 && pairs * s.T * dd >= kParallelMin)
   {
     RowMatrix<T> G(d, d);
     Vector<T> p(d), r(d), u(d), e(d);

@@ -12,6 +12,8 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
+#include "backend_cuda/kernels_device.h"
+
 namespace lina::cuda {
 
 struct Context {
@@ -33,7 +35,6 @@ void check_cuda(cudaError_t err, const char* what);
 void check_launch(const char* kernel);
 
 // Grid for a grid-stride loop over n items, kThreads per block.
-constexpr int kThreads = 256;
 inline unsigned blocks_for(int64_t n) {
   const int64_t max_blocks = int64_t(1) << 20;  // beyond this the loop strides
   int64_t blocks = (n + kThreads - 1) / kThreads;

@@ -15,7 +15,8 @@
 
 namespace lina::cuda {
 
-constexpr int kMaxDims = 8;  // the most dimensions a strided kernel accepts
+constexpr int kMaxDims = 8;   // the most dimensions a strided kernel accepts
+constexpr int kThreads = 256;  // threads per block (a power of two: block sums halve it)
 
 // ---- fill, unary, axpy: one element per thread ------------------------------
 

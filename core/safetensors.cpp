@@ -169,17 +169,21 @@ Entry parse_entry(const std::string& path, const std::string& name, const nlohma
   const auto& shape = value["shape"];
   if (!shape.is_array()) throw fail(where + "shape is not a list");
   uint64_t numel = 1;
-  bool overflow = false;
+  bool overflow = false, has_zero_dim = false;
   for (const auto& d : shape) {
     if (!d.is_number_integer() || !d.is_number_unsigned() ||
         d.get<uint64_t>() > uint64_t(std::numeric_limits<int64_t>::max()))
       throw fail(where + "shape " + shape.dump() + " is not a list of non-negative integers");
     uint64_t dim = d.get<uint64_t>();
-    if (dim != 0 && numel > std::numeric_limits<uint64_t>::max() / dim) overflow = true;
+    if (dim == 0) has_zero_dim = true;
+    else if (numel > std::numeric_limits<uint64_t>::max() / dim) overflow = true;
     numel *= dim;
     e.shape.push_back(int64_t(dim));
   }
-  if (numel == 0) overflow = false;  // a zero dimension makes any product 0
+  if (has_zero_dim) {  // a zero dimension makes the true product 0
+    numel = 0;
+    overflow = false;
+  }
 
   const auto& offsets = value["data_offsets"];
   if (!offsets.is_array() || offsets.size() != 2 || !offsets[0].is_number_unsigned() ||

@@ -83,21 +83,24 @@ std::string CharDataset::decode(const std::vector<int32_t>& ids) const {
   return text;
 }
 
-void CharDataset::check_context(int context) const {
+void CharDataset::check_split(Split split, int context) const {
   check(context > 0, "context must be positive, got " + std::to_string(context));
-  for (Split split : {Split::train, Split::val}) {
-    const int64_t n = int64_t(tokens(split).size());
-    check(n >= int64_t(context) + 1,
-          "data file '" + source_ + "': " + (split == Split::train ? "train" : "val") +
-              " split has " + std::to_string(n) + " tokens, needs at least context+1 = " +
-              std::to_string(int64_t(context) + 1));
-  }
+  const int64_t n = int64_t(tokens(split).size());
+  check(n >= int64_t(context) + 1,
+        "data file '" + source_ + "': " + (split == Split::train ? "train" : "val") +
+            " split has " + std::to_string(n) + " tokens, needs at least context+1 = " +
+            std::to_string(int64_t(context) + 1));
+}
+
+void CharDataset::check_context(int context) const {
+  check_split(Split::train, context);
+  check_split(Split::val, context);
 }
 
 Batch CharDataset::sample_batch(Split split, int batch, int context, Rng& rng,
                                 Device device) const {
   check(batch > 0, "sample_batch: batch must be positive, got " + std::to_string(batch));
-  check_context(context);
+  check_split(split, context);
   const std::vector<int32_t>& data = tokens(split);
   const int64_t n_starts = int64_t(data.size()) - context;  // s in [0, len − context − 1]
   std::vector<int32_t> x(size_t(batch) * size_t(context)), y(x.size());

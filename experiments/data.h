@@ -51,11 +51,15 @@ class CharDataset {
 
   // `batch` windows at start offsets s drawn uniformly from
   // [0, len − context − 1]: x = tokens[s, s+context), y = tokens[s+1, s+context+1).
-  // x, y: int32 [batch, context] on `device`; mask undefined.
+  // x, y: int32 [batch, context] on `device`; mask undefined. Throws when
+  // the split holds fewer than context + 1 tokens.
   Batch sample_batch(Split split, int batch, int context, Rng& rng,
                      Device device = Device::cpu) const;
 
  private:
+  // Throws unless `split` holds at least context + 1 tokens.
+  void check_split(Split split, int context) const;
+
   std::string source_;
   std::string vocab_;
   std::array<int32_t, 256> id_of_byte_{};  // −1 for bytes not in the vocabulary

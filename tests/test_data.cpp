@@ -70,7 +70,7 @@ TEST_CASE("CharDataset: sorted byte vocabulary, encode/decode round trip, 90/10 
   CHECK_THROWS_WITH_AS(d.encode("dog!"),
                        doctest::Contains("character '!' (byte 0x21) is not in the vocabulary"),
                        lina::Error);
-  CHECK_THROWS_WITH_AS(d.encode("A"), doctest::Contains(path), lina::Error);
+  CHECK_THROWS_WITH_AS(d.encode("A"), doctest::Contains(path.c_str()), lina::Error);
   CHECK_THROWS_WITH_AS(d.decode({3, 27}), doctest::Contains("token id 27 is outside"), lina::Error);
   CHECK_THROWS_AS(d.decode({-1}), lina::Error);
 }
@@ -129,7 +129,7 @@ TEST_CASE("CharDataset: missing, empty and too-short files are one-line errors")
   TempDir dir;
   const std::string missing = (dir.path / "nope.txt").string();
   CHECK_THROWS_WITH_AS(CharDataset::load(missing),
-                       doctest::Contains("data file '" + missing + "' not found"), lina::Error);
+                       doctest::Contains(("data file '" + missing + "' not found").c_str()), lina::Error);
   CHECK_THROWS_WITH_AS(CharDataset::load(missing), doctest::Contains("--data PATH"), lina::Error);
   CHECK_THROWS_WITH_AS(CharDataset::load(missing), doctest::Contains("1,115,394 characters"),
                        lina::Error);

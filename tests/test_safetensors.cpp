@@ -58,9 +58,9 @@ std::string zero_bytes(size_t n) { return std::string(n, '\0'); }
 void check_rejected(const TempDir& dir, const std::string& bytes, const std::string& problem) {
   const std::string path = dir.file("bad.safetensors");
   write_bytes(path, bytes);
-  CHECK_THROWS_WITH_AS(load_safetensors(path), doctest::Contains("checkpoint " + path + ": "),
+  CHECK_THROWS_WITH_AS(load_safetensors(path), doctest::Contains(("checkpoint " + path + ": ").c_str()),
                        lina::Error);
-  CHECK_THROWS_WITH_AS(load_safetensors(path), doctest::Contains(problem), lina::Error);
+  CHECK_THROWS_WITH_AS(load_safetensors(path), doctest::Contains(problem.c_str()), lina::Error);
 }
 
 std::vector<std::pair<std::string, Tensor>> sample_tensors() {
@@ -231,7 +231,7 @@ TEST_CASE("safetensors: a missing file, a directory and an empty file are clear 
   TempDir dir;
   const std::string missing = dir.file("nope.safetensors");
   CHECK_THROWS_WITH_AS(load_safetensors(missing),
-                       doctest::Contains("checkpoint " + missing + ": file not found"),
+                       doctest::Contains(("checkpoint " + missing + ": file not found").c_str()),
                        lina::Error);
   CHECK_THROWS_WITH_AS(load_safetensors(dir.path.string()), doctest::Contains("is a directory"),
                        lina::Error);
@@ -242,7 +242,7 @@ TEST_CASE("safetensors: a failed save throws and leaves no file behind") {
   TempDir dir;
   const std::string path = dir.file("no_such_dir/ckpt.safetensors");
   CHECK_THROWS_WITH_AS(save_safetensors(path, sample_tensors(), {}),
-                       doctest::Contains("cannot write checkpoint " + path), lina::Error);
+                       doctest::Contains(("cannot write checkpoint " + path).c_str()), lina::Error);
   CHECK(!fs::exists(path));
   CHECK(!fs::exists(path + ".tmp"));
 
