@@ -16,11 +16,13 @@
 
 namespace lina::cuda {
 
+constexpr int kMaxReductionBlocks = 1024;  // blocks of a whole-tensor reduction
+
 struct Context {
   cudaStream_t stream = nullptr;
   cublasHandle_t cublas = nullptr;
   bool sync_after_launch = false;   // LINA_CUDA_SYNC=1
-  double* reduction_result = nullptr;  // one device double for sum_squares
+  double* reduction_scratch = nullptr;  // kMaxReductionBlocks + 1 doubles (sum_squares)
   bool stream_ordered_memory = false;  // cudaMallocAsync available (else cudaMalloc)
 };
 

@@ -53,12 +53,22 @@ __global__ void sum_middle_block_kernel(const float* x, float* out, int64_t colu
   }
 }
 
-// Each thread squares a grid-strided share in double; each block adds its
-// threads' shares and one atomic add per block collects the total.
-__global__ void sum_squares_kernel(const float* x, int64_t n, double* result) {
+// Each thread squares a grid-strided share in double; each block writes the
+// total of its threads' shares to block_totals[blockIdx.x].
+__global__ void sum_squares_kernel(const float* x, int64_t n, double* block_totals) {
   __shared__ double partial[kThreads];
   double total = block_sum(partial, sum_squares_partial(first_index(), index_stride(), x, n));
-  if (threadIdx.x == 0) atomicAdd(result, total);
+  if (threadIdx.x == 0) block_totals[blockIdx.x] = total;
+}
+
+// One block adds the block totals in a fixed order (no atomics), so the same
+// input gives the same bits on every run; the sum goes to block_totals[blocks].
+__global__ void sum_block_totals_kernel(double* block_totals, int blocks) {
+  __shared__ double partial[kThreads];
+  double s = 0.0;
+  for (int b = threadIdx.x; b < blocks; b += kThreads) s += block_totals[b];
+  double total = block_sum(partial, s);
+  if (threadIdx.x == 0) block_totals[blocks] = total;
 }
 
 // ---- launchers ----------------------------------------------------------------------
@@ -92,14 +102,14 @@ void sum_middle(const float* x, float* out, int64_t outer, int64_t n, int64_t in
 double sum_squares(const float* x, int64_t n) {
   if (n == 0) return 0.0;
   Context& ctx = context();
-  check_cuda(cudaMemsetAsync(ctx.reduction_result, 0, sizeof(double), ctx.stream),
-             "cuda::sum_squares: clearing the result");
   unsigned blocks = blocks_for(n);
-  if (blocks > 1024) blocks = 1024;  // enough to fill the GPU; threads then loop
-  sum_squares_kernel<<<blocks, kThreads, 0, ctx.stream>>>(x, n, ctx.reduction_result);
+  if (blocks > unsigned(kMaxReductionBlocks)) blocks = kMaxReductionBlocks;  // threads then loop
+  sum_squares_kernel<<<blocks, kThreads, 0, ctx.stream>>>(x, n, ctx.reduction_scratch);
   check_launch("cuda::sum_squares");
+  sum_block_totals_kernel<<<1, kThreads, 0, ctx.stream>>>(ctx.reduction_scratch, int(blocks));
+  check_launch("cuda::sum_squares (block totals)");
   double result = 0.0;
-  check_cuda(cudaMemcpyAsync(&result, ctx.reduction_result, sizeof(double),
+  check_cuda(cudaMemcpyAsync(&result, ctx.reduction_scratch + blocks, sizeof(double),
                              cudaMemcpyDeviceToHost, ctx.stream),
              "cuda::sum_squares: reading the result");
   check_cuda(cudaStreamSynchronize(ctx.stream), "cuda::sum_squares");

@@ -42,7 +42,8 @@ static Context* create_context() {
   check_cublas(cublasSetStream(ctx->cublas, ctx->stream), "cuda: binding cuBLAS to the stream");
   // Plain float32 products (no TF32), so results match the CPU to ~1e-6.
   check_cublas(cublasSetMathMode(ctx->cublas, CUBLAS_DEFAULT_MATH), "cuda: cuBLAS math mode");
-  check_cuda(cudaMalloc(&ctx->reduction_result, sizeof(double)), "cuda: reduction buffer");
+  check_cuda(cudaMalloc(&ctx->reduction_scratch, (kMaxReductionBlocks + 1) * sizeof(double)),
+             "cuda: reduction buffer");
 
   int pools = 0;
   check_cuda(cudaDeviceGetAttribute(&pools, cudaDevAttrMemoryPoolsSupported, device),
