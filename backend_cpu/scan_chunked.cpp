@@ -138,14 +138,14 @@ ChunkTerms<T> chunk_terms(const ScanShape& s, const ScanInputs<T>& in, const Chu
     m.delta.setOnes();
   }
   m.DK = m.delta.asDiagonal() * K;
-  m.KK.noalias() = K * K.transpose();
   m.QK.noalias() = Q * K.transpose();
 
-  if (!s.delta) {  // linear: u = v
+  if (!s.delta) {  // linear: u = v (K Kᵀ, A, Y, W are not needed)
     m.U = V;
     return m;
   }
   ConstGateMap<T> beta = gates(in.beta, at);
+  m.KK.noalias() = K * K.transpose();
   // F1  A = strictly_lower(diag(β) (K Kᵀ ⊙ Γ))
   m.A.setZero();
   m.A.template triangularView<Eigen::StrictlyLower>() =

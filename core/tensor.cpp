@@ -99,14 +99,15 @@ std::string Tensor::describe() const {
 }
 
 void* Tensor::raw() const {
-  check(defined(), "Tensor::raw: tensor is undefined");
+  if (!defined()) throw Error("Tensor::raw: tensor is undefined");
   return static_cast<char*>(storage_->ptr) + offset_ * int64_t(dtype_size(dtype_));
 }
 
 template <class T>
 T* Tensor::data() const {
-  check(dtype_of<T>() == dtype_, std::string("Tensor::data: asked for ") +
-                                     dtype_name(dtype_of<T>()) + " from " + describe());
+  if (dtype_of<T>() != dtype_)  // (not check(): no message is built on the fast path)
+    throw Error(std::string("Tensor::data: asked for ") + dtype_name(dtype_of<T>()) + " from " +
+                describe());
   return static_cast<T*>(raw());
 }
 template float* Tensor::data<float>() const;
@@ -127,12 +128,16 @@ Tensor Tensor::to(DType dtype) const {
   Tensor host = to(Device::cpu);
   Tensor out = empty(shape_, dtype, Device::cpu);
   int64_t n = numel();
-  for (int64_t i = 0; i < n; ++i) {
-    double v = host.at(i);
-    if (dtype == DType::f32) out.data<float>()[i] = float(v);
-    else if (dtype == DType::f64) out.data<double>()[i] = v;
-    else out.data<int32_t>()[i] = int32_t(v);
-  }
+  auto cast_from = [&](auto* src) {
+    for (int64_t i = 0; i < n; ++i) {
+      if (dtype == DType::f32) out.data<float>()[i] = float(src[i]);
+      else if (dtype == DType::f64) out.data<double>()[i] = double(src[i]);
+      else out.data<int32_t>()[i] = int32_t(src[i]);
+    }
+  };
+  if (dtype_ == DType::f32) cast_from(host.data<float>());
+  else if (dtype_ == DType::f64) cast_from(host.data<double>());
+  else cast_from(host.data<int32_t>());
   return out.to(device_);
 }
 
@@ -161,8 +166,8 @@ template std::vector<double> Tensor::to_vector<double>() const;
 template std::vector<int32_t> Tensor::to_vector<int32_t>() const;
 
 double Tensor::at(int64_t i) const {
-  check(i >= 0 && i < numel(), "Tensor::at: index " + std::to_string(i) + " out of range for " +
-                                   describe());
+  if (i < 0 || i >= numel())
+    throw Error("Tensor::at: index " + std::to_string(i) + " out of range for " + describe());
   char buf[8];
   size_t es = dtype_size(dtype_);
   kernels::copy_bytes(buf, Device::cpu, static_cast<char*>(raw()) + i * int64_t(es), device_, es);

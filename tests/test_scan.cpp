@@ -142,7 +142,8 @@ void check_all_close(const std::string& what, const ScanRun& a, const ScanRun& r
 // Small sizes, chunk 4 so T = 7 and T = 10 end in a short chunk; the initial
 // state is a constant of the op.
 GradcheckRow scan_row(ScanRule rule, ScanForm form) {
-  std::string what = rule_name(rule) + (form == ScanForm::Chunked ? ", chunked C = 4" : ", sequential") +
+  std::string what = rule_name(rule) +
+                     (form == ScanForm::Chunked ? ", chunked C = 4" : ", sequential") +
                      ", [2, 7, 2, 4] and [2, 10, 2, 3]";
   return {OpKind::Scan, what, [=] {
             Rng rng(101 + int(rule) * 2 + int(form));
@@ -236,7 +237,8 @@ TEST_CASE("scan: sequential and chunked forms agree, float64 and float32") {
       for (bool form_chunked : {false, true}) {
         const ScanRun single = run_kernels(kernel_config(rule, form_chunked, C), c, R1, R2,
                                            DType::f32);
-        check_all_close(form_chunked ? "float32 chunked vs float64:" : "float32 sequential vs float64:",
+        check_all_close(form_chunked ? "float32 chunked vs float64:"
+                                     : "float32 sequential vs float64:",
                         single, reference, 1e-4);
       }
     }
@@ -355,19 +357,23 @@ TEST_CASE("scan errors name the problem") {
   const ScanOptions gated{ScanRule::GatedDelta, ScanForm::Chunked, 4};
   CHECK_THROWS_WITH_AS(scan(linear, x, zeros({2, 5, 2, 3}), x, Var(), Var()),
                        doctest::Contains("scan: q, k, v must share one shape [B, T, H, d]"), Error);
-  CHECK_THROWS_WITH_AS(scan(linear, zeros({5, 2, 4}), zeros({5, 2, 4}), zeros({5, 2, 4}), Var(), Var()),
+  Var flat = zeros({5, 2, 4});
+  CHECK_THROWS_WITH_AS(scan(linear, flat, flat, flat, Var(), Var()),
                        doctest::Contains("scan: q must be a non-empty [B, T, H, d], got [5, 2, 4]"),
                        Error);
   CHECK_THROWS_WITH_AS(scan(delta, x, x, x, Var(), Var()),
-                       doctest::Contains("scan: delta rule needs beta [B, T, H] = [2, 5, 2]"), Error);
+                       doctest::Contains("scan: delta rule needs beta [B, T, H] = [2, 5, 2]"),
+                       Error);
   CHECK_THROWS_WITH_AS(scan(gated, x, x, x, gate, Var()),
-                       doctest::Contains("scan: gated delta rule needs log_alpha [B, T, H]"), Error);
+                       doctest::Contains("scan: gated delta rule needs log_alpha [B, T, H]"),
+                       Error);
   CHECK_THROWS_WITH_AS(scan(gated, x, x, x, gate, zeros({2, 5})),
                        doctest::Contains("log_alpha [B, T, H] = [2, 5, 2], got [2, 5]"), Error);
   CHECK_THROWS_WITH_AS(scan(linear, x, x, x, gate, Var()),
                        doctest::Contains("scan: the linear rule takes no beta"), Error);
-  CHECK_THROWS_WITH_AS(scan(delta, x, x, x, gate, Var(), Tensor::zeros({2, 2, 4, 3}, DType::f64)),
-                       doctest::Contains("scan: initial_state must be [2, 2, 4, 4], got [2, 2, 4, 3]"),
+  Tensor bad_state = Tensor::zeros({2, 2, 4, 3}, DType::f64);
+  CHECK_THROWS_WITH_AS(scan(delta, x, x, x, gate, Var(), bad_state),
+                       doctest::Contains("initial_state must be [2, 2, 4, 4], got [2, 2, 4, 3]"),
                        Error);
   CHECK_THROWS_WITH_AS(scan({ScanRule::Delta, ScanForm::Chunked, 0}, x, x, x, gate, Var()),
                        doctest::Contains("scan: chunk length must be positive, got 0"), Error);
