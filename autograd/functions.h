@@ -59,7 +59,6 @@ std::vector<Var> split(const Var& x, int axis, const std::vector<int64_t>& sizes
 
 
 // ---- softmax, log-softmax, cross-entropy, embedding ----
-// [anchor:SOFTMAX-LOSS]
 // Softmax over the last axis. causal: x is [..., Tq, Tk] and entry (i, j) is
 // masked out (weight 0) when j > i + (Tk − Tq), so the last query row sees
 // every key (Tk ≥ Tq; Tk > Tq when a KV cache holds earlier keys).
@@ -73,7 +72,6 @@ Var cross_entropy(const Var& logits, const Tensor& targets, const Tensor& mask =
 Var embedding(const Var& weight, const Tensor& ids);
 
 // ---- rms_norm, l2_norm, causal conv1d, rope ----
-// [anchor:NORM-CONV-ROPE]
 // y = w ⊙ x / sqrt(mean(x²) + eps) over the last axis; weight [n], x [..., n].
 Var rms_norm(const Var& x, const Var& weight, double eps = 1e-5);
 // y = x / max(‖x‖, eps) over the last axis (PyTorch's F.normalize).
@@ -86,7 +84,6 @@ Var causal_conv1d(const Var& x, const Var& weight);
 Var rope(const Var& x, int64_t pos0 = 0, double base = 10000.0);
 
 // ---- scan: the linear / delta / gated-delta recurrence ----
-// [anchor:SCAN]
 // The recurrence of the recurrent mixers (recurrence.md):
 //   S_t = α_t S_{t−1} + u_t k_tᵀ,  o_t = S_t q_t,  per (batch, head), S is d×d
 //   linear: α = 1, u = v;  delta: α = 1, u = β(v − S k);  gated delta: u = β(v − α S k)

@@ -44,7 +44,6 @@ void gemm(int64_t batch, int64_t M, int64_t N, int64_t K, const T* a, bool ta, i
 
 
 // ---- softmax, log-softmax, cross-entropy, embedding ----
-// [anchor:SOFTMAX-LOSS]
 // (softmax_loss.cpp) R = rows (leading dims flattened); N, V, C = the last axis.
 // softmax: x, y [R, N]; causal: rows form [Tq, N] matrices, row i of each
 // sees keys j <= i + (N − Tq), the others get y = 0.
@@ -73,7 +72,6 @@ void embedding_backward(const T* dy, const int32_t* ids, T* dweight, int64_t N, 
 template <class T> void argmax_rows(const T* x, int32_t* out, int64_t R, int64_t N);  // out [R]
 
 // ---- rms_norm, l2_norm, causal conv1d, rope ----
-// [anchor:NORM-CONV-ROPE]
 // (norm_conv_rope.cpp) Rows of length n: x, y, dy, dx [rows, n], w, dw [n],
 // rstd / norm [rows]. dw is summed over all rows.
 template <class T>
@@ -99,7 +97,6 @@ void rope_apply(const T* x, T* y, int64_t B, int64_t T_len, int64_t H, int64_t D
                 double base, bool inverse);
 
 // ---- optimiser (AdamW step) ----
-// [anchor:OPTIM]
 // ---- optimiser (optim.cpp) ----
 // AdamW over n elements (PyTorch's single-tensor form), for each i:
 //   p -= lr·weight_decay·p
@@ -112,7 +109,6 @@ void adamw_step(T* p, const T* g, T* m, T* v, int64_t n, T lr, T beta1, T beta2,
 template <class T> void scale(T* x, int64_t n, T factor);  // x *= factor
 
 // ---- scan: the linear / delta / gated-delta recurrence ----
-// [anchor:SCAN]
 // Per (b, h) of q, k, v [B, T, H, d] and beta, g [B, T, H]:
 //   S_t = α_t S_{t−1} + u_t k_tᵀ,  o_t = S_t q_t,  states [.., d, d] value × key,
 //   α_t = exp(g_t) when gated (else 1), u_t = β_t (v_t − α_t S_{t−1} k_t) when

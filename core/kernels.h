@@ -60,7 +60,6 @@ void gemm(const GemmShape& g, const Tensor& a, const Tensor& b, Tensor& c, doubl
 
 
 // ---- softmax, log-softmax, cross-entropy, embedding ----
-// [anchor:SOFTMAX-LOSS]
 // All over the last axis. causal: x is [..., Tq, Tk] (Tk ≥ Tq) and entry
 // (i, j) gets weight 0 when j > i + (Tk − Tq).
 Tensor softmax_forward(const Tensor& x, bool causal);
@@ -85,7 +84,6 @@ Tensor embedding_backward(const Tensor& dy, const Tensor& ids, int64_t vocab);
 Tensor argmax_last(const Tensor& x);
 
 // ---- rms_norm, l2_norm, causal conv1d, rope ----
-// [anchor:NORM-CONV-ROPE]
 // The Tensor& arguments below are outputs, assigned freshly allocated tensors.
 // x [..., n], weight [n]: y = weight ⊙ ρx with ρ = (mean(x²) + eps)^(−1/2) per
 // row; rstd_out receives ρ, [rows] (rows = numel / n).
@@ -105,7 +103,6 @@ void causal_conv1d_backward(const Tensor& x, const Tensor& weight, const Tensor&
 Tensor rope_apply(const Tensor& x, int64_t pos0, double base, bool inverse);
 
 // ---- optimiser (AdamW step) ----
-// [anchor:OPTIM]
 // One AdamW update in place, PyTorch semantics; `step` counts from 1 and sets
 // the bias corrections 1 − β^step. param, grad, m (first moment), v (second
 // moment): same shape, dtype and device. weight_decay 0 turns decay off.
@@ -114,7 +111,6 @@ void adamw_step(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, double 
 void scale_inplace(Tensor& x, double factor);  // x *= factor
 
 // ---- scan: the linear / delta / gated-delta recurrence ----
-// [anchor:SCAN]
 // Per (batch, head), recurrence.md §1: S_t = α_t S_{t−1} + u_t k_tᵀ, o_t = S_t q_t,
 // S value × key (d×d); α_t = exp(g_t) when gated, else 1; u_t = β_t (v_t − α_t S_{t−1} k_t)
 // when delta, else v_t (gated requires delta: the gated delta rule).

@@ -1,0 +1,171 @@
+// Backend dispatch for training: the AdamW step and the scan (recurrence).
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "backend_cpu/cpu_kernels.h"
+#include "backend_cuda/cuda_kernels.h"
+#include "core/dispatch_util.h"
+#include "core/kernels.h"
+
+namespace lina::kernels {
+
+using detail::on_cuda;
+using detail::with_float_type;
+
+// ---- optimiser (AdamW step) ----
+
+void adamw_step(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, double lr, double beta1,
+                double beta2, double eps, double weight_decay, int64_t step) {
+  const Tensor* others[] = {&grad, &m, &v};
+  for (const Tensor* t : others) {
+    check_same_shape(param, *t, "adamw_step");
+    check_same_dtype_device(param, *t, "adamw_step");
+  }
+  check(step >= 1, "adamw_step: step counts from 1, got " + std::to_string(step));
+  if (on_cuda(param, "adamw_step")) throw Error("adamw_step: not implemented on cuda yet");
+  // Bias corrections in double, whatever the parameters' dtype.
+  double bias_correction1 = 1.0 - std::pow(beta1, double(step));
+  double bias_correction2 = 1.0 - std::pow(beta2, double(step));
+  with_float_type(param, "adamw_step", [&](auto z) {
+    using T = decltype(z);
+    cpu::adamw_step<T>(param.data<T>(), grad.data<T>(), m.data<T>(), v.data<T>(), param.numel(),
+                       T(lr), T(beta1), T(beta2), T(eps), T(weight_decay), T(bias_correction1),
+                       T(bias_correction2));
+  });
+}
+
+void scale_inplace(Tensor& x, double factor) {
+  if (on_cuda(x, "scale_inplace")) throw Error("scale_inplace: not implemented on cuda yet");
+  with_float_type(x, "scale_inplace", [&](auto z) {
+    using T = decltype(z);
+    cpu::scale<T>(x.data<T>(), x.numel(), T(factor));
+  });
+}
+
+// ---- scan: the linear / delta / gated-delta recurrence ----
+
+namespace {
+
+std::string scan_rule_name(const ScanConfig& c) {
+  return c.gated ? "gated delta rule" : c.delta ? "delta rule" : "linear rule";
+}
+
+// Checks q, k, v [B, T, H, d] and the gates [B, T, H] the rule uses (the
+// others must be undefined); returns the dimensions.
+cpu::ScanShape check_scan_inputs(const ScanConfig& c, const Tensor& q, const Tensor& k,
+                                 const Tensor& v, const Tensor& beta, const Tensor& log_alpha) {
+  check(q.defined() && k.defined() && v.defined(), "scan: q, k and v are required");
+  if (q.device() == Device::cuda) throw Error("scan: not implemented on cuda yet");
+  check(q.ndim() == 4 && q.numel() > 0,
+        "scan: q must be a non-empty [B, T, H, d], got " + shape_str(q.shape()));
+  check(k.shape() == q.shape() && v.shape() == q.shape(),
+        "scan: q, k, v must share one shape [B, T, H, d], got q " + shape_str(q.shape()) + ", k " +
+            shape_str(k.shape()) + ", v " + shape_str(v.shape()));
+  check_same_dtype_device(q, k, "scan");
+  check_same_dtype_device(q, v, "scan");
+  check(!c.gated || c.delta, "scan: a gated rule must also be a delta rule");
+  check(!c.chunked || c.chunk > 0,
+        "scan: chunk length must be positive, got " + std::to_string(c.chunk));
+  const Shape gate_shape{q.dim(0), q.dim(1), q.dim(2)};
+  auto check_gate = [&](const Tensor& x, bool used, const char* name) {
+    if (!used) {
+      check(!x.defined(), "scan: the " + scan_rule_name(c) + " takes no " + name);
+      return;
+    }
+    check(x.defined() && x.shape() == gate_shape,
+          "scan: " + scan_rule_name(c) + " needs " + name + " [B, T, H] = " +
+              shape_str(gate_shape) + (x.defined() ? ", got " + shape_str(x.shape()) : ""));
+    check_same_dtype_device(q, x, "scan");
+  };
+  check_gate(beta, c.delta, "beta");
+  check_gate(log_alpha, c.gated, "log_alpha");
+  cpu::ScanShape s;
+  s.B = q.dim(0), s.T = q.dim(1), s.H = q.dim(2), s.d = q.dim(3);
+  s.delta = c.delta;
+  s.gated = c.gated;
+  return s;
+}
+
+// A state-shaped argument ([B, H, d, d], or [B, H, steps, d, d] for the saved states).
+void check_scan_state(const Tensor& x, const Tensor& q, const Shape& expected, const char* name) {
+  check(x.shape() == expected, std::string("scan: ") + name + " must be " +
+                                   shape_str(expected) + ", got " + shape_str(x.shape()));
+  check_same_dtype_device(q, x, "scan");
+}
+
+// States kept for the backward: one per token, or one per chunk.
+int64_t scan_saved_steps(const ScanConfig& c, int64_t T) {
+  return c.chunked ? (T + c.chunk - 1) / c.chunk : T;
+}
+
+template <class T>
+cpu::ScanInputs<T> scan_inputs(const Tensor& q, const Tensor& k, const Tensor& v,
+                               const Tensor& beta, const Tensor& log_alpha) {
+  return {q.data<T>(), k.data<T>(), v.data<T>(), beta.defined() ? beta.data<T>() : nullptr,
+          log_alpha.defined() ? log_alpha.data<T>() : nullptr};
+}
+
+}  // namespace
+
+Tensor scan_forward(const ScanConfig& config, const Tensor& q, const Tensor& k, const Tensor& v,
+                    const Tensor& beta, const Tensor& log_alpha, const Tensor& initial_state,
+                    Tensor& final_state, Tensor* saved_states) {
+  const cpu::ScanShape s = check_scan_inputs(config, q, k, v, beta, log_alpha);
+  const Shape state_shape{s.B, s.H, s.d, s.d};
+  if (initial_state.defined()) check_scan_state(initial_state, q, state_shape, "initial_state");
+  Tensor o = Tensor::empty(q.shape(), q.dtype(), q.device());
+  final_state = Tensor::empty(state_shape, q.dtype(), q.device());
+  if (saved_states)
+    *saved_states = Tensor::empty({s.B, s.H, scan_saved_steps(config, s.T), s.d, s.d}, q.dtype(),
+                                  q.device());
+  with_float_type(q, "scan", [&](auto z) {
+    using T = decltype(z);
+    const cpu::ScanInputs<T> in = scan_inputs<T>(q, k, v, beta, log_alpha);
+    const T* s0 = initial_state.defined() ? initial_state.data<T>() : nullptr;
+    T* saved = saved_states ? saved_states->data<T>() : nullptr;
+    if (config.chunked)
+      cpu::scan_chunked_forward<T>(s, config.chunk, in, s0, o.data<T>(), final_state.data<T>(),
+                                   saved);
+    else
+      cpu::scan_sequential_forward<T>(s, in, s0, o.data<T>(), final_state.data<T>(), saved);
+  });
+  return o;
+}
+
+ScanGrads scan_backward(const ScanConfig& config, const Tensor& q, const Tensor& k,
+                        const Tensor& v, const Tensor& beta, const Tensor& log_alpha,
+                        const Tensor& saved_states, const Tensor& dout,
+                        const Tensor& dfinal_state) {
+  const cpu::ScanShape s = check_scan_inputs(config, q, k, v, beta, log_alpha);
+  const Shape state_shape{s.B, s.H, s.d, s.d};
+  check_scan_state(saved_states, q, {s.B, s.H, scan_saved_steps(config, s.T), s.d, s.d},
+                   "saved states");
+  check_scan_state(dout, q, q.shape(), "dout");
+  if (dfinal_state.defined()) check_scan_state(dfinal_state, q, state_shape, "dfinal_state");
+  ScanGrads g;
+  g.dq = Tensor::empty(q.shape(), q.dtype(), q.device());
+  g.dk = Tensor::empty(q.shape(), q.dtype(), q.device());
+  g.dv = Tensor::empty(q.shape(), q.dtype(), q.device());
+  if (s.delta) g.dbeta = Tensor::empty(beta.shape(), q.dtype(), q.device());
+  if (s.gated) g.dlog_alpha = Tensor::empty(log_alpha.shape(), q.dtype(), q.device());
+  g.dinitial_state = Tensor::empty(state_shape, q.dtype(), q.device());
+  with_float_type(q, "scan", [&](auto z) {
+    using T = decltype(z);
+    const cpu::ScanInputs<T> in = scan_inputs<T>(q, k, v, beta, log_alpha);
+    const cpu::ScanInputGrads<T> out{g.dq.data<T>(), g.dk.data<T>(), g.dv.data<T>(),
+                                     s.delta ? g.dbeta.data<T>() : nullptr,
+                                     s.gated ? g.dlog_alpha.data<T>() : nullptr,
+                                     g.dinitial_state.data<T>()};
+    const T* ds_final = dfinal_state.defined() ? dfinal_state.data<T>() : nullptr;
+    if (config.chunked)
+      cpu::scan_chunked_backward<T>(s, config.chunk, in, saved_states.data<T>(), dout.data<T>(),
+                                    ds_final, out);
+    else
+      cpu::scan_sequential_backward<T>(s, in, saved_states.data<T>(), dout.data<T>(), ds_final,
+                                       out);
+  });
+  return g;
+}
+
+}  // namespace lina::kernels
