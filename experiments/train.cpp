@@ -251,7 +251,7 @@ std::string train(TrainOptions o, const std::atomic<bool>* stop_requested) {
   }
   if (!history["loss_curve"].empty()) j["final"]["train_loss"] = history["loss_curve"].back()["loss"];
 
-  if (!interrupted && task.text) {  // extrapolation: val loss at longer contexts
+  if (!interrupted && task.text && o.extrap_batches > 0) {  // extrapolation: longer contexts
     json ex = json::array();
     for (int ctx : o.extrap_contexts) {
       if (int64_t(ctx) + 1 > int64_t(task.text->tokens(Split::val).size())) continue;

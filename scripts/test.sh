@@ -1,16 +1,13 @@
 #!/usr/bin/env bash
-# Builds lina (Release, CUDA too when nvcc is found) and runs every test with
-# CTest. Set LINA_SANITIZE=1 to also run the suite under
-# -fsanitize=address,undefined (the "asan" preset).
+# Builds lina (scripts/build.sh) and runs every test with CTest. Set
+# LINA_SANITIZE=1 to also run the suite under -fsanitize=address,undefined
+# (the "asan" preset, CPU only).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-export PATH="/usr/local/cuda/bin:$PATH"
-jobs=$(nproc)
-cmake --preset release >/dev/null
-cmake --build --preset release -j "$jobs"
-ctest --preset release -j "$jobs"
+scripts/build.sh
+ctest --preset release -j "$(nproc)"
 if [[ "${LINA_SANITIZE:-0}" == 1 ]]; then
   cmake --preset asan >/dev/null
-  cmake --build --preset asan -j "$jobs"
-  ctest --preset asan -j "$jobs"
+  cmake --build --preset asan -j "$(nproc)"
+  ctest --preset asan -j "$(nproc)"
 fi

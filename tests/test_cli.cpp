@@ -146,3 +146,60 @@ TEST_CASE("resume: N steps + N resumed equal 2N uninterrupted, to the bit") {
     CHECK(ja["final"]["val_loss"].get<double>() == jb["final"]["val_loss"].get<double>());
   }
 }
+
+TEST_CASE("lm: train on a small text, then eval and sample from the checkpoint") {
+  fs::path d = temp_dir("lm");
+  {
+    std::ofstream f(d / "text.txt");
+    for (int i = 0; i < 200; ++i) f << "To be, or not to be, that is the question:\n";
+  }
+  std::string text = (d / "text.txt").string();
+  Result r = run("train --preset hybrid --task lm --context 16 --data " + text + " --out " + d.string() +
+                 " --extrap-batches 1" + kTiny);
+  INFO(r.output);
+  REQUIRE(r.code == 0);
+  auto j = nlohmann::json::parse(std::ifstream(d / "cpu" / "lm_hybrid.json"));
+  CHECK(j["kv_per_token"] == 128);
+  CHECK(j["extrapolation"].size() == 4);
+  std::string ckpt = (d / "cpu" / "lm_hybrid.safetensors").string();
+
+  Result e = run("eval --checkpoint " + ckpt + " --text " + text + " --context 16");
+  INFO(e.output);
+  REQUIRE(e.code == 0);
+  double loss = std::stod(e.output);
+  CHECK(loss > 0.0);
+  CHECK(loss < 5.0);
+  expect_error("eval --checkpoint " + ckpt + " --text " + text + " --context 100000", "window");
+
+  Result s = run("sample --checkpoint " + ckpt + " --prompt \"To be\" --tokens 30 --seed 3");
+  INFO(s.output);
+  REQUIRE(s.code == 0);
+  CHECK(s.output.rfind("To be", 0) == 0);
+  CHECK(s.output.size() == 5 + 30 + 1);  // prompt, 30 characters, newline
+  Result s2 = run("sample --checkpoint " + ckpt + " --prompt \"To be\" --tokens 30 --seed 3");
+  CHECK(s2.output == s.output);  // seeded
+  expect_error("sample --checkpoint " + ckpt + " --prompt \"~~~\"", "vocabulary");
+}
+
+TEST_CASE("Ctrl-C stops cleanly after writing the checkpoint and the json") {
+  fs::path d = temp_dir("sigint");
+  std::string cmd = "timeout -s INT 4 " + std::string(LINA_BINARY) +
+                    " train --preset linear --task recall --steps 1000000 --batch 2 --eval-every 1000000 --eval-batches 1 --quiet --out " +
+                    d.string() + " 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  REQUIRE(p != nullptr);
+  std::string output;
+  std::array<char, 4096> buf{};
+  while (fgets(buf.data(), int(buf.size()), p)) output += buf.data();
+  int status = pclose(p);
+  INFO(output);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 130);
+  fs::path json_path = d / "cpu" / "recall_linear.json";
+  REQUIRE(fs::exists(json_path));
+  CHECK(fs::exists(d / "cpu" / "recall_linear.safetensors"));
+  auto j = nlohmann::json::parse(std::ifstream(json_path));
+  CHECK(j["interrupted"] == true);
+  CHECK(j["steps_done"].get<int>() > 0);
+  CHECK(j["loss_curve"].size() == j["steps_done"].get<size_t>());
+}
