@@ -5,11 +5,10 @@
 #include <Eigen/Core>
 
 #include "backend_cpu/cpu_kernels.h"
+#include "backend_cpu/eigen_maps.h"
 
 namespace lina::cpu {
 
-template <class T>
-using RowMatrix = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 
 template <class T>
 static void gemm_one(int64_t M, int64_t N, int64_t K, const T* a, bool ta, const T* b, bool tb,

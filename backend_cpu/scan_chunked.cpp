@@ -19,21 +19,13 @@
 #include <vector>
 
 #include "backend_cpu/cpu_kernels.h"
+#include "backend_cpu/eigen_maps.h"
 #include "backend_cpu/parallel.h"
 
 namespace lina::cpu {
 
 namespace {
 
-template <class T>
-using RowMatrix = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-template <class T> using Vector = Eigen::Matrix<T, Eigen::Dynamic, 1>;
-template <class T> using MatrixMap = Eigen::Map<RowMatrix<T>>;
-template <class T> using ConstMatrixMap = Eigen::Map<const RowMatrix<T>>;
-template <class T> using VectorMap = Eigen::Map<Vector<T>>;
-// c rows of one head in a [B, T, H, d] tensor (row stride H·d).
-template <class T> using RowsMap = Eigen::Map<RowMatrix<T>, 0, Eigen::OuterStride<>>;
-template <class T> using ConstRowsMap = Eigen::Map<const RowMatrix<T>, 0, Eigen::OuterStride<>>;
 // c entries of one head in a [B, T, H] tensor (stride H).
 template <class T> using GateMap = Eigen::Map<Vector<T>, 0, Eigen::InnerStride<>>;
 template <class T> using ConstGateMap = Eigen::Map<const Vector<T>, 0, Eigen::InnerStride<>>;

@@ -10,19 +10,13 @@
 #include <cmath>
 
 #include "backend_cpu/cpu_kernels.h"
+#include "backend_cpu/eigen_maps.h"
 #include "backend_cpu/parallel.h"
 
 namespace lina::cpu {
 
 namespace {
 
-template <class T>
-using RowMatrix = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-template <class T> using Vector = Eigen::Matrix<T, Eigen::Dynamic, 1>;
-template <class T> using MatrixMap = Eigen::Map<RowMatrix<T>>;
-template <class T> using ConstMatrixMap = Eigen::Map<const RowMatrix<T>>;
-template <class T> using VectorMap = Eigen::Map<Vector<T>>;
-template <class T> using ConstVectorMap = Eigen::Map<const Vector<T>>;
 
 }  // namespace
 

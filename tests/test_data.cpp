@@ -10,31 +10,14 @@
 #include <set>
 
 #include "experiments/data.h"
+#include "tests/temp_dir.h"
 
 using namespace lina;
 namespace fs = std::filesystem;
+using lina::test::TempDir;
 
 namespace {
 
-// A fresh directory under the system temp dir, removed at the end of the test.
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    static int counter = 0;
-    path = fs::temp_directory_path() /
-           ("lina_data_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-    fs::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string write(const std::string& name, const std::string& text) const {
-    const std::string file = (path / name).string();
-    std::ofstream(file, std::ios::binary) << text;
-    return file;
-  }
-};
 
 const std::string kPangram = "the quick brown fox jumps over the lazy dog";  // 43 chars
 
@@ -50,7 +33,7 @@ bool same_batch(const Batch& a, const Batch& b) {
 // ---- character-level text ---------------------------------------------------------------
 
 TEST_CASE("CharDataset: sorted byte vocabulary, encode/decode round trip, 90/10 split") {
-  TempDir dir;
+  TempDir dir("lina_data");
   const std::string path = dir.write("pangram.txt", kPangram);
   CharDataset d = CharDataset::load(path);
   CHECK(d.source() == path);
@@ -76,7 +59,7 @@ TEST_CASE("CharDataset: sorted byte vocabulary, encode/decode round trip, 90/10 
 }
 
 TEST_CASE("CharDataset: batches are windows of the split with targets shifted by one") {
-  TempDir dir;
+  TempDir dir("lina_data");
   CharDataset d = CharDataset::load(dir.write("pangram.txt", kPangram));
   Rng rng(7);
   Batch b = d.sample_batch(Split::train, 16, 6, rng);
@@ -97,7 +80,7 @@ TEST_CASE("CharDataset: batches are windows of the split with targets shifted by
 }
 
 TEST_CASE("CharDataset: start offsets cover exactly [0, len - context - 1]") {
-  TempDir dir;
+  TempDir dir("lina_data");
   // 20 distinct characters: a token's id is its position, so x[r][0] is the start.
   CharDataset d = CharDataset::load(dir.write("abc.txt", "abcdefghijklmnopqrst"));
   REQUIRE(d.tokens(Split::train).size() == 18);
@@ -117,7 +100,7 @@ TEST_CASE("CharDataset: start offsets cover exactly [0, len - context - 1]") {
 }
 
 TEST_CASE("CharDataset: the same seed gives the same batch") {
-  TempDir dir;
+  TempDir dir("lina_data");
   CharDataset d = CharDataset::load(dir.write("pangram.txt", kPangram));
   Rng a(1337), b(1337), c(1338);
   Batch ba = d.sample_batch(Split::train, 8, 5, a);
@@ -126,7 +109,7 @@ TEST_CASE("CharDataset: the same seed gives the same batch") {
 }
 
 TEST_CASE("CharDataset: missing, empty and too-short files are one-line errors") {
-  TempDir dir;
+  TempDir dir("lina_data");
   const std::string missing = (dir.path / "nope.txt").string();
   CHECK_THROWS_WITH_AS(CharDataset::load(missing),
                        doctest::Contains(("data file '" + missing + "' not found").c_str()), lina::Error);

@@ -9,27 +9,14 @@
 #include <nlohmann/json.hpp>
 
 #include "core/safetensors.h"
+#include "tests/temp_dir.h"
 
 using namespace lina;
 namespace fs = std::filesystem;
+using lina::test::TempDir;
 
 namespace {
 
-// A fresh directory under the system temp dir, removed at the end of the test.
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    static int counter = 0;
-    path = fs::temp_directory_path() /
-           ("lina_safetensors_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-    fs::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string file(const std::string& name) const { return (path / name).string(); }
-};
 
 std::string read_bytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -76,7 +63,7 @@ std::vector<std::pair<std::string, Tensor>> sample_tensors() {
 }  // namespace
 
 TEST_CASE("safetensors: round trip of f32, f64, i32, scalar and empty tensors with metadata") {
-  TempDir dir;
+  TempDir dir("lina_safetensors");
   const std::string path = dir.file("ckpt.safetensors");
   const auto tensors = sample_tensors();
   const std::map<std::string, std::string> metadata = {{"step", "100"}, {"preset", "gdn"}};
@@ -102,7 +89,7 @@ TEST_CASE("safetensors: round trip of f32, f64, i32, scalar and empty tensors wi
 }
 
 TEST_CASE("safetensors: header is 8-byte aligned JSON describing every tensor") {
-  TempDir dir;
+  TempDir dir("lina_safetensors");
   const std::string path = dir.file("ckpt.safetensors");
   save_safetensors(path, sample_tensors(), {{"note", "hello \"world\"\n"}});
   const std::string bytes = read_bytes(path);
@@ -127,7 +114,7 @@ TEST_CASE("safetensors: header is 8-byte aligned JSON describing every tensor") 
 }
 
 TEST_CASE("safetensors: bytes of a one-tensor file match a hand-built file") {
-  TempDir dir;
+  TempDir dir("lina_safetensors");
   const std::string path = dir.file("tiny.safetensors");
   save_safetensors(path, {{"a", Tensor::from_vector<float>({1.f, 2.f}, {2})}}, {});
   // 54 header characters padded with 2 spaces to 56; 1.0f = 0x3f800000, 2.0f = 0x40000000.
@@ -147,7 +134,7 @@ TEST_CASE("safetensors: bytes of a one-tensor file match a hand-built file") {
 }
 
 TEST_CASE("safetensors: a truncated file is rejected wherever it is cut") {
-  TempDir dir;
+  TempDir dir("lina_safetensors");
   const std::string good = dir.file("good.safetensors");
   save_safetensors(good, sample_tensors(), {{"step", "3"}});
   const std::string bytes = read_bytes(good);
@@ -165,7 +152,7 @@ TEST_CASE("safetensors: a truncated file is rejected wherever it is cut") {
 }
 
 TEST_CASE("safetensors: malformed headers are rejected with the problem named") {
-  TempDir dir;
+  TempDir dir("lina_safetensors");
   const std::string two_floats = zero_bytes(8);
   check_rejected(dir, "", "too short");
   check_rejected(dir, u64_le(uint64_t(1) << 40) + "{}", "larger than 100 MB");
@@ -228,7 +215,7 @@ TEST_CASE("safetensors: malformed headers are rejected with the problem named") 
 }
 
 TEST_CASE("safetensors: a missing file, a directory and an empty file are clear errors") {
-  TempDir dir;
+  TempDir dir("lina_safetensors");
   const std::string missing = dir.file("nope.safetensors");
   CHECK_THROWS_WITH_AS(load_safetensors(missing),
                        doctest::Contains(("checkpoint " + missing + ": file not found").c_str()),
@@ -239,7 +226,7 @@ TEST_CASE("safetensors: a missing file, a directory and an empty file are clear 
 }
 
 TEST_CASE("safetensors: a failed save throws and leaves no file behind") {
-  TempDir dir;
+  TempDir dir("lina_safetensors");
   const std::string path = dir.file("no_such_dir/ckpt.safetensors");
   CHECK_THROWS_WITH_AS(save_safetensors(path, sample_tensors(), {}),
                        doctest::Contains(("cannot write checkpoint " + path).c_str()), lina::Error);
@@ -258,7 +245,7 @@ TEST_CASE("safetensors: a failed save throws and leaves no file behind") {
 }
 
 TEST_CASE("safetensors: saving over an existing file replaces it, and a failed save keeps it") {
-  TempDir dir;
+  TempDir dir("lina_safetensors");
   const std::string path = dir.file("ckpt.safetensors");
   save_safetensors(path, {{"w", Tensor::full({3}, 1.0)}}, {{"step", "1"}});
   save_safetensors(path, {{"w", Tensor::full({2, 2}, 2.0)}, {"b", Tensor::zeros({1})}},
@@ -280,7 +267,7 @@ TEST_CASE("safetensors: saving over an existing file replaces it, and a failed s
 }
 
 TEST_CASE("safetensors: expect_tensor checks presence, shape and dtype") {
-  TempDir dir;
+  TempDir dir("lina_safetensors");
   const std::string path = dir.file("ckpt.safetensors");
   save_safetensors(path, {{"emb", Tensor::zeros({5, 3})}, {"ids", Tensor::zeros({2}, DType::i32)}},
                    {});
