@@ -18,7 +18,11 @@
 namespace {
 
 std::atomic<bool> g_stop{false};
-extern "C" void on_interrupt(int) { g_stop.store(true); }
+// The first Ctrl-C asks the run to stop cleanly; a second one kills it.
+extern "C" void on_interrupt(int) {
+  g_stop.store(true);
+  std::signal(SIGINT, SIG_DFL);
+}
 
 lina::Device parse_device(const std::string& s) {
   if (s == "cpu") return lina::Device::cpu;
@@ -87,10 +91,12 @@ int main(int argc, char** argv) {
   try {
     if (*train) {
       t.device = parse_device(device);
+      for (const CLI::Option* opt : train->get_options())
+        if (opt->count() > 0) t.given.push_back(opt->get_name());
       std::signal(SIGINT, on_interrupt);
-      std::string path = lina::train(t, &g_stop);
-      std::printf("wrote %s\n", path.c_str());
-      if (g_stop.load()) {
+      lina::TrainResult result = lina::train(t, &g_stop);
+      std::printf("wrote %s\n", result.json_path.c_str());
+      if (result.interrupted && g_stop.load()) {
         std::fprintf(stderr, "lina: interrupted; checkpoint and json written\n");
         return 130;
       }

@@ -15,6 +15,7 @@ class Progress {
   // A line that stays (an evaluation result); clears the live line first.
   void note(const std::string& line);
   void finish();
+  ~Progress() { finish(); }  // an error message then starts on a fresh line
 
  private:
   int total_, first_;

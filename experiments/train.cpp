@@ -117,20 +117,55 @@ json model_json(const ModelConfig& c) {
           {"scan_chunk", c.scan_chunk}};
 }
 
+// Writes to path.tmp, then renames: a failed write never replaces a good file.
 void write_json_atomically(const std::string& path, const json& j) {
   std::string tmp = path + ".tmp";
-  {
-    std::ofstream f(tmp);
-    check(bool(f), "cannot write " + tmp);
-    f << j.dump(2) << "\n";
-    check(bool(f), "error writing " + tmp);
+  std::ofstream f(tmp);
+  check(bool(f), "cannot write " + tmp);
+  f << j.dump(2) << "\n";
+  f.close();
+  if (!f) {
+    std::error_code ec;
+    std::filesystem::remove(tmp, ec);
+    throw Error("error writing " + tmp);
   }
   std::filesystem::rename(tmp, path);
 }
 
+// On --resume: the checkpoint's run options apply; an option given on the
+// command line must agree with them.
+void adopt_checkpoint_options(TrainOptions& o, const json& saved, const std::string& path) {
+  auto adopt = [&](const char* flag, const char* key, auto& value) {
+    using V = std::decay_t<decltype(value)>;
+    if (!saved.contains(key)) return;
+    V from_ckpt = saved[key].get<V>();
+    bool given = std::find(o.given.begin(), o.given.end(), flag) != o.given.end();
+    check(!given || value == from_ckpt, std::string(flag) + " " + json(value).dump() +
+                                            " differs from the " + json(from_ckpt).dump() +
+                                            " of checkpoint " + path);
+    value = from_ckpt;
+  };
+  adopt("--steps", "steps", o.steps);
+  adopt("--batch", "batch", o.batch);
+  adopt("--context", "context", o.context);
+  adopt("--lr", "lr", o.lr);
+  adopt("--warmup", "warmup", o.warmup);
+  adopt("--seed", "seed", o.seed);
+  adopt("--eval-every", "eval_every", o.eval_every);
+  adopt("--eval-batches", "eval_batches", o.eval_batches);
+}
+
 }  // namespace
 
-std::string train(TrainOptions o, const std::atomic<bool>* stop_requested) {
+TrainResult train(TrainOptions o, const std::atomic<bool>* stop_requested) {
+  CheckpointInfo resumed;
+  if (!o.resume.empty()) {
+    resumed = read_checkpoint_info(o.resume);
+    check(resumed.task == o.task && resumed.preset == o.preset,
+          "checkpoint " + o.resume + " is of " + resumed.task + "/" + resumed.preset + ", not " +
+              o.task + "/" + o.preset);
+    adopt_checkpoint_options(o, resumed.options, o.resume);
+  }
   validate(o);
   // ---- the task ----
   Task task;
@@ -152,14 +187,14 @@ std::string train(TrainOptions o, const std::atomic<bool>* stop_requested) {
   LanguageModel model(config, o.seed, DType::f32, o.device);
   AdamW optimizer(model.params(), AdamWConfig{o.lr, 0.9, 0.99, 1e-8, 0.1});
   Rng rng(o.seed);
+  const std::string vocab_chars = task.text ? task.text->vocab() : std::string();
   json history = {{"loss_curve", json::array()}, {"eval", json::array()}};
   int first_step = 0;
   double previous_train_seconds = 0;
   if (!o.resume.empty()) {
-    CheckpointInfo info = read_checkpoint_info(o.resume);
-    check(info.task == o.task && info.preset == o.preset,
-          "checkpoint " + o.resume + " is of " + info.task + "/" + info.preset + ", not " +
-              o.task + "/" + o.preset);
+    const CheckpointInfo& info = resumed;
+    check(info.vocab_chars == vocab_chars,
+          "checkpoint " + o.resume + " was trained on another text (its vocabulary differs)");
     load_checkpoint(o.resume, model, &optimizer);
     rng.set_state(info.rng_state);
     history = info.history;
@@ -172,7 +207,6 @@ std::string train(TrainOptions o, const std::atomic<bool>* stop_requested) {
 
   std::filesystem::create_directories(o.out + "/" + device_name(o.device));
   const std::string json_path = run_path(o, ".json"), ckpt_path = run_path(o, ".safetensors");
-  std::string vocab_chars = task.text ? task.text->vocab() : std::string();
 
   auto save = [&](int step) {
     CheckpointInfo info{o.preset, o.task, task.vocab, vocab_chars, step, rng.state(),
@@ -251,6 +285,8 @@ std::string train(TrainOptions o, const std::atomic<bool>* stop_requested) {
   }
   if (!history["loss_curve"].empty()) j["final"]["train_loss"] = history["loss_curve"].back()["loss"];
 
+  // A stop requested after the last update skips the long final evaluations.
+  if (stop_requested && stop_requested->load()) interrupted = true;
   if (!interrupted && task.text && o.extrap_batches > 0) {  // extrapolation: longer contexts
     json ex = json::array();
     for (int ctx : o.extrap_contexts) {
@@ -285,7 +321,7 @@ std::string train(TrainOptions o, const std::atomic<bool>* stop_requested) {
   j["ms_per_step"] = done_here > 0 ? 1000.0 * train_seconds / done_here : 0.0;
   j["tokens_per_s"] = train_seconds > 0 ? double(tokens_per_step) * done_here / train_seconds : 0.0;
   write_json_atomically(json_path, j);
-  return json_path;
+  return TrainResult{json_path, interrupted};
 }
 
 }  // namespace lina

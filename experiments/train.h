@@ -30,15 +30,24 @@ struct TrainOptions {
   int extrap_batches = 40; // lm: batches per context length of the extrapolation eval
   std::vector<int> extrap_contexts = {64, 128, 256, 512};
   bool quiet = false;      // no progress line
+  // Names of the options given on the command line ("--batch", ...). On
+  // --resume the checkpoint's run options apply; a given one that differs
+  // from the checkpoint's is an error.
+  std::vector<std::string> given;
+};
+
+struct TrainResult {
+  std::string json_path;
+  bool interrupted = false;  // stopped early (Ctrl-C or --stop-at); checkpoint and json written
 };
 
 // Throws lina::Error (one line) for impossible options.
 void validate(TrainOptions& options);
 
-// Runs the training; returns the path of the json written. Checks
-// `stop_requested` every step (set it from a signal handler): the run then
-// stops after writing its checkpoint and json, with "interrupted": true.
-std::string train(TrainOptions options, const std::atomic<bool>* stop_requested = nullptr);
+// Runs the training. Checks `stop_requested` every step (set it from a
+// signal handler): the run then stops after writing its checkpoint and
+// json, with "interrupted": true.
+TrainResult train(TrainOptions options, const std::atomic<bool>* stop_requested = nullptr);
 
 // Where a run writes: <out>/<device>/<task>_<preset>.json / .safetensors
 std::string run_path(const TrainOptions& options, const std::string& extension);

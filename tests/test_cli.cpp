@@ -145,6 +145,20 @@ TEST_CASE("resume: N steps + N resumed equal 2N uninterrupted, to the bit") {
     }
     CHECK(ja["final"]["val_loss"].get<double>() == jb["final"]["val_loss"].get<double>());
   }
+  // Resuming takes the run's options from the checkpoint; a flag that
+  // contradicts them is refused.
+  fs::path c = temp_dir("resume_options");
+  REQUIRE(run("train --preset linear --task recall --steps 4 --batch 2 --eval-every 2 --eval-batches 1 --quiet --stop-at 2 --out " + c.string()).code == 0);
+  fs::path half = c / "half.safetensors";
+  fs::copy_file(c / "cpu" / "recall_linear.safetensors", half);
+  expect_error("train --preset linear --task recall --batch 3 --quiet --out " + c.string() + " --resume " + half.string(),
+               "--batch 3 differs from the 2");
+  Result r = run("train --preset linear --task recall --quiet --out " + c.string() + " --resume " + half.string());
+  INFO(r.output);
+  REQUIRE(r.code == 0);
+  auto jc = nlohmann::json::parse(std::ifstream(c / "cpu" / "recall_linear.json"));
+  CHECK(jc["loss_curve"].size() == 4);
+  CHECK(jc["config"]["train"]["batch"] == 2);
 }
 
 TEST_CASE("lm: train on a small text, then eval and sample from the checkpoint") {
