@@ -35,6 +35,14 @@ void reduce_partials(const std::vector<T>& partial, int64_t chunks, int64_t widt
 }
 }  // namespace
 
+// Σ x² of one row, accumulated in double.
+template <class T>
+static double row_sum_squares(const T* x, int64_t n) {
+  double ss = 0.0;
+  for (int64_t i = 0; i < n; ++i) ss += double(x[i]) * double(x[i]);
+  return ss;
+}
+
 // ---- rms_norm -------------------------------------------------------------------------
 
 template <class T>
@@ -43,8 +51,7 @@ void rms_norm_forward(const T* x, const T* w, T* y, T* rstd, int64_t rows, int64
   for (int64_t r = 0; r < rows; ++r) {
     const T* xr = x + r * n;
     T* yr = y + r * n;
-    double ss = 0.0;
-    for (int64_t i = 0; i < n; ++i) ss += double(xr[i]) * double(xr[i]);
+    double ss = row_sum_squares(xr, n);
     T rho = T(1.0 / std::sqrt(ss / double(n) + double(eps)));  // ρ = (mean(x²) + ε)^(−1/2)
     rstd[r] = rho;
     for (int64_t i = 0; i < n; ++i) yr[i] = w[i] * (rho * xr[i]);
@@ -87,8 +94,7 @@ void l2_norm_forward(const T* x, T* y, T* norm, int64_t rows, int64_t n, T eps) 
   for (int64_t r = 0; r < rows; ++r) {
     const T* xr = x + r * n;
     T* yr = y + r * n;
-    double ss = 0.0;
-    for (int64_t i = 0; i < n; ++i) ss += double(xr[i]) * double(xr[i]);
+    double ss = row_sum_squares(xr, n);
     const T nrm = T(std::sqrt(ss));
     norm[r] = nrm;
     const T inv = T(1) / (nrm > eps ? nrm : eps);  // 1 / max(‖x‖, ε)

@@ -13,6 +13,26 @@
 
 namespace lina::cpu {
 
+namespace {
+
+// One row's stable softmax: y[j] = exp(x[j] − m) / s for j < n, with m the
+// row maximum and s = Σ exp(x − m). Returns log Σ exp(x) = m + log s (the
+// log-normaliser the cross-entropy needs).
+template <class T>
+T softmax_row(const T* x, T* y, int64_t n) {
+  T m = *std::max_element(x, x + n);
+  T s = 0;
+  for (int64_t j = 0; j < n; ++j) {
+    y[j] = std::exp(x[j] - m);
+    s += y[j];
+  }
+  T inv = T(1) / s;
+  for (int64_t j = 0; j < n; ++j) y[j] *= inv;
+  return m + std::log(s);
+}
+
+}  // namespace
+
 // ---- softmax ------------------------------------------------------------------------
 // y = exp(x − max) / Σ exp(x − max) over the keys a row may see; the rest get
 // y = 0 without ever being exponentiated (so −inf or NaN there cannot leak in).
@@ -24,15 +44,7 @@ void softmax_forward(const T* x, T* y, int64_t R, int64_t N, int64_t Tq, bool ca
     T* yr = y + r * N;
     // causal: query i (= r mod Tq) sees keys j <= i + (N − Tq)
     int64_t visible = causal ? std::min(N, r % Tq + (N - Tq) + 1) : N;
-    T mx = xr[0];
-    for (int64_t j = 1; j < visible; ++j) mx = std::max(mx, xr[j]);
-    T s = 0;
-    for (int64_t j = 0; j < visible; ++j) {
-      yr[j] = std::exp(xr[j] - mx);
-      s += yr[j];
-    }
-    T inv = T(1) / s;
-    for (int64_t j = 0; j < visible; ++j) yr[j] *= inv;
+    softmax_row(xr, yr, visible);
     for (int64_t j = visible; j < N; ++j) yr[j] = T(0);
   }
 }
@@ -102,15 +114,8 @@ void cross_entropy_forward(const T* logits, const int32_t* targets, const T* mas
   for (int64_t n = 0; n < R; ++n) {
     const T* xr = logits + n * V;
     T* pr = probs + n * V;
-    T mx = *std::max_element(xr, xr + V);
-    T s = 0;
-    for (int64_t j = 0; j < V; ++j) {
-      pr[j] = std::exp(xr[j] - mx);
-      s += pr[j];
-    }
-    T inv = T(1) / s;
-    for (int64_t j = 0; j < V; ++j) pr[j] *= inv;
-    double nll = std::log(double(s)) - double(xr[targets[n]] - mx);
+    // −log softmax(x)[t] = log Σ exp(x) − x[t]
+    double nll = double(softmax_row(xr, pr, V)) - double(xr[targets[n]]);
     row_nll[size_t(n)] = mask ? double(mask[n]) * nll : nll;
   }
   double total = 0;

@@ -33,6 +33,9 @@ lina::Device parse_device(const std::string& s) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Installed first, so a Ctrl-C at any moment of a training run is handled;
+  // the other subcommands put the default back.
+  std::signal(SIGINT, on_interrupt);
   CLI::App app{"lina: linear-attention experiments on a from-scratch C++ engine"};
   app.require_subcommand(1);
 
@@ -88,12 +91,12 @@ int main(int argc, char** argv) {
     return 2;
   }
 
+  if (!*train) std::signal(SIGINT, SIG_DFL);
   try {
     if (*train) {
       t.device = parse_device(device);
       for (const CLI::Option* opt : train->get_options())
         if (opt->count() > 0) t.given.push_back(opt->get_name());
-      std::signal(SIGINT, on_interrupt);
       lina::TrainResult result = lina::train(t, &g_stop);
       std::printf("wrote %s\n", result.json_path.c_str());
       if (result.interrupted && g_stop.load()) {

@@ -197,7 +197,7 @@ TEST_CASE("lm: train on a small text, then eval and sample from the checkpoint")
 
 TEST_CASE("Ctrl-C stops cleanly after writing the checkpoint and the json") {
   fs::path d = temp_dir("sigint");
-  std::string cmd = "timeout --preserve-status -s INT 4 " + std::string(LINA_BINARY) +
+  std::string cmd = "timeout --preserve-status -s INT 8 " + std::string(LINA_BINARY) +
                     " train --preset linear --task recall --steps 1000000 --batch 2 --eval-every 1000000 --eval-batches 1 --quiet --out " +
                     d.string() + " 2>&1";
   FILE* p = popen(cmd.c_str(), "r");
