@@ -35,23 +35,26 @@ template <class T> using ConstGateMap = Eigen::Map<const Vector<T>, 0, Eigen::In
 template <class T>
 class Scratch {
  public:
-  explicit Scratch(size_t elements) : buffer_(elements) {}
+  explicit Scratch(size_t elements) : buffer_(Eigen::Index(elements)) {}
   void reset() { used_ = 0; }
   MatrixMap<T> matrix(int64_t rows, int64_t cols) {
     T* p = buffer_.data() + used_;
     used_ += size_t(rows * cols);
-    assert(used_ <= buffer_.size());
+    assert(used_ <= size_t(buffer_.size()));
     return MatrixMap<T>(p, rows, cols);
   }
   VectorMap<T> vector(int64_t n) {
     T* p = buffer_.data() + used_;
     used_ += size_t(n);
-    assert(used_ <= buffer_.size());
+    assert(used_ <= size_t(buffer_.size()));
     return VectorMap<T>(p, n);
   }
 
  private:
-  std::vector<T> buffer_;
+  // Eigen's own allocation is aligned to its widest vector, so the maps
+  // carved from it start at the same alignment in every run (an unaligned
+  // start changes how Eigen splits a sum, and so the rounding).
+  Vector<T> buffer_;
   size_t used_ = 0;
 };
 

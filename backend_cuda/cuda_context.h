@@ -8,6 +8,7 @@
 // call happens to run next.
 #pragma once
 #include <cstdint>
+#include <string>
 
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
@@ -32,6 +33,8 @@ Context& context();
 
 // Throws lina::Error("<what>: <CUDA error string>") unless err is cudaSuccess.
 void check_cuda(cudaError_t err, const char* what);
+// Throws for a failed cuBLAS call (CUBLAS_STATUS_ALLOC_FAILED as out of memory).
+void check_cublas(cublasStatus_t status, const std::string& what);
 // Call right after a kernel launch: reports a bad launch, and with
 // LINA_CUDA_SYNC=1 waits for the kernel and reports its failure.
 void check_launch(const char* kernel);

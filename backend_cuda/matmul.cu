@@ -50,9 +50,9 @@ void gemm(int64_t batch, int64_t M, int64_t N, int64_t K, const float* a, bool t
       a, ld_a, stride_a,                                       // second operand: op(A)ᵀ, K×M
       &beta, c, int(N), stride_c, int(batch));                 // Cᵀ, N×M
   if (status != CUBLAS_STATUS_SUCCESS)
-    throw Error("cuda::gemm [" + std::to_string(batch) + " × " + std::to_string(M) + "×" +
-                std::to_string(K) + " · " + std::to_string(K) + "×" + std::to_string(N) +
-                "]: " + cublasGetStatusString(status));
+    check_cublas(status, "cuda::gemm [" + std::to_string(batch) + " × " + std::to_string(M) + "×" +
+                             std::to_string(K) + " · " + std::to_string(K) + "×" +
+                             std::to_string(N) + "]");
   check_launch("cuda::gemm");
 }
 

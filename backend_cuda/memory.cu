@@ -11,14 +11,31 @@
 
 #include "backend_cuda/cuda_context.h"
 #include "backend_cuda/cuda_kernels.h"
+#include "core/cuda_status.h"
 #include "core/error.h"
 
 namespace lina::cuda {
 
+// core/cuda_status.h names these statuses without including CUDA's headers.
+static_assert(cuda_status::kMemoryAllocation == cudaErrorMemoryAllocation);
+static_assert(cuda_status::kInitializationError == cudaErrorInitializationError);
+static_assert(cuda_status::kDevicesUnavailable == cudaErrorDevicesUnavailable);
+static_assert(cuda_status::kNoDevice == cudaErrorNoDevice);
+static_assert(cuda_status::kEccUncorrectable == cudaErrorECCUncorrectable);
+static_assert(cuda_status::kIllegalAddress == cudaErrorIllegalAddress);
+static_assert(cuda_status::kLaunchTimeout == cudaErrorLaunchTimeout);
+static_assert(cuda_status::kContextIsDestroyed == cudaErrorContextIsDestroyed);
+static_assert(cuda_status::kHardwareStackError == cudaErrorHardwareStackError);
+static_assert(cuda_status::kIllegalInstruction == cudaErrorIllegalInstruction);
+static_assert(cuda_status::kMisalignedAddress == cudaErrorMisalignedAddress);
+static_assert(cuda_status::kLaunchFailure == cudaErrorLaunchFailure);
+static_assert(cuda_status::kUnknown == cudaErrorUnknown);
+
 void check_cuda(cudaError_t err, const char* what) {
   if (err == cudaSuccess) return;
   cudaGetLastError();  // clear a non-sticky error so the next launch check does not report it
-  throw Error(std::string(what) + ": " + cudaGetErrorString(err));
+  throw_cuda_error(int(err), std::string(cudaGetErrorName(err)) + " (" + cudaGetErrorString(err) + ")",
+                   what);
 }
 
 void check_launch(const char* kernel) {
@@ -28,7 +45,9 @@ void check_launch(const char* kernel) {
     check_cuda(cudaStreamSynchronize(ctx.stream), (std::string(kernel) + " (LINA_CUDA_SYNC=1)").c_str());
 }
 
-static void check_cublas(cublasStatus_t status, const char* what) {
+void check_cublas(cublasStatus_t status, const std::string& what) {
+  if (status == CUBLAS_STATUS_ALLOC_FAILED)  // cuBLAS could not get its workspace
+    throw_cuda_error(cuda_status::kMemoryAllocation, "CUBLAS_STATUS_ALLOC_FAILED", what);
   if (status != CUBLAS_STATUS_SUCCESS)
     throw Error(std::string(what) + ": " + cublasGetStatusString(status) + " (cuBLAS)");
 }

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "backend_cpu/cpu_kernels.h"
+#include "backend_cpu/host_allocator.h"
 #include "backend_cuda/cuda_kernels.h"
 #include "core/dispatch_util.h"
 #include "core/kernels.h"
@@ -35,14 +36,12 @@ std::vector<int64_t> broadcast_strides(const Shape& in, const Shape& out) {
 
 void* device_alloc(size_t bytes, Device device) {
   if (device == Device::cuda) return cuda::alloc(bytes);
-  void* p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
-  check(p != nullptr, "out of host memory allocating " + std::to_string(bytes) + " bytes");
-  return p;
+  return cpu::host_alloc(bytes);  // cached: see backend_cpu/host_allocator.h
 }
 
 void device_free(void* ptr, Device device) {
   if (device == Device::cuda) cuda::free(ptr);
-  else std::free(ptr);
+  else cpu::host_free(ptr);
 }
 
 void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes) {

@@ -12,6 +12,8 @@
 #include <set>
 #include <nlohmann/json.hpp>
 
+#include "core/printable.h"
+
 namespace lina {
 
 // Tensor bytes are copied to and from the file as they lie in memory, which
@@ -42,6 +44,17 @@ bool parse_format_dtype(const std::string& name, DType& out) {
     }
   }
   return false;
+}
+
+// A value read from the file, quoted safely in a message (core/printable.h).
+std::string quote_untrusted(const std::string& text) { return "'" + printable(text, 80) + "'"; }
+// A list or object is shown only when it is flat: dumping a deeply nested
+// value would recurse as deep as the file says.
+std::string quote_untrusted(const nlohmann::json& value) {
+  if (value.is_structured())
+    for (const auto& element : value)
+      if (element.is_structured()) return value.is_array() ? "(a nested list)" : "(a nested object)";
+  return printable(value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), 80);
 }
 
 std::string offsets_str(uint64_t begin, uint64_t end) {
@@ -154,7 +167,7 @@ std::string read_whole_file(const std::string& path) {
 Entry parse_entry(const std::string& path, const std::string& name, const nlohmann::json& value,
                   uint64_t data_bytes) {
   auto fail = [&](const std::string& problem) { return checkpoint_error(path, problem); };
-  const std::string where = "tensor '" + name + "': ";
+  const std::string where = "tensor " + quote_untrusted(name) + ": ";
   if (!value.is_object()) throw fail(where + "entry is not a JSON object");
   for (const char* field : {"dtype", "shape", "data_offsets"})
     if (!value.contains(field)) throw fail(where + "missing \"" + field + "\"");
@@ -164,7 +177,7 @@ Entry parse_entry(const std::string& path, const std::string& name, const nlohma
   const auto& dtype = value["dtype"];
   if (!dtype.is_string()) throw fail(where + "dtype is not a string");
   if (!parse_format_dtype(dtype.get<std::string>(), e.dtype))
-    throw fail(where + "unsupported dtype " + dtype.dump() + " (lina reads F32, F64, I32)");
+    throw fail(where + "unsupported dtype " + quote_untrusted(dtype) + " (lina reads F32, F64, I32)");
 
   const auto& shape = value["shape"];
   if (!shape.is_array()) throw fail(where + "shape is not a list");
@@ -173,7 +186,7 @@ Entry parse_entry(const std::string& path, const std::string& name, const nlohma
   for (const auto& d : shape) {
     if (!d.is_number_integer() || !d.is_number_unsigned() ||
         d.get<uint64_t>() > uint64_t(std::numeric_limits<int64_t>::max()))
-      throw fail(where + "shape " + shape.dump() + " is not a list of non-negative integers");
+      throw fail(where + "shape " + quote_untrusted(shape) + " is not a list of non-negative integers");
     uint64_t dim = d.get<uint64_t>();
     if (dim == 0) has_zero_dim = true;
     else if (numel > std::numeric_limits<uint64_t>::max() / dim) overflow = true;
@@ -188,7 +201,7 @@ Entry parse_entry(const std::string& path, const std::string& name, const nlohma
   const auto& offsets = value["data_offsets"];
   if (!offsets.is_array() || offsets.size() != 2 || !offsets[0].is_number_unsigned() ||
       !offsets[1].is_number_unsigned() || offsets[0].get<uint64_t>() > offsets[1].get<uint64_t>())
-    throw fail(where + "data_offsets " + offsets.dump() +
+    throw fail(where + "data_offsets " + quote_untrusted(offsets) +
                " is not [begin, end] with 0 <= begin <= end");
   e.begin = offsets[0].get<uint64_t>();
   e.end = offsets[1].get<uint64_t>();
@@ -209,8 +222,11 @@ Entry parse_entry(const std::string& path, const std::string& name, const nlohma
 }  // namespace
 
 SafetensorsFile load_safetensors(const std::string& path) {
+  return parse_safetensors(read_whole_file(path), path);
+}
+
+SafetensorsFile parse_safetensors(std::string_view bytes, const std::string& path) {
   auto fail = [&](const std::string& problem) { return checkpoint_error(path, problem); };
-  const std::string bytes = read_whole_file(path);
 
   if (bytes.size() < 8)
     throw fail("file is " + std::to_string(bytes.size()) +
@@ -230,8 +246,9 @@ SafetensorsFile load_safetensors(const std::string& path) {
   } catch (const nlohmann::json::parse_error& e) {
     std::string what = e.what();
     size_t bracket = what.find("] ");  // drop nlohmann's "[json.exception...]" tag
+    // (nlohmann quotes the bytes it stopped at)
     throw fail("header is not valid JSON: " +
-               (bracket == std::string::npos ? what : what.substr(bracket + 2)));
+               printable(bracket == std::string::npos ? what : what.substr(bracket + 2), 160));
   }
   if (!header.is_object()) throw fail("header is not a JSON object");
 
@@ -245,7 +262,7 @@ SafetensorsFile load_safetensors(const std::string& path) {
       if (!value.is_object()) throw fail("__metadata__ is not a JSON object");
       for (const auto& [key, v] : value.items()) {
         if (!v.is_string())
-          throw fail("__metadata__ value of '" + key + "' is not a string: " + v.dump());
+          throw fail("__metadata__ value of " + quote_untrusted(key) + " is not a string: " + quote_untrusted(v));
         file.metadata[key] = v.get<std::string>();
       }
       continue;
@@ -260,9 +277,9 @@ SafetensorsFile load_safetensors(const std::string& path) {
   uint64_t last_end = 0;
   for (size_t i = 0; i < entries.size(); ++i) {
     if (i > 0 && entries[i].begin < entries[i - 1].end)
-      throw fail("tensors '" + entries[i - 1].name + "' " +
-                 offsets_str(entries[i - 1].begin, entries[i - 1].end) + " and '" +
-                 entries[i].name + "' " + offsets_str(entries[i].begin, entries[i].end) +
+      throw fail("tensors " + quote_untrusted(entries[i - 1].name) + " " +
+                 offsets_str(entries[i - 1].begin, entries[i - 1].end) + " and " +
+                 quote_untrusted(entries[i].name) + " " + offsets_str(entries[i].begin, entries[i].end) +
                  " overlap");
     last_end = std::max(last_end, entries[i].end);
   }

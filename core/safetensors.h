@@ -15,6 +15,7 @@
 #pragma once
 #include <map>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -43,6 +44,11 @@ struct SafetensorsFile {
 // Reads and validates the whole file; throws lina::Error
 // "checkpoint <path>: <problem>" on any defect.
 SafetensorsFile load_safetensors(const std::string& path);
+// The same from the file's bytes in memory (`path` names it in errors).
+// Every size in the header is checked against bytes.size() before anything
+// is allocated from it. Messages quote the file's content only through
+// printable() (core/printable.h).
+SafetensorsFile parse_safetensors(std::string_view bytes, const std::string& path);
 
 // The tensor `name` of `file`, checked to have `shape` and `dtype`; throws
 // "checkpoint <path>: tensor <name> is missing" or "... has shape [..],

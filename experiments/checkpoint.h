@@ -6,6 +6,7 @@
 #include <array>
 #include <string>
 
+#include "core/safetensors.h"
 #include "models/model.h"
 #include "models/optim.h"
 #include <nlohmann/json.hpp>
@@ -24,10 +25,20 @@ struct CheckpointInfo {
 
 void save_checkpoint(const std::string& path, const LanguageModel& model, const AdamW* optimizer,
                      const CheckpointInfo& info);
-// Reads the metadata only (validating the file as a whole).
-CheckpointInfo read_checkpoint_info(const std::string& path);
-// Loads parameters (and moments, when `optimizer` is given) into a model of
-// the checkpoint's preset; throws naming the file on any mismatch.
-void load_checkpoint(const std::string& path, LanguageModel& model, AdamW* optimizer);
+
+// Loading is two calls on a parsed file (core/safetensors.h), the same for
+// `eval`, `sample`, `train --resume` and the fuzz test:
+//   SafetensorsFile f = load_safetensors(path);
+//   CheckpointInfo info = checkpoint_info(f);      // validated metadata
+//   LanguageModel model(make_config(info.preset, info.vocab), ...);
+//   load_checkpoint(f, model, &optimizer);         // tensors, checked by name/shape/dtype
+// Any defect throws one lina::Error naming the file; content of the file is
+// quoted only through printable().
+CheckpointInfo checkpoint_info(const SafetensorsFile& file);
+void load_checkpoint(const SafetensorsFile& file, LanguageModel& model, AdamW* optimizer);
+
+// The largest vocabulary a checkpoint may declare (the model is built from
+// it before its tensors are read).
+constexpr int kMaxCheckpointVocab = 1 << 16;
 
 }  // namespace lina

@@ -20,9 +20,10 @@ struct LoadedModel {
 
 static LoadedModel load_model(const std::string& path) {
   LoadedModel m;
-  m.info = read_checkpoint_info(path);
+  SafetensorsFile file = load_safetensors(path);
+  m.info = checkpoint_info(file);
   m.model = std::make_unique<LanguageModel>(make_config(m.info.preset, m.info.vocab), 0);
-  load_checkpoint(path, *m.model, nullptr);
+  load_checkpoint(file, *m.model, nullptr);
   if (m.info.task == "lm") {
     check(!m.info.vocab_chars.empty(), "checkpoint " + path + ": lm checkpoint without vocabulary");
     m.chars = std::make_unique<CharDataset>(CharDataset::from_text(m.info.vocab_chars, path));

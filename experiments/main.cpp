@@ -3,7 +3,9 @@
 //   lina eval --checkpoint F --text FILE --context N
 //   lina sample --checkpoint F --prompt "ROMEO:" --tokens 200
 //   lina state-size --context 4096
-// Every failure ends with one line "lina: error: ..." and exit code 1.
+// Every failure ends with one line "lina: error: ..." and exit code 1 (2 for
+// a bad command line). SIGINT (Ctrl-C) and SIGTERM stop a training run after
+// it wrote its checkpoint and json; the exit code is then 128 + the signal.
 #include <CLI/CLI.hpp>
 
 #include <atomic>
@@ -12,16 +14,19 @@
 #include <iostream>
 
 #include "core/error.h"
+#include "core/printable.h"
 #include "experiments/commands.h"
 #include "experiments/train.h"
 
 namespace {
 
-std::atomic<bool> g_stop{false};
-// The first Ctrl-C asks the run to stop cleanly; a second one kills it.
-extern "C" void on_interrupt(int) {
-  g_stop.store(true);
+std::atomic<int> g_stop_signal{0};
+// The first SIGINT or SIGTERM asks the run to stop cleanly; a second one
+// kills it.
+extern "C" void on_stop_signal(int signal_number) {
+  g_stop_signal.store(signal_number);
   std::signal(SIGINT, SIG_DFL);
+  std::signal(SIGTERM, SIG_DFL);
 }
 
 lina::Device parse_device(const std::string& s) {
@@ -35,15 +40,16 @@ lina::Device parse_device(const std::string& s) {
 int main(int argc, char** argv) {
   // Installed first, so a Ctrl-C at any moment of a training run is handled;
   // the other subcommands put the default back.
-  std::signal(SIGINT, on_interrupt);
+  std::signal(SIGINT, on_stop_signal);
+  std::signal(SIGTERM, on_stop_signal);
   CLI::App app{"lina: linear-attention experiments on a from-scratch C++ engine"};
   app.require_subcommand(1);
 
   lina::TrainOptions t;
   std::string device = "cpu";
   auto* train = app.add_subcommand("train", "train one preset on one task, write json + checkpoint");
-  train->add_option("--preset", t.preset, "attn | linear | delta | gdn | hybrid | a pattern like gdn,gdn,gdn,attn")->required();
-  train->add_option("--task", t.task, "lm | recall")->required();
+  train->add_option("--preset", t.preset, "attn | linear | delta | gdn | hybrid | a pattern like gdn,gdn,gdn,attn (required unless --resume)");
+  train->add_option("--task", t.task, "lm | recall (required unless --resume)");
   train->add_option("--device", device, "cpu | cuda");
   train->add_option("--steps", t.steps, "updates (default: lm 5000, recall 2000)");
   train->add_option("--batch", t.batch, "sequences per batch");
@@ -53,7 +59,9 @@ int main(int argc, char** argv) {
   train->add_option("--seed", t.seed, "seed of every random choice");
   train->add_option("--data", t.data, "tiny shakespeare text (lm)");
   train->add_option("--out", t.out, "output folder: writes <out>/<device>/<task>_<preset>.json");
-  train->add_option("--resume", t.resume, "continue from this checkpoint");
+  train->add_option("--resume", t.resume, "continue from this checkpoint, with its options");
+  train->add_option("--extend-to", t.extend_to, "with --resume: train on to N updates in all (fresh warm-up, cosine over the added updates)");
+  train->add_option("--checkpoint-every", t.checkpoint_every, "updates between checkpoints (default: every evaluation)");
   train->add_option("--stop-at", t.stop_at, "stop after this many updates, as if interrupted");
   train->add_option("--eval-every", t.eval_every, "updates between evaluations (default: lm 500, recall 100)");
   train->add_option("--eval-batches", t.eval_batches, "batches per evaluation (default: lm 200, recall 8)");
@@ -87,21 +95,30 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForAllHelp& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    std::fprintf(stderr, "lina: error: %s (see lina --help)\n", e.what());
+    std::fprintf(stderr, "lina: error: %s (see lina --help)\n", lina::printable(e.what(), 1000).c_str());
     return 2;
   }
 
-  if (!*train) std::signal(SIGINT, SIG_DFL);
+  if (!*train) {
+    std::signal(SIGINT, SIG_DFL);
+    std::signal(SIGTERM, SIG_DFL);
+  }
   try {
     if (*train) {
       t.device = parse_device(device);
       for (const CLI::Option* opt : train->get_options())
         if (opt->count() > 0) t.given.push_back(opt->get_name());
-      lina::TrainResult result = lina::train(t, &g_stop);
+      if (t.resume.empty()) {
+        if (train->count("--preset") == 0) throw lina::Error("--preset is required (or --resume CKPT)");
+        if (train->count("--task") == 0) throw lina::Error("--task is required (or --resume CKPT)");
+      }
+      lina::TrainResult result = lina::train(t, &g_stop_signal);
       std::printf("wrote %s\n", result.json_path.c_str());
-      if (result.interrupted && g_stop.load()) {
-        std::fprintf(stderr, "lina: interrupted; checkpoint and json written\n");
-        return 130;
+      if (int sig = g_stop_signal.load(); result.interrupted && sig != 0) {
+        std::fprintf(stderr, "lina: stopped by %s at update %d; checkpoint %s and json written\n",
+                     sig == SIGTERM ? "SIGTERM" : "SIGINT", result.steps_done,
+                     lina::printable(result.checkpoint_path, 200).c_str());
+        return 128 + sig;
       }
     } else if (*eval) {
       std::printf("%.6f\n", lina::eval_checkpoint(checkpoint, text, context));
@@ -112,7 +129,8 @@ int main(int argc, char** argv) {
       std::printf("%s", lina::state_size_table(size_context).c_str());
     }
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "lina: error: %s\n", e.what());
+    // One line, whatever bytes a file put into the message.
+    std::fprintf(stderr, "lina: error: %s\n", lina::printable(e.what(), 1000).c_str());
     return 1;
   }
   return 0;

@@ -4,14 +4,18 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <optional>
 
+#include "core/cuda_status.h"
 #include "core/kernels.h"
 #include "experiments/checkpoint.h"
 #include "experiments/data.h"
 #include "experiments/progress.h"
+#include "experiments/resident_memory.h"
 #include "models/optim.h"
 
 #ifndef LINA_GIT_COMMIT
@@ -22,12 +26,19 @@ namespace lina {
 
 using nlohmann::json;
 using Clock = std::chrono::steady_clock;
+namespace fs = std::filesystem;
 
 static double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
+static bool was_given(const TrainOptions& o, const char* flag) {
+  return std::find(o.given.begin(), o.given.end(), flag) != o.given.end();
+}
+
 std::string run_path(const TrainOptions& o, const std::string& extension) {
+  if (!o.resume.empty() && !was_given(o, "--out"))
+    return fs::path(o.resume).replace_extension(extension).string();
   return o.out + "/" + device_name(o.device) + "/" + o.task + "_" + o.preset + extension;
 }
 
@@ -43,16 +54,93 @@ void validate(TrainOptions& o) {
   check(o.warmup >= 0, "--warmup must not be negative");
   if (o.eval_every <= 0) o.eval_every = o.task == "lm" ? 500 : 100;
   if (o.eval_batches <= 0) o.eval_batches = o.task == "lm" ? 200 : 8;
+  if (o.checkpoint_every <= 0) o.checkpoint_every = o.eval_every;
   kernels::require_device(o.device);  // "CUDA was requested but no CUDA GPU is available"
 }
 
 namespace {
 
-// The task: where batches come from and how a model is scored on it.
+// ---- the learning-rate schedule -------------------------------------------------------
+// history["schedule"] is a list of segments {from, to, peak_lr, min_lr,
+// warmup}; update s (0-based) uses the last segment with from <= s:
+//   lr = lr_at(s − from, to − from, peak_lr, min_lr, warmup)    (models/optim.h)
+// A run starts with one segment over all its updates; each --extend-to adds
+// one with a fresh warm-up.
+json schedule_segment(int from, int to, double peak_lr, int warmup) {
+  return {{"from", from}, {"to", to}, {"peak_lr", peak_lr}, {"min_lr", peak_lr / 10},
+          {"warmup", warmup}};
+}
+
+double scheduled_lr(const json& schedule, int step) {
+  const json* segment = &schedule.front();
+  for (const json& s : schedule)
+    if (s["from"].get<int>() <= step) segment = &s;
+  const json& s = *segment;
+  int from = s["from"].get<int>();
+  return lr_at(step - from, std::max(1, s["to"].get<int>() - from), s["peak_lr"].get<double>(),
+               s["min_lr"].get<double>(), s["warmup"].get<int>());
+}
+
+constexpr int kExtensionWarmup = 100;
+
+// ---- options on --resume --------------------------------------------------------------
+
+// The checkpoint's run options apply; a flag given on the command line must
+// agree with them, except the ones that only say where or how often to
+// write. --extend-to sets the steps and may set a new peak --lr.
+void adopt_checkpoint_options(TrainOptions& o, const CheckpointInfo& info, const std::string& path) {
+  const json& saved = info.options;
+  auto must_agree = [&](const char* flag, const std::string& given, const std::string& saved_value) {
+    check(!was_given(o, flag) || given == saved_value,
+          std::string(flag) + " " + given + " differs from the " + saved_value + " of checkpoint " + path);
+  };
+  must_agree("--preset", o.preset, info.preset);
+  must_agree("--task", o.task, info.task);
+  o.preset = info.preset;
+  o.task = info.task;
+  auto adopt = [&](const char* flag, const char* key, auto& value) {
+    using V = std::decay_t<decltype(value)>;
+    if (!saved.contains(key)) return;
+    V from_ckpt = saved[key].get<V>();
+    check(!was_given(o, flag) || value == from_ckpt, std::string(flag) + " " + json(value).dump() +
+                                                         " differs from the " + json(from_ckpt).dump() +
+                                                         " of checkpoint " + path);
+    value = from_ckpt;
+  };
+  auto adopt_unless_given = [&](const char* flag, const char* key, auto& value) {
+    using V = std::decay_t<decltype(value)>;
+    if (saved.contains(key) && !was_given(o, flag)) value = saved[key].get<V>();
+  };
+  if (o.extend_to >= 0) {
+    check(!was_given(o, "--steps"), "--extend-to sets the number of updates; drop --steps");
+    check(o.extend_to > info.step, "--extend-to " + std::to_string(o.extend_to) +
+                                       " must be more than the " + std::to_string(info.step) +
+                                       " updates checkpoint " + path + " has done");
+    o.steps = o.extend_to;
+    adopt_unless_given("--lr", "lr", o.lr);  // the extension's peak
+  } else {
+    adopt("--steps", "steps", o.steps);
+    adopt("--lr", "lr", o.lr);
+  }
+  adopt("--batch", "batch", o.batch);
+  adopt("--context", "context", o.context);
+  adopt("--warmup", "warmup", o.warmup);
+  adopt("--seed", "seed", o.seed);
+  adopt("--eval-every", "eval_every", o.eval_every);
+  adopt("--eval-batches", "eval_batches", o.eval_batches);
+  adopt_unless_given("--checkpoint-every", "checkpoint_every", o.checkpoint_every);
+  adopt_unless_given("--data", "data", o.data);
+  if (saved.contains("device") && !was_given(o, "--device"))
+    o.device = saved["device"] == "cuda" ? Device::cuda : Device::cpu;
+}
+
+// ---- the task -------------------------------------------------------------------------
+
+// Where batches come from and how a model is scored on it.
 struct Task {
   std::unique_ptr<CharDataset> text;  // lm
   RecallTask recall;
-  std::vector<Batch> heldout;         // recall: fixed evaluation set
+  std::vector<Batch> val;             // lm: fixed val batches; recall: fixed held-out set
   int vocab = 0;
 
   Batch train_batch(const TrainOptions& o, Rng& rng) const {
@@ -61,16 +149,44 @@ struct Task {
   }
 };
 
+// lm: `n` val batches at `context`, drawn from a generator seeded for
+// evaluation so that every evaluation of a run sees the same text.
+std::vector<Batch> val_batches(const CharDataset& text, int n, int batch, int context,
+                               uint64_t seed, Device device) {
+  Rng rng(seed);
+  std::vector<Batch> out;
+  for (int i = 0; i < n; ++i) out.push_back(text.sample_batch(Split::val, batch, context, rng, device));
+  return out;
+}
+
+Task make_task(TrainOptions& o) {
+  Task task;
+  if (o.task == "lm") {
+    task.text = std::make_unique<CharDataset>(CharDataset::load(o.data));
+    task.text->check_context(o.context);
+    task.vocab = task.text->vocab_size();
+    task.val = val_batches(*task.text, o.eval_batches, o.batch, o.context, o.seed + 1, o.device);
+  } else {
+    o.context = RecallTask::kContext;
+    task.vocab = RecallTask::kVocab;
+    task.val = task.recall.heldout(o.eval_batches, o.batch, o.seed + 1, o.device);
+  }
+  return task;
+}
+
 struct EvalResult {
   double loss = 0, accuracy = 0;
 };
 
-// Mean loss (and, with a mask, accuracy where the mask is 1) over batches.
-EvalResult evaluate(LanguageModel& model, const std::vector<Batch>& batches) {
+// Mean loss (and, with a mask, accuracy where the mask is 1) over batches;
+// nothing when a stop was requested before the last batch.
+std::optional<EvalResult> evaluate(LanguageModel& model, const std::vector<Batch>& batches,
+                                   const std::atomic<int>* stop_signal) {
   NoGradGuard no_grad;
   EvalResult r;
   double correct = 0, counted = 0;
   for (const Batch& b : batches) {
+    if (stop_signal && stop_signal->load() != 0) return std::nullopt;
     Var logits = model.forward(b.x);
     r.loss += cross_entropy(logits, b.y, b.mask).item();
     if (b.mask.defined()) {
@@ -88,21 +204,14 @@ EvalResult evaluate(LanguageModel& model, const std::vector<Batch>& batches) {
   return r;
 }
 
-// lm: `n` val batches at `context`, drawn from a generator seeded for
-// evaluation so that every evaluation of a run sees the same text.
-std::vector<Batch> val_batches(const CharDataset& text, int n, int batch, int context,
-                               uint64_t seed, Device device) {
-  Rng rng(seed);
-  std::vector<Batch> out;
-  for (int i = 0; i < n; ++i) out.push_back(text.sample_batch(Split::val, batch, context, rng, device));
-  return out;
-}
+// ---- the run's json (spec §3) -----------------------------------------------------------
 
 json options_json(const TrainOptions& o) {
   return {{"preset", o.preset}, {"task", o.task}, {"device", device_name(o.device)},
           {"steps", o.steps}, {"batch", o.batch}, {"context", o.context}, {"lr", o.lr},
           {"min_lr", o.lr / 10}, {"warmup", o.warmup}, {"clip", o.clip}, {"seed", o.seed},
           {"data", o.data}, {"eval_every", o.eval_every}, {"eval_batches", o.eval_batches},
+          {"checkpoint_every", o.checkpoint_every},
           {"weight_decay", 0.1}, {"betas", {0.9, 0.99}}, {"eps", 1e-8}};
 }
 
@@ -122,206 +231,288 @@ void write_json_atomically(const std::string& path, const json& j) {
   std::string tmp = path + ".tmp";
   std::ofstream f(tmp);
   check(bool(f), "cannot write " + tmp);
-  f << j.dump(2) << "\n";
+  f << j.dump(2, ' ', false, json::error_handler_t::replace) << "\n";
   f.close();
   if (!f) {
     std::error_code ec;
-    std::filesystem::remove(tmp, ec);
+    fs::remove(tmp, ec);
     throw Error("error writing " + tmp);
   }
-  std::filesystem::rename(tmp, path);
+  fs::rename(tmp, path);
 }
 
-// On --resume: the checkpoint's run options apply; an option given on the
-// command line must agree with them.
-void adopt_checkpoint_options(TrainOptions& o, const json& saved, const std::string& path) {
-  auto adopt = [&](const char* flag, const char* key, auto& value) {
-    using V = std::decay_t<decltype(value)>;
-    if (!saved.contains(key)) return;
-    V from_ckpt = saved[key].get<V>();
-    bool given = std::find(o.given.begin(), o.given.end(), flag) != o.given.end();
-    check(!given || value == from_ckpt, std::string(flag) + " " + json(value).dump() +
-                                            " differs from the " + json(from_ckpt).dump() +
-                                            " of checkpoint " + path);
-    value = from_ckpt;
-  };
-  adopt("--steps", "steps", o.steps);
-  adopt("--batch", "batch", o.batch);
-  adopt("--context", "context", o.context);
-  adopt("--lr", "lr", o.lr);
-  adopt("--warmup", "warmup", o.warmup);
-  adopt("--seed", "seed", o.seed);
-  adopt("--eval-every", "eval_every", o.eval_every);
-  adopt("--eval-batches", "eval_batches", o.eval_batches);
+// LINA_INJECT_CUDA_STATUS=<status>@<step> makes update <step> fail as if a
+// CUDA call had returned <status> (a cudaError_t number): how the tests
+// check what a run does when the GPU runs out of memory or is lost.
+struct InjectedFault {
+  int status = 0, step = -1;
+  static InjectedFault from_environment() {
+    InjectedFault f;
+    if (const char* spec = std::getenv("LINA_INJECT_CUDA_STATUS"))
+      if (std::sscanf(spec, "%d@%d", &f.status, &f.step) != 2) f = {};
+    return f;
+  }
+};
+
+// ---- one training run -----------------------------------------------------------------------
+
+class TrainingRun {
+ public:
+  TrainingRun(TrainOptions options, const std::atomic<int>* stop_signal)
+      : o_(std::move(options)), stop_(stop_signal) {}
+  TrainResult run();
+
+ private:
+  bool stop_requested() const { return stop_ && stop_->load() != 0; }
+  void train_one_step();
+  void record_evaluation();
+  void save();
+  void final_evaluations();
+  void write_json();
+  [[noreturn]] void diverged(double loss, double grad_norm);
+
+  TrainOptions o_;
+  const std::atomic<int>* stop_;
+  Task task_;
+  std::unique_ptr<LanguageModel> model_;
+  std::unique_ptr<AdamW> optimizer_;
+  Rng rng_{0};
+  std::string vocab_chars_, json_path_, ckpt_path_;
+  json history_ = {{"loss_curve", json::array()}, {"eval", json::array()}, {"schedule", json::array()}};
+  json final_results_ = json::object();  // extrapolation, alpha; once measured
+  json diverged_;                         // set when the run diverged
+  int step_ = 0, first_step_ = 0;
+  std::string last_checkpoint_;           // the newest good checkpoint of this run, if any
+  int last_checkpoint_step_ = -1;
+  bool interrupted_ = false;
+  double previous_train_seconds_ = 0, train_seconds_ = 0;
+  Clock::time_point wall_start_ = Clock::now();
+  std::unique_ptr<Progress> progress_;
+  InjectedFault fault_ = InjectedFault::from_environment();
+};
+
+TrainResult TrainingRun::run() {
+  // ---- options: the checkpoint's, when resuming ----
+  std::optional<SafetensorsFile> resumed_file;
+  CheckpointInfo resumed;
+  if (!o_.resume.empty()) {
+    resumed_file = load_safetensors(o_.resume);
+    resumed = checkpoint_info(*resumed_file);
+    adopt_checkpoint_options(o_, resumed, o_.resume);
+  } else {
+    check(o_.extend_to < 0, "--extend-to needs --resume CKPT (the run to train on)");
+  }
+  validate(o_);
+
+  // ---- task, model, optimiser, and where a resumed run left off ----
+  task_ = make_task(o_);
+  model_ = std::make_unique<LanguageModel>(make_config(o_.preset, task_.vocab), o_.seed, DType::f32, o_.device);
+  optimizer_ = std::make_unique<AdamW>(model_->params(), AdamWConfig{o_.lr, 0.9, 0.99, 1e-8, 0.1});
+  rng_ = Rng(o_.seed);
+  vocab_chars_ = task_.text ? task_.text->vocab() : std::string();
+  history_["schedule"].push_back(schedule_segment(0, o_.steps, o_.lr, o_.warmup));
+  if (resumed_file) {
+    check(resumed.vocab_chars == vocab_chars_,
+          "checkpoint " + o_.resume + " was trained on another text (its vocabulary differs)");
+    load_checkpoint(*resumed_file, *model_, optimizer_.get());
+    resumed_file.reset();
+    rng_.set_state(resumed.rng_state);
+    first_step_ = int(resumed.step);
+    history_ = resumed.history;
+    if (!history_.contains("schedule") || history_["schedule"].empty())  // older checkpoints
+      history_["schedule"] = json::array({schedule_segment(0, int(resumed.options.value("steps", o_.steps)),
+                                                           resumed.options.value("lr", o_.lr),
+                                                           resumed.options.value("warmup", o_.warmup))});
+    if (o_.extend_to >= 0) {
+      int added = o_.extend_to - first_step_;
+      history_["schedule"].push_back(
+          schedule_segment(first_step_, o_.extend_to, o_.lr, std::min(kExtensionWarmup, added)));
+    }
+    previous_train_seconds_ = history_.value("train_seconds", 0.0);
+    check(first_step_ <= o_.steps, "checkpoint " + o_.resume + " has done " +
+                                       std::to_string(first_step_) + " updates, more than --steps " +
+                                       std::to_string(o_.steps));
+    last_checkpoint_ = o_.resume;
+    last_checkpoint_step_ = first_step_;
+  }
+  step_ = first_step_;
+
+  fs::create_directories(fs::path(run_path(o_, ".json")).parent_path());
+  json_path_ = run_path(o_, ".json");
+  ckpt_path_ = run_path(o_, ".safetensors");
+
+  // ---- the loop ----
+  progress_ = std::make_unique<Progress>(o_.steps, o_.quiet, first_step_);
+  if (first_step_ == o_.steps && !o_.resume.empty())
+    progress_->note("checkpoint " + o_.resume + " has done all its " + std::to_string(o_.steps) +
+                    " updates: evaluating only (--extend-to N trains it on)");
+  while (step_ < o_.steps) {
+    if (stop_requested() || (o_.stop_at >= 0 && step_ >= o_.stop_at)) {
+      interrupted_ = true;
+      break;
+    }
+    train_one_step();
+    bool last = step_ == o_.steps;
+    if (step_ % o_.eval_every == 0 || last) record_evaluation();
+    if (interrupted_) break;  // a stop during the evaluation
+    if (step_ % o_.checkpoint_every == 0 || last) save();
+  }
+  progress_->finish();
+  history_["train_seconds"] = previous_train_seconds_ + train_seconds_;
+  if (interrupted_) {
+    save();
+  } else {
+    final_evaluations();
+    write_json();
+  }
+  return TrainResult{json_path_, ckpt_path_, interrupted_, step_};
+}
+
+void TrainingRun::train_one_step() {
+  auto t0 = Clock::now();
+  Batch b = task_.train_batch(o_, rng_);
+  model_->params().zero_grad();
+  Var loss = cross_entropy(model_->forward(b.x), b.y, b.mask);
+  loss.backward();
+  if (fault_.step == step_ + 1)
+    throw_cuda_error(fault_.status, "injected status " + std::to_string(fault_.status),
+                     "training step " + std::to_string(fault_.step));
+  double lr = scheduled_lr(history_["schedule"], step_);
+  double grad_norm = clip_grad_norm(model_->params(), o_.clip);
+  double loss_value = loss.item();
+  if (!std::isfinite(loss_value) || !std::isfinite(grad_norm)) diverged(loss_value, grad_norm);
+  optimizer_->step(lr);
+  train_seconds_ += seconds_since(t0);
+  ++step_;
+  history_["loss_curve"].push_back({{"step", step_}, {"loss", loss_value}, {"lr", lr},
+                                    {"grad_norm", grad_norm}});
+  const double tokens_per_step = double(o_.batch) * o_.context;
+  progress_->update(step_, loss_value, lr, tokens_per_step * (step_ - first_step_) / train_seconds_);
+}
+
+void TrainingRun::record_evaluation() {
+  std::optional<EvalResult> r = evaluate(*model_, task_.val, stop_);
+  if (!r) {
+    interrupted_ = true;
+    return;
+  }
+  ResidentMemory mem = resident_memory();
+  json e = {{"step", step_}, {"val_loss", r->loss}, {"rss_mb", mem.current_mb}};
+  if (o_.task == "recall") e["val_accuracy"] = r->accuracy;
+  history_["eval"].push_back(e);
+  char line[200];
+  std::snprintf(line, sizeof line, "eval at step %d: val loss %.4f%s (resident memory %.0f MB)", step_,
+                r->loss, o_.task == "recall" ? (", accuracy " + std::to_string(r->accuracy)).c_str() : "",
+                mem.current_mb);
+  progress_->note(line);
+}
+
+// The checkpoint, then the json that describes it.
+void TrainingRun::save() {
+  history_["train_seconds"] = previous_train_seconds_ + train_seconds_;
+  CheckpointInfo info{o_.preset, o_.task, task_.vocab, vocab_chars_, step_, rng_.state(),
+                      options_json(o_), history_};
+  save_checkpoint(ckpt_path_, *model_, optimizer_.get(), info);
+  last_checkpoint_ = ckpt_path_;
+  last_checkpoint_step_ = step_;
+  write_json();
+}
+
+// After the last update: extrapolation to longer contexts (lm) and the
+// mean α of every gated head. A stop request skips what is left.
+void TrainingRun::final_evaluations() {
+  const ModelConfig& config = model_->config();
+  if (task_.text && o_.extrap_batches > 0) {
+    json ex = json::array();
+    for (int ctx : o_.extrap_contexts) {
+      if (int64_t(ctx) + 1 > int64_t(task_.text->tokens(Split::val).size())) continue;
+      auto batches = val_batches(*task_.text, o_.extrap_batches, o_.batch, ctx, o_.seed + 2, o_.device);
+      std::optional<EvalResult> r = evaluate(*model_, batches, stop_);
+      if (!r) break;
+      ex.push_back({{"context", ctx}, {"val_loss", r->loss}});
+      progress_->note("extrapolation: context " + std::to_string(ctx) + " val loss " + std::to_string(r->loss));
+    }
+    final_results_["extrapolation"] = ex;
+  }
+  bool gated = std::find(config.layers.begin(), config.layers.end(), MixerKind::GatedDelta) != config.layers.end();
+  if (gated && !stop_requested()) {
+    NoGradGuard no_grad;
+    AlphaStats stats;
+    std::vector<std::vector<double>> sum;
+    for (const Batch& b : task_.val) {  // mean α of every gated head over the evaluation text
+      model_->forward(b.x, nullptr, &stats);
+      if (sum.empty()) sum.assign(stats.mean.size(), std::vector<double>(stats.mean[0].size(), 0));
+      for (size_t l = 0; l < stats.mean.size(); ++l)
+        for (size_t h = 0; h < stats.mean[l].size(); ++h) sum[l][h] += stats.mean[l][h] / task_.val.size();
+    }
+    json alpha = json::array();
+    for (size_t l = 0; l < sum.size(); ++l) alpha.push_back({{"layer", stats.layer[l]}, {"mean_alpha", sum[l]}});
+    final_results_["alpha"] = alpha;
+  }
+  if (stop_requested()) interrupted_ = true;  // the checkpoint of the last update is already written
+}
+
+void TrainingRun::write_json() {
+  const ModelConfig& config = model_->config();
+  json j;
+  j["preset"] = o_.preset;
+  j["task"] = o_.task;
+  j["device"] = device_name(o_.device);
+  j["git_commit"] = LINA_GIT_COMMIT;
+  j["config"] = {{"model", model_json(config)}, {"train", options_json(o_)}};
+  j["params"] = model_->params().count();
+  j["kv_per_token"] = config.kv_per_token();
+  j["state_const"] = config.state_const();
+  j["conv_cache"] = config.conv_cache();
+  j["steps_done"] = step_;
+  j["finished"] = step_ == o_.steps && !interrupted_ && diverged_.is_null();
+  j["interrupted"] = interrupted_;
+  j["checkpoint"] = last_checkpoint_;
+  j["checkpoint_step"] = last_checkpoint_step_;
+  if (!diverged_.is_null()) j["diverged"] = diverged_;
+  j["schedule"] = history_["schedule"];
+  j["loss_curve"] = history_["loss_curve"];
+  j["eval"] = history_["eval"];
+  if (!history_["eval"].empty()) {
+    const json& last = history_["eval"].back();
+    j["final"] = {{"step", last["step"]}, {"val_loss", last["val_loss"]}};
+    if (last.contains("val_accuracy")) j["final"]["val_accuracy"] = last["val_accuracy"];
+  }
+  if (!history_["loss_curve"].empty()) j["final"]["train_loss"] = history_["loss_curve"].back()["loss"];
+  for (const auto& [key, value] : final_results_.items()) j[key] = value;
+  int done_here = step_ - first_step_;
+  j["wall_time_s"] = seconds_since(wall_start_);
+  j["train_time_s"] = previous_train_seconds_ + train_seconds_;
+  j["ms_per_step"] = done_here > 0 ? 1000.0 * train_seconds_ / done_here : 0.0;
+  j["tokens_per_s"] = train_seconds_ > 0 ? double(o_.batch) * o_.context * done_here / train_seconds_ : 0.0;
+  j["peak_rss_mb"] = resident_memory().peak_mb;
+  write_json_atomically(json_path_, j);
+}
+
+// A loss or gradient that is not finite: the update is not applied, the
+// last good checkpoint stays as it is, the json says where it happened.
+void TrainingRun::diverged(double loss, double grad_norm) {
+  const int bad_step = step_ + 1;
+  auto number = [](double v) { return std::isfinite(v) ? json(v) : json(std::to_string(v)); };
+  diverged_ = {{"step", bad_step}, {"loss", number(loss)}, {"grad_norm", number(grad_norm)}};
+  progress_->finish();
+  history_["train_seconds"] = previous_train_seconds_ + train_seconds_;
+  write_json();
+  char lower_lr[32];
+  std::snprintf(lower_lr, sizeof lower_lr, "%g", o_.lr / 2);
+  std::string what = "training diverged at step " + std::to_string(bad_step) + " (loss " +
+                     std::to_string(loss) + ", gradient norm " + std::to_string(grad_norm) + "); ";
+  if (last_checkpoint_.empty())
+    throw Error(what + "no checkpoint was written yet: start again with a lower learning rate, e.g. --lr " + lower_lr);
+  throw Error(what + "the last good checkpoint is " + last_checkpoint_ + " (step " +
+              std::to_string(last_checkpoint_step_) + "): resume it with a lower learning rate: lina train --resume " +
+              last_checkpoint_ + " --extend-to " + std::to_string(o_.steps) + " --lr " + lower_lr);
 }
 
 }  // namespace
 
-TrainResult train(TrainOptions o, const std::atomic<bool>* stop_requested) {
-  CheckpointInfo resumed;
-  if (!o.resume.empty()) {
-    resumed = read_checkpoint_info(o.resume);
-    check(resumed.task == o.task && resumed.preset == o.preset,
-          "checkpoint " + o.resume + " is of " + resumed.task + "/" + resumed.preset + ", not " +
-              o.task + "/" + o.preset);
-    adopt_checkpoint_options(o, resumed.options, o.resume);
-  }
-  validate(o);
-  // ---- the task ----
-  Task task;
-  if (o.task == "lm") {
-    task.text = std::make_unique<CharDataset>(CharDataset::load(o.data));
-    task.text->check_context(o.context);
-    task.vocab = task.text->vocab_size();
-  } else {
-    o.context = RecallTask::kContext;
-    task.vocab = RecallTask::kVocab;
-    task.heldout = task.recall.heldout(o.eval_batches, o.batch, o.seed + 1, o.device);
-  }
-  std::vector<Batch> val;
-  if (task.text) val = val_batches(*task.text, o.eval_batches, o.batch, o.context, o.seed + 1, o.device);
-  else val = task.heldout;
-
-  // ---- model, optimiser, and where a resumed run left off ----
-  ModelConfig config = make_config(o.preset, task.vocab);
-  LanguageModel model(config, o.seed, DType::f32, o.device);
-  AdamW optimizer(model.params(), AdamWConfig{o.lr, 0.9, 0.99, 1e-8, 0.1});
-  Rng rng(o.seed);
-  const std::string vocab_chars = task.text ? task.text->vocab() : std::string();
-  json history = {{"loss_curve", json::array()}, {"eval", json::array()}};
-  int first_step = 0;
-  double previous_train_seconds = 0;
-  if (!o.resume.empty()) {
-    const CheckpointInfo& info = resumed;
-    check(info.vocab_chars == vocab_chars,
-          "checkpoint " + o.resume + " was trained on another text (its vocabulary differs)");
-    load_checkpoint(o.resume, model, &optimizer);
-    rng.set_state(info.rng_state);
-    history = info.history;
-    first_step = int(info.step);
-    previous_train_seconds = history.value("train_seconds", 0.0);
-    check(first_step <= o.steps, "checkpoint " + o.resume + " has done " +
-                                     std::to_string(first_step) + " updates, more than --steps " +
-                                     std::to_string(o.steps));
-  }
-
-  std::filesystem::create_directories(o.out + "/" + device_name(o.device));
-  const std::string json_path = run_path(o, ".json"), ckpt_path = run_path(o, ".safetensors");
-
-  auto save = [&](int step) {
-    CheckpointInfo info{o.preset, o.task, task.vocab, vocab_chars, step, rng.state(),
-                        options_json(o), history};
-    save_checkpoint(ckpt_path, model, &optimizer, info);
-  };
-  auto record_eval = [&](int step, Progress& progress) {
-    EvalResult r = evaluate(model, val);
-    json e = {{"step", step}, {"val_loss", r.loss}};
-    if (o.task == "recall") e["val_accuracy"] = r.accuracy;
-    history["eval"].push_back(e);
-    char line[160];
-    std::snprintf(line, sizeof line, "eval at step %d: val loss %.4f%s", step, r.loss,
-                  o.task == "recall" ? (", accuracy " + std::to_string(r.accuracy)).c_str() : "");
-    progress.note(line);
-    return r;
-  };
-
-  // ---- the loop ----
-  Progress progress(o.steps, o.quiet, first_step);
-  auto wall_start = Clock::now();
-  double train_seconds = 0;
-  int step = first_step;
-  bool interrupted = false;
-  const int64_t tokens_per_step = int64_t(o.batch) * o.context;
-  while (step < o.steps) {
-    if ((stop_requested && stop_requested->load()) || (o.stop_at >= 0 && step >= o.stop_at)) {
-      interrupted = true;
-      break;
-    }
-    auto t0 = Clock::now();
-    Batch b = task.train_batch(o, rng);
-    model.params().zero_grad();
-    Var loss = cross_entropy(model.forward(b.x), b.y, b.mask);
-    loss.backward();
-    double lr = lr_at(step, o.steps, o.lr, o.lr / 10, o.warmup);
-    double grad_norm = clip_grad_norm(model.params(), o.clip);
-    optimizer.step(lr);
-    double loss_value = loss.item();
-    train_seconds += seconds_since(t0);
-    ++step;
-    history["loss_curve"].push_back({{"step", step}, {"loss", loss_value}, {"lr", lr},
-                                     {"grad_norm", grad_norm}});
-    progress.update(step, loss_value, lr, double(tokens_per_step) * (step - first_step) / train_seconds);
-    check(std::isfinite(loss_value), "training diverged: loss is " + std::to_string(loss_value) +
-                                         " at step " + std::to_string(step));
-    if (step % o.eval_every == 0 || step == o.steps) {
-      record_eval(step, progress);
-      history["train_seconds"] = previous_train_seconds + train_seconds;
-      save(step);
-    }
-  }
-  progress.finish();
-  history["train_seconds"] = previous_train_seconds + train_seconds;
-  if (interrupted) save(step);
-
-  // ---- the run's json (spec §3) ----
-  json j;
-  j["preset"] = o.preset;
-  j["task"] = o.task;
-  j["device"] = device_name(o.device);
-  j["git_commit"] = LINA_GIT_COMMIT;
-  j["config"] = {{"model", model_json(config)}, {"train", options_json(o)}};
-  j["params"] = model.params().count();
-  j["kv_per_token"] = config.kv_per_token();
-  j["state_const"] = config.state_const();
-  j["conv_cache"] = config.conv_cache();
-  j["steps_done"] = step;
-  j["interrupted"] = interrupted;
-  j["loss_curve"] = history["loss_curve"];
-  j["eval"] = history["eval"];
-  if (!history["eval"].empty()) {
-    const json& last = history["eval"].back();
-    j["final"] = {{"step", last["step"]}, {"val_loss", last["val_loss"]}};
-    if (last.contains("val_accuracy")) j["final"]["val_accuracy"] = last["val_accuracy"];
-  }
-  if (!history["loss_curve"].empty()) j["final"]["train_loss"] = history["loss_curve"].back()["loss"];
-
-  // A stop requested after the last update skips the long final evaluations.
-  if (stop_requested && stop_requested->load()) interrupted = true;
-  if (!interrupted && task.text && o.extrap_batches > 0) {  // extrapolation: longer contexts
-    json ex = json::array();
-    for (int ctx : o.extrap_contexts) {
-      if (int64_t(ctx) + 1 > int64_t(task.text->tokens(Split::val).size())) continue;
-      auto batches = val_batches(*task.text, o.extrap_batches, o.batch, ctx, o.seed + 2, o.device);
-      EvalResult r = evaluate(model, batches);
-      ex.push_back({{"context", ctx}, {"val_loss", r.loss}});
-      progress.note("extrapolation: context " + std::to_string(ctx) + " val loss " +
-                    std::to_string(r.loss));
-    }
-    j["extrapolation"] = ex;
-  }
-  if (!interrupted && config.layers.end() != std::find(config.layers.begin(), config.layers.end(),
-                                                       MixerKind::GatedDelta)) {
-    NoGradGuard no_grad;
-    AlphaStats stats;
-    std::vector<std::vector<double>> sum;
-    for (const Batch& b : val) {  // mean α of every gated head over the evaluation text
-      model.forward(b.x, nullptr, &stats);
-      if (sum.empty()) sum.assign(stats.mean.size(), std::vector<double>(stats.mean[0].size(), 0));
-      for (size_t l = 0; l < stats.mean.size(); ++l)
-        for (size_t h = 0; h < stats.mean[l].size(); ++h) sum[l][h] += stats.mean[l][h] / val.size();
-    }
-    json alpha = json::array();
-    for (size_t l = 0; l < sum.size(); ++l) alpha.push_back({{"layer", stats.layer[l]}, {"mean_alpha", sum[l]}});
-    j["alpha"] = alpha;
-  }
-  double total_train = history["train_seconds"].get<double>();
-  int done_here = step - first_step;
-  j["wall_time_s"] = seconds_since(wall_start);
-  j["train_time_s"] = total_train;
-  j["ms_per_step"] = done_here > 0 ? 1000.0 * train_seconds / done_here : 0.0;
-  j["tokens_per_s"] = train_seconds > 0 ? double(tokens_per_step) * done_here / train_seconds : 0.0;
-  write_json_atomically(json_path, j);
-  return TrainResult{json_path, interrupted};
+TrainResult train(TrainOptions options, const std::atomic<int>* stop_signal) {
+  return TrainingRun(std::move(options), stop_signal).run();
 }
 
 }  // namespace lina

@@ -23,8 +23,11 @@ struct TrainOptions {
   uint64_t seed = 1337;
   std::string data = "data/tinyshakespeare.txt";
   std::string out = "runs";
-  std::string resume;  // checkpoint to continue from
+  std::string resume;  // checkpoint to continue from (its options apply)
+  int extend_to = -1;  // with resume: train on to this many updates in all, with a
+                       // fresh warm-up and cosine over the added updates; −1: no
   int stop_at = -1;    // stop (as if interrupted) after this many updates; −1: never
+  int checkpoint_every = -1;  // updates between checkpoints (+ json); −1: every evaluation
   int eval_every = -1;     // −1: lm 500, recall 100
   int eval_batches = -1;   // −1: lm 200, recall 8 (of `batch` sequences each)
   int extrap_batches = 40; // lm: batches per context length of the extrapolation eval
@@ -37,19 +40,28 @@ struct TrainOptions {
 };
 
 struct TrainResult {
-  std::string json_path;
-  bool interrupted = false;  // stopped early (Ctrl-C or --stop-at); checkpoint and json written
+  std::string json_path, checkpoint_path;
+  bool interrupted = false;  // stopped early (a signal or --stop-at); checkpoint and json written
+  int steps_done = 0;
 };
 
 // Throws lina::Error (one line) for impossible options.
 void validate(TrainOptions& options);
 
-// Runs the training. Checks `stop_requested` every step (set it from a
-// signal handler): the run then stops after writing its checkpoint and
-// json, with "interrupted": true.
-TrainResult train(TrainOptions options, const std::atomic<bool>* stop_requested = nullptr);
+// Runs the training. Checks `stop_signal` every step and between evaluation
+// batches (a signal handler sets it to the signal's number): when it is not
+// 0 the run stops after writing its checkpoint and json, with
+// "interrupted": true.
+//
+// A diverged run (a loss or gradient that is not finite) throws one
+// lina::Error naming the step, the last good checkpoint (left as it was)
+// and the command that resumes it with a lower learning rate; the json
+// records "diverged".
+TrainResult train(TrainOptions options, const std::atomic<int>* stop_signal = nullptr);
 
-// Where a run writes: <out>/<device>/<task>_<preset>.json / .safetensors
+// Where a run writes: <out>/<device>/<task>_<preset>.json / .safetensors.
+// A resumed run given no --out goes on in its checkpoint's own files: CKPT
+// and CKPT with the extension .json.
 std::string run_path(const TrainOptions& options, const std::string& extension);
 
 }  // namespace lina

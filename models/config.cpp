@@ -35,7 +35,11 @@ ModelConfig make_config(const std::string& preset, int vocab) {
   } else {
     std::stringstream ss(pattern);
     std::string word;
-    while (std::getline(ss, word, ',')) c.layers.push_back(parse_mixer(word, preset));
+    while (std::getline(ss, word, ',')) {
+      c.layers.push_back(parse_mixer(word, preset));
+      check(c.layers.size() <= size_t(kMaxLayers),
+            "preset: a layer pattern has at most " + std::to_string(kMaxLayers) + " layers");
+    }
   }
   return c;
 }

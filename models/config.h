@@ -39,6 +39,7 @@ struct ModelConfig {
 
 // "attn" | "linear" | "delta" | "gdn" | "hybrid" | a pattern such as
 // "gdn,gdn,gdn,attn". Throws a one-line lina::Error for anything else.
+constexpr int kMaxLayers = 64;  // in a layer pattern
 ModelConfig make_config(const std::string& preset, int vocab);
 std::vector<std::string> preset_names();
 

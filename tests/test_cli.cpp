@@ -142,6 +142,8 @@ TEST_CASE("resume: N steps + N resumed equal 2N uninterrupted, to the bit") {
     for (size_t i = 0; i < 6; ++i) {
       INFO(preset << " step " << i + 1);
       CHECK(ja["loss_curve"][i]["loss"].get<double>() == jb["loss_curve"][i]["loss"].get<double>());
+      // the gradient norm, in double, shows any difference in any gradient
+      CHECK(ja["loss_curve"][i]["grad_norm"].get<double>() == jb["loss_curve"][i]["grad_norm"].get<double>());
     }
     CHECK(ja["final"]["val_loss"].get<double>() == jb["final"]["val_loss"].get<double>());
   }
