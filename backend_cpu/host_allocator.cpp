@@ -75,7 +75,6 @@ void* host_alloc(size_t bytes) {
     p = it->second.back();
     it->second.pop_back();
     c.stats.cached_bytes -= int64_t(cls);
-    LINA_UNPOISON(p, cls);
   } else {
     p = std::aligned_alloc(kAlign, cls);
     if (p == nullptr) {  // give the cache back and try once more before failing
@@ -91,7 +90,11 @@ void* host_alloc(size_t bytes) {
                   " bytes: use a smaller --batch or --context");
     c.stats.system_allocs++;
   }
-  if (fill_new_buffers()) std::memset(p, 0xFF, cls);  // NaN as float and as double
+  // Under ASan only the bytes asked for may be used: the rest of the class
+  // stays poisoned, so an overrun is reported as it would be from malloc.
+  LINA_POISON(p, cls);
+  LINA_UNPOISON(p, bytes);
+  if (fill_new_buffers()) std::memset(p, 0xFF, bytes);  // NaN as float and as double
   c.live.emplace(p, cls);
   c.stats.live_bytes += int64_t(cls);
   c.note_peak();

@@ -14,8 +14,12 @@
 // power of two (so at most 12.5 % is wasted), and at least 64 bytes. Every
 // buffer is 64-byte aligned.
 //
-// Under AddressSanitizer a cached buffer is poisoned, so a use after free is
-// still reported although the memory was not returned to malloc.
+// Under AddressSanitizer a cached buffer is poisoned, and so is the part of
+// a class beyond the bytes asked for: a use after free or an overrun is
+// still reported although the memory never went back to malloc.
+//
+// LINA_FILL_NEW_BUFFERS=1 fills every new buffer with NaN bytes, so a kernel
+// that reads an output before writing it turns the results into NaN.
 #pragma once
 #include <cstddef>
 #include <cstdint>

@@ -498,10 +498,10 @@ void TrainingRun::diverged(double loss, double grad_norm) {
   progress_->finish();
   history_["train_seconds"] = previous_train_seconds_ + train_seconds_;
   write_json();
-  char lower_lr[32];
+  char lower_lr[32], numbers[96];
   std::snprintf(lower_lr, sizeof lower_lr, "%g", o_.lr / 2);
-  std::string what = "training diverged at step " + std::to_string(bad_step) + " (loss " +
-                     std::to_string(loss) + ", gradient norm " + std::to_string(grad_norm) + "); ";
+  std::snprintf(numbers, sizeof numbers, "loss %g, gradient norm %g", loss, grad_norm);
+  std::string what = "training diverged at step " + std::to_string(bad_step) + " (" + numbers + "); ";
   if (last_checkpoint_.empty())
     throw Error(what + "no checkpoint was written yet: start again with a lower learning rate, e.g. --lr " + lower_lr);
   throw Error(what + "the last good checkpoint is " + last_checkpoint_ + " (step " +

@@ -11,50 +11,13 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "tests/cli_run.h"
+
 namespace fs = std::filesystem;
 
+using namespace lina::test;
+
 namespace {
-
-struct Result {
-  int code = -1;
-  std::string output;  // stdout and stderr together
-};
-
-Result run(const std::string& args) {
-  std::string cmd = std::string(LINA_BINARY) + " " + args + " 2>&1";
-  Result r;
-  FILE* p = popen(cmd.c_str(), "r");
-  REQUIRE(p != nullptr);
-  std::array<char, 4096> buf{};
-  while (fgets(buf.data(), int(buf.size()), p)) r.output += buf.data();
-  int status = pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
-
-fs::path temp_dir(const std::string& name) {
-  fs::path d = fs::temp_directory_path() / ("lina_cli_" + name);
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d;
-}
-
-int count_lines(const std::string& s) {
-  int n = 0;
-  for (char c : s) n += c == '\n';
-  return n;
-}
-
-// Asserts the run failed with exactly one line mentioning `needle`.
-void expect_error(const std::string& args, const std::string& needle) {
-  Result r = run(args);
-  INFO("lina " << args << "\n" << r.output);
-  CHECK(r.code != 0);
-  CHECK(r.code < 128);  // an exit, not a crash by signal
-  CHECK(count_lines(r.output) == 1);
-  CHECK(r.output.find("error") != std::string::npos);
-  CHECK(r.output.find(needle) != std::string::npos);
-}
 
 const std::string kTiny = " --steps 4 --batch 2 --eval-every 2 --eval-batches 1 --quiet";
 
@@ -78,6 +41,9 @@ TEST_CASE("bad input: one line, non-zero exit") {
                "context");
   expect_error("train --preset gdn --task recall --device cuda" + out, "CUDA");
   expect_error("train --preset gdn --task recall --device tpu" + out, "unknown device 'tpu'");
+  expect_error("train --task recall" + out, "--preset is required (or --resume CKPT)");
+  expect_error("train --preset gdn" + out, "--task is required (or --resume CKPT)");
+  expect_error("train --preset gdn --task recall --extend-to 9" + out, "--extend-to needs --resume");
   expect_error("state-size --context 0", "--context must be positive");
   expect_error("eval --checkpoint " + (d / "none.safetensors").string() + " --text x --context 8",
                "none.safetensors");
@@ -197,25 +163,30 @@ TEST_CASE("lm: train on a small text, then eval and sample from the checkpoint")
   expect_error("sample --checkpoint " + ckpt + " --prompt \"~~~\"", "vocabulary");
 }
 
-TEST_CASE("Ctrl-C stops cleanly after writing the checkpoint and the json") {
-  fs::path d = temp_dir("sigint");
-  std::string cmd = "timeout --preserve-status -s INT 8 " + std::string(LINA_BINARY) +
-                    " train --preset linear --task recall --steps 1000000 --batch 2 --eval-every 1000000 --eval-batches 1 --quiet --out " +
-                    d.string() + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  REQUIRE(p != nullptr);
-  std::string output;
-  std::array<char, 4096> buf{};
-  while (fgets(buf.data(), int(buf.size()), p)) output += buf.data();
-  int status = pclose(p);
-  INFO(output);
-  CHECK(WIFEXITED(status));
-  CHECK(WEXITSTATUS(status) == 130);
-  fs::path json_path = d / "cpu" / "recall_linear.json";
-  REQUIRE(fs::exists(json_path));
-  CHECK(fs::exists(d / "cpu" / "recall_linear.safetensors"));
-  auto j = nlohmann::json::parse(std::ifstream(json_path));
-  CHECK(j["interrupted"] == true);
-  CHECK(j["steps_done"].get<int>() > 0);
-  CHECK(j["loss_curve"].size() == j["steps_done"].get<size_t>());
+TEST_CASE("SIGINT (Ctrl-C) and SIGTERM stop cleanly after writing the checkpoint and the json") {
+  for (auto [signal_name, code] : {std::pair<std::string, int>{"INT", 130}, {"TERM", 143}}) {
+    fs::path d = temp_dir("signal_" + signal_name);
+    std::string cmd = "timeout --preserve-status -s " + signal_name + " 8 " + std::string(LINA_BINARY) +
+                      " train --preset linear --task recall --steps 1000000 --batch 2 --eval-every 1000000 --eval-batches 1 --quiet --out " +
+                      d.string() + " 2>&1";
+    FILE* p = popen(cmd.c_str(), "r");
+    REQUIRE(p != nullptr);
+    std::string output;
+    std::array<char, 4096> buf{};
+    while (fgets(buf.data(), int(buf.size()), p)) output += buf.data();
+    int status = pclose(p);
+    INFO("SIG" << signal_name << ": " << output);
+    CHECK(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == code);
+    CHECK(output.find("stopped by SIG" + signal_name) != std::string::npos);
+    fs::path json_path = d / "cpu" / "recall_linear.json";
+    REQUIRE(fs::exists(json_path));
+    CHECK(fs::exists(d / "cpu" / "recall_linear.safetensors"));
+    auto j = nlohmann::json::parse(std::ifstream(json_path));
+    CHECK(j["interrupted"] == true);
+    CHECK(j["finished"] == false);
+    CHECK(j["steps_done"].get<int>() > 0);
+    CHECK(j["checkpoint_step"] == j["steps_done"]);
+    CHECK(j["loss_curve"].size() == j["steps_done"].get<size_t>());
+  }
 }

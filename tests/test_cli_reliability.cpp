@@ -1,0 +1,202 @@
+// What a long run depends on, end to end through the `lina` binary: resume
+// from the checkpoint alone, --extend-to, periodic checkpoints, a diverged
+// run, CUDA failures (injected), untrusted bytes in a checkpoint, and
+// resident memory that does not grow with the number of steps.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "core/safetensors.h"
+#include "experiments/checkpoint.h"
+#include "tests/cli_run.h"
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using namespace lina::test;
+
+namespace {
+
+json read_json(const fs::path& p) { return json::parse(std::ifstream(p)); }
+
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kUnderSanitizer = true;
+#else
+constexpr bool kUnderSanitizer = false;
+#endif
+
+const std::string kSmall = " --batch 2 --eval-batches 1 --quiet";
+
+}  // namespace
+
+TEST_CASE("resume needs only the checkpoint, and --extend-to trains a finished run on") {
+  fs::path d = temp_dir("extend");
+  REQUIRE(run("train --preset linear --task recall --steps 4 --eval-every 2 --out " + d.string() + kSmall).code == 0);
+  fs::path mine = d / "mine.safetensors";
+  fs::copy_file(d / "cpu" / "recall_linear.safetensors", mine);
+
+  // a finished run: evaluated again, written beside the checkpoint
+  Result again = run("train --resume " + mine.string());
+  INFO(again.output);
+  REQUIRE(again.code == 0);
+  CHECK(again.output.find("--extend-to") != std::string::npos);
+  json j = read_json(d / "mine.json");
+  CHECK(j["steps_done"] == 4);
+  CHECK(j["finished"] == true);
+
+  // contradicting flags stay refused
+  expect_error("train --resume " + mine.string() + " --preset attn", "--preset attn differs from the linear");
+  expect_error("train --resume " + mine.string() + " --batch 3", "--batch 3 differs from the 2");
+  expect_error("train --resume " + mine.string() + " --extend-to 4", "must be more than the 4 updates");
+  expect_error("train --resume " + mine.string() + " --extend-to 9 --steps 9", "drop --steps");
+
+  // train on to 10 updates: a fresh warm-up (min(100, 6) = 6 updates) to the
+  // run's peak, then a cosine over the added updates
+  fs::copy_file(mine, d / "copy.safetensors");
+  Result ext = run("train --resume " + mine.string() + " --extend-to 10 --quiet");
+  INFO(ext.output);
+  REQUIRE(ext.code == 0);
+  j = read_json(d / "mine.json");
+  REQUIRE(j["loss_curve"].size() == 10);
+  CHECK(j["steps_done"] == 10);
+  CHECK(j["config"]["train"]["steps"] == 10);
+  REQUIRE(j["schedule"].size() == 2);
+  CHECK(j["schedule"][1]["from"] == 4);
+  CHECK(j["schedule"][1]["to"] == 10);
+  CHECK(j["schedule"][1]["warmup"] == 6);
+  CHECK(j["loss_curve"][3]["lr"].get<double>() == doctest::Approx(4e-5));     // still in the run's warm-up
+  CHECK(j["loss_curve"][4]["lr"].get<double>() == doctest::Approx(1e-3 / 6));  // warm-up again
+  CHECK(j["loss_curve"][9]["lr"].get<double>() == doctest::Approx(1e-3));
+
+  // an extension interrupted and resumed equals the uninterrupted one, to the bit;
+  // --lr sets the extension's peak
+  fs::path copy = d / "copy.safetensors";
+  REQUIRE(run("train --resume " + copy.string() + " --extend-to 10 --lr 5e-4 --stop-at 7 --quiet").code == 0);
+  REQUIRE(run("train --resume " + copy.string() + " --quiet").code == 0);
+  json split = read_json(d / "copy.json");
+  fs::copy_file(d / "cpu" / "recall_linear.safetensors", d / "whole.safetensors");
+  REQUIRE(run("train --resume " + (d / "whole.safetensors").string() + " --extend-to 10 --lr 5e-4 --quiet").code == 0);
+  json whole = read_json(d / "whole.json");
+  REQUIRE(split["loss_curve"].size() == 10);
+  REQUIRE(whole["loss_curve"].size() == 10);
+  CHECK(split["schedule"][1]["peak_lr"] == 5e-4);
+  for (size_t i = 0; i < 10; ++i) {
+    INFO("update " << i + 1);
+    CHECK(split["loss_curve"][i]["loss"] == whole["loss_curve"][i]["loss"]);
+    CHECK(split["loss_curve"][i]["grad_norm"] == whole["loss_curve"][i]["grad_norm"]);
+  }
+}
+
+TEST_CASE("--checkpoint-every N: a run that fails loses at most N updates (CUDA faults injected)") {
+  fs::path d = temp_dir("faults");
+  const std::string args = "train --preset gdn --task recall --steps 7 --eval-every 100 --checkpoint-every 2 --out " +
+                           d.string() + kSmall;
+  const fs::path ckpt = d / "cpu" / "recall_gdn.safetensors", json_path = d / "cpu" / "recall_gdn.json";
+
+  // out of GPU memory at update 6: the checkpoint of update 4 stays
+  expect_error(args, "smaller --batch", "LINA_INJECT_CUDA_STATUS=2@6");
+  json j = read_json(json_path);
+  CHECK(j["checkpoint_step"] == 4);
+  CHECK(j["finished"] == false);
+  lina::SafetensorsFile f = lina::load_safetensors(ckpt.string());
+  CHECK(lina::checkpoint_info(f).step == 4);
+
+  // the device lost at update 3: the message says how to go on
+  fs::remove_all(d);
+  Result lost = expect_error(args, "--resume", "LINA_INJECT_CUDA_STATUS=719@3");
+  CHECK(lost.output.find("--device cpu") != std::string::npos);
+  CHECK(read_json(json_path)["checkpoint_step"] == 2);
+
+  // and the run goes on from there
+  Result resumed = run("train --resume " + ckpt.string() + " --quiet");
+  INFO(resumed.output);
+  REQUIRE(resumed.code == 0);
+  j = read_json(json_path);
+  CHECK(j["steps_done"] == 7);
+  CHECK(j["loss_curve"].size() == 7);
+}
+
+TEST_CASE("a diverged run stops with one line, keeps the last good checkpoint, says how to go on") {
+  fs::path d = temp_dir("diverge");
+  // lr 1e5 makes the loss overflow within a few updates
+  Result r = expect_error("train --preset gdn --task recall --steps 20 --lr 1e5 --eval-every 100 --checkpoint-every 1 --out " +
+                              d.string() + kSmall,
+                          "training diverged at step");
+  CHECK(r.output.find("--extend-to 20 --lr 50000") != std::string::npos);
+  json j = read_json(d / "cpu" / "recall_gdn.json");
+  REQUIRE(j.contains("diverged"));
+  int bad = j["diverged"]["step"].get<int>();
+  CHECK(r.output.find("at step " + std::to_string(bad)) != std::string::npos);
+  CHECK(j["checkpoint_step"] == bad - 1);
+  CHECK(j["finished"] == false);
+  lina::SafetensorsFile f = lina::load_safetensors((d / "cpu" / "recall_gdn.safetensors").string());
+  CHECK(lina::checkpoint_info(f).step == bad - 1);
+}
+
+TEST_CASE("every kernel writes its whole output: training on NaN-filled new buffers stays finite") {
+  fs::path d = temp_dir("nan_buffers");
+  for (std::string preset : {"attn", "linear", "delta", "gdn", "hybrid"}) {
+    Result r = run("train --task recall --steps 2 --eval-every 2 --preset " + preset + " --out " + d.string() + kSmall,
+                   "LINA_FILL_NEW_BUFFERS=1");
+    INFO(preset << ": " << r.output);
+    REQUIRE(r.code == 0);
+    json j = read_json(d / "cpu" / ("recall_" + preset + ".json"));
+    CHECK(std::isfinite(j["final"]["val_loss"].get<double>()));
+    CHECK(std::isfinite(j["loss_curve"][1]["grad_norm"].get<double>()));
+  }
+}
+
+TEST_CASE("a checkpoint's raw bytes never reach the terminal unescaped") {
+  fs::path d = temp_dir("untrusted");
+  // a tensor name and a dtype full of terminal escapes and invalid UTF-8
+  std::string evil = "\x1b[2J\x1b]0;owned\x07\xff\xfe\xc3(" + std::string(500, 'A');
+  std::string header = "{\"" + evil + "\":{\"dtype\":\"\xc0\xaf\",\"shape\":[1],\"data_offsets\":[0,4]}}";
+  std::string bytes(8, '\0');
+  for (int i = 0; i < 8; ++i) bytes[size_t(i)] = char((header.size() >> (8 * i)) & 0xff);
+  bytes += header + std::string(4, '\0');
+  std::ofstream(d / "evil.safetensors", std::ios::binary) << bytes;
+  for (std::string cmd : {"eval --text x --checkpoint ", "sample --checkpoint ", "train --resume "}) {
+    Result r = expect_error(cmd + (d / "evil.safetensors").string(), "evil.safetensors");
+    for (char c : r.output.substr(0, r.output.size() - 1))
+      CHECK_MESSAGE(uint8_t(c) >= 0x20, "control byte " << int(uint8_t(c)) << " in: " << r.output);
+    CHECK(r.output.find('\xff') == std::string::npos);
+    CHECK(r.output.size() < 400);
+  }
+}
+
+TEST_CASE("peak resident memory does not grow with the number of training steps or generated tokens") {
+  if (kUnderSanitizer) {
+    MESSAGE("SKIPPED: memory is not measured under the sanitizer");
+    return;
+  }
+  fs::path d = temp_dir("memory");
+  auto train = [&](int steps) {
+    Result r = run_measured({"train", "--preset", "gdn", "--task", "recall", "--batch", "4", "--steps",
+                             std::to_string(steps), "--eval-every", "50", "--eval-batches", "2",
+                             "--quiet", "--out", d.string()});
+    REQUIRE(r.code == 0);
+    return r.peak_rss_mb;
+  };
+  double short_run = train(100), long_run = train(400);
+  MESSAGE("peak resident memory: 100 steps " << short_run << " MB, 400 steps " << long_run << " MB");
+  CHECK(long_run <= 1.05 * short_run);
+
+  // generation with the constant-size state
+  {
+    std::ofstream text(d / "text.txt");
+    for (int i = 0; i < 100; ++i) text << "To be, or not to be, that is the question:\n";
+  }
+  REQUIRE(run("train --preset gdn --task lm --steps 2 --context 16 --eval-every 2 --extrap-batches 0 --data " +
+              (d / "text.txt").string() + " --out " + d.string() + kSmall).code == 0);
+  auto sample = [&](int tokens) {
+    Result r = run_measured({"sample", "--checkpoint", (d / "cpu" / "lm_gdn.safetensors").string(),
+                             "--tokens", std::to_string(tokens)});
+    REQUIRE(r.code == 0);
+    return r.peak_rss_mb;
+  };
+  double few = sample(200), many = sample(2000);
+  MESSAGE("peak resident memory of sample: 200 tokens " << few << " MB, 2000 tokens " << many << " MB");
+  CHECK(many <= 1.05 * few);
+}
