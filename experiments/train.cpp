@@ -337,8 +337,8 @@ TrainResult TrainingRun::run() {
   }
   step_ = first_step_;
 
-  fs::create_directories(fs::path(run_path(o_, ".json")).parent_path());
   json_path_ = run_path(o_, ".json");
+  if (fs::path folder = fs::path(json_path_).parent_path(); !folder.empty()) fs::create_directories(folder);
   ckpt_path_ = run_path(o_, ".safetensors");
 
   // ---- the loop ----
