@@ -8,7 +8,7 @@
 //   static constexpr int kPhases = N;
 //   LINA_HD static void phase(int p, const Args& args, Shared& shared,
 //                             int64_t block, int thread);
-//   static int64_t blocks(const Args& args);   // work items (rows, ...)
+//   LINA_HD static int64_t blocks(const Args& args);  // work items (rows, ...)
 // Phase p of every thread of a block runs before phase p + 1 of any thread
 // of it: on the GPU a __syncthreads() separates them; the host emulator
 // (run_block_kernel_on_host) runs phase 0 for threads 0 … kThreads − 1, then
