@@ -17,21 +17,15 @@ void* alloc(size_t) { no_cuda("cuda::alloc"); }
 void free(void* ptr) { if (ptr) no_cuda("cuda::free"); }
 void copy(void*, const void*, size_t, CopyKind) { no_cuda("cuda::copy"); }
 void synchronize() {}
-void fill(float*, int64_t, float) { no_cuda("cuda::fill"); }
 void fill_i32(int32_t*, int64_t, int32_t) { no_cuda("cuda::fill_i32"); }
-void unary_forward(UnaryFn, const float*, float*, int64_t, float) { no_cuda("cuda::unary_forward"); }
-void unary_backward(UnaryFn, const float*, const float*, const float*, float*, int64_t, float) {
-  no_cuda("cuda::unary_backward");
-}
-void binary(BinaryFn, const float*, const int64_t*, const float*, const int64_t*, float*,
-            const int64_t*, int) { no_cuda("cuda::binary"); }
-void axpy(float*, const float*, int64_t, float) { no_cuda("cuda::axpy"); }
-void copy_strided(const float*, const int64_t*, float*, const int64_t*, const int64_t*, int, bool) {
-  no_cuda("cuda::copy_strided");
-}
-void sum_middle(const float*, float*, int64_t, int64_t, int64_t) { no_cuda("cuda::sum_middle"); }
-double sum_squares(const float*, int64_t) { no_cuda("cuda::sum_squares"); }
-void gemm(int64_t, int64_t, int64_t, int64_t, const float*, bool, int64_t, const float*, bool,
-          int64_t, float*, int64_t, float, float) { no_cuda("cuda::gemm"); }
+
+// Every kernel of the list, each one the same clear error.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wunused-parameter"
+#define LINA_DEFINE_CUDA_STUB(ret, name, params) \
+  ret name params { no_cuda("cuda::" #name); }
+LINA_KERNELS(LINA_DEFINE_CUDA_STUB, float)
+#undef LINA_DEFINE_CUDA_STUB
+#pragma GCC diagnostic pop
 
 }  // namespace lina::cuda

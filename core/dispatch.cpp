@@ -16,8 +16,8 @@
 
 namespace lina::kernels {
 
+using detail::on_backend;
 using detail::on_cuda;
-using detail::with_float_type;
 
 namespace {
 
@@ -73,22 +73,19 @@ void fill(Tensor& t, double value) {
     else cpu::fill<int32_t>(t.data<int32_t>(), t.numel(), int32_t(value));
     return;
   }
-  if (on_cuda(t, "fill")) return cuda::fill(t.data<float>(), t.numel(), float(value));
-  with_float_type(t, "fill", [&](auto z) {
-    using T = decltype(z);
-    cpu::fill<T>(t.data<T>(), t.numel(), T(value));
+  on_backend(t, "fill", [&](auto backend) {
+    using B = decltype(backend);
+    using T = typename B::type;
+    B::fill(t.data<T>(), t.numel(), T(value));
   });
 }
 
 Tensor unary(UnaryFn f, const Tensor& x, double p) {
   Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
-  if (on_cuda(x, "unary")) {
-    cuda::unary_forward(f, x.data<float>(), y.data<float>(), x.numel(), float(p));
-    return y;
-  }
-  with_float_type(x, "unary", [&](auto z) {
-    using T = decltype(z);
-    cpu::unary_forward<T>(f, x.data<T>(), y.data<T>(), x.numel(), T(p));
+  on_backend(x, "unary", [&](auto backend) {
+    using B = decltype(backend);
+    using T = typename B::type;
+    B::unary_forward(f, x.data<T>(), y.data<T>(), x.numel(), T(p));
   });
   return y;
 }
@@ -97,14 +94,10 @@ Tensor unary_backward(UnaryFn f, const Tensor& x, const Tensor& y, const Tensor&
   check_same_shape(x, dy, "unary_backward");
   check_same_dtype_device(x, dy, "unary_backward");
   Tensor dx = Tensor::empty(x.shape(), x.dtype(), x.device());
-  if (on_cuda(x, "unary_backward")) {
-    cuda::unary_backward(f, x.data<float>(), y.data<float>(), dy.data<float>(), dx.data<float>(),
-                         x.numel(), float(p));
-    return dx;
-  }
-  with_float_type(x, "unary_backward", [&](auto z) {
-    using T = decltype(z);
-    cpu::unary_backward<T>(f, x.data<T>(), y.data<T>(), dy.data<T>(), dx.data<T>(), x.numel(), T(p));
+  on_backend(x, "unary_backward", [&](auto backend) {
+    using B = decltype(backend);
+    using T = typename B::type;
+    B::unary_backward(f, x.data<T>(), y.data<T>(), dy.data<T>(), dx.data<T>(), x.numel(), T(p));
   });
   return dx;
 }
@@ -117,15 +110,11 @@ Tensor binary(BinaryFn f, const Tensor& a, const Tensor& b) {
   Tensor out = Tensor::empty(out_shape, a.dtype(), a.device());
   std::vector<int64_t> sa = broadcast_strides(a.shape(), out_shape);
   std::vector<int64_t> sb = broadcast_strides(b.shape(), out_shape);
-  if (on_cuda(a, op)) {
-    cuda::binary(f, a.data<float>(), sa.data(), b.data<float>(), sb.data(), out.data<float>(),
-                 out_shape.data(), int(out_shape.size()));
-    return out;
-  }
-  with_float_type(a, op, [&](auto z) {
-    using T = decltype(z);
-    cpu::binary<T>(f, a.data<T>(), sa.data(), b.data<T>(), sb.data(), out.data<T>(),
-                   out_shape.data(), int(out_shape.size()));
+  on_backend(a, op, [&](auto backend) {
+    using B = decltype(backend);
+    using T = typename B::type;
+    B::binary(f, a.data<T>(), sa.data(), b.data<T>(), sb.data(), out.data<T>(),
+              out_shape.data(), int(out_shape.size()));
   });
   return out;
 }
@@ -133,11 +122,10 @@ Tensor binary(BinaryFn f, const Tensor& a, const Tensor& b) {
 void add_inplace(Tensor& dst, const Tensor& src, double alpha) {
   check_same_shape(dst, src, "add_inplace");
   check_same_dtype_device(dst, src, "add_inplace");
-  if (on_cuda(dst, "add_inplace"))
-    return cuda::axpy(dst.data<float>(), src.data<float>(), dst.numel(), float(alpha));
-  with_float_type(dst, "add_inplace", [&](auto z) {
-    using T = decltype(z);
-    cpu::axpy<T>(dst.data<T>(), src.data<T>(), dst.numel(), T(alpha));
+  on_backend(dst, "add_inplace", [&](auto backend) {
+    using B = decltype(backend);
+    using T = typename B::type;
+    B::axpy(dst.data<T>(), src.data<T>(), dst.numel(), T(alpha));
   });
 }
 
@@ -157,14 +145,11 @@ void copy_strided(const Tensor& src, const StridedView& sv, Tensor& dst, const S
                                nd, false);
     return;
   }
-  if (on_cuda(src, "copy_strided"))
-    return cuda::copy_strided(src.data<float>() + sv.offset, sv.strides.data(),
-                              dst.data<float>() + dv.offset, dv.strides.data(), extent.data(), nd,
-                              accumulate);
-  with_float_type(src, "copy_strided", [&](auto z) {
-    using T = decltype(z);
-    cpu::copy_strided<T>(src.data<T>() + sv.offset, sv.strides.data(), dst.data<T>() + dv.offset,
-                         dv.strides.data(), extent.data(), nd, accumulate);
+  on_backend(src, "copy_strided", [&](auto backend) {
+    using B = decltype(backend);
+    using T = typename B::type;
+    B::copy_strided(src.data<T>() + sv.offset, sv.strides.data(), dst.data<T>() + dv.offset,
+                    dv.strides.data(), extent.data(), nd, accumulate);
   });
 }
 
@@ -175,20 +160,19 @@ void sum_middle(const Tensor& x, int64_t outer, int64_t n, int64_t inner, Tensor
         "sum_middle: " + x.describe() + " is not [" + std::to_string(outer) + ", " +
             std::to_string(n) + ", " + std::to_string(inner) + "]");
   check_same_dtype_device(x, out, "sum_middle");
-  if (on_cuda(x, "sum"))
-    return cuda::sum_middle(x.data<float>(), out.data<float>(), outer, n, inner);
-  with_float_type(x, "sum", [&](auto z) {
-    using T = decltype(z);
-    cpu::sum_middle<T>(x.data<T>(), out.data<T>(), outer, n, inner);
+  on_backend(x, "sum", [&](auto backend) {
+    using B = decltype(backend);
+    using T = typename B::type;
+    B::sum_middle(x.data<T>(), out.data<T>(), outer, n, inner);
   });
 }
 
 double sum_squares(const Tensor& x) {
-  if (on_cuda(x, "sum_squares")) return cuda::sum_squares(x.data<float>(), x.numel());
   double s = 0.0;
-  with_float_type(x, "sum_squares", [&](auto z) {
-    using T = decltype(z);
-    s = cpu::sum_squares<T>(x.data<T>(), x.numel());
+  on_backend(x, "sum_squares", [&](auto backend) {
+    using B = decltype(backend);
+    using T = typename B::type;
+    s = B::sum_squares(x.data<T>(), x.numel());
   });
   return s;
 }
@@ -207,13 +191,11 @@ void gemm(const GemmShape& g, const Tensor& a, const Tensor& b, Tensor& c, doubl
             c.numel() >= span(g.batch, g.stride_c, g.M * g.N),
         "matmul: operands " + a.describe() + ", " + b.describe() + ", " + c.describe() +
             " are too small for the product");
-  if (on_cuda(a, "matmul"))
-    return cuda::gemm(g.batch, g.M, g.N, g.K, a.data<float>(), g.ta, g.stride_a, b.data<float>(),
-                      g.tb, g.stride_b, c.data<float>(), g.stride_c, float(alpha), float(beta));
-  with_float_type(a, "matmul", [&](auto z) {
-    using T = decltype(z);
-    cpu::gemm<T>(g.batch, g.M, g.N, g.K, a.data<T>(), g.ta, g.stride_a, b.data<T>(), g.tb,
-                 g.stride_b, c.data<T>(), g.stride_c, T(alpha), T(beta));
+  on_backend(a, "matmul", [&](auto backend) {
+    using B = decltype(backend);
+    using T = typename B::type;
+    B::gemm(g.batch, g.M, g.N, g.K, a.data<T>(), g.ta, g.stride_a, b.data<T>(), g.tb,
+            g.stride_b, c.data<T>(), g.stride_c, T(alpha), T(beta));
   });
 }
 

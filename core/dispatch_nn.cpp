@@ -11,8 +11,8 @@
 
 namespace lina::kernels {
 
+using detail::on_backend;
 using detail::on_cuda;
-using detail::with_float_type;
 
 // ---- softmax, log-softmax, cross-entropy, embedding ----
 
@@ -27,9 +27,12 @@ int64_t rows_of_last_axis(const Tensor& x, const char* op) {
 }
 
 // ids: int32 with every entry in [0, limit); `what` names an entry ("id").
+// CUDA ids are not read back (that would stop the GPU every step): they are
+// checked on the host where each batch is built (experiments/data.cpp).
 void check_index_range(const Tensor& ids, int64_t limit, const char* op, const char* what) {
   check(ids.dtype() == DType::i32,
         std::string(op) + ": " + what + "s must be int32, got " + ids.describe());
+  if (ids.device() == Device::cuda) return;
   std::vector<int32_t> host = ids.to_vector<int32_t>();
   for (int32_t id : host)
     check(id >= 0 && id < limit, std::string(op) + ": " + what + " " + std::to_string(id) +
@@ -53,11 +56,11 @@ Tensor softmax_forward(const Tensor& x, bool causal) {
     check(x.dim(-1) >= Tq, "softmax: causal needs [..., Tq, Tk] with Tk >= Tq, got " +
                                shape_str(x.shape()));
   }
-  if (on_cuda(x, "softmax")) throw Error("softmax: not implemented on cuda yet");
   Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
-  with_float_type(x, "softmax", [&](auto z) {
-    using T = decltype(z);
-    cpu::softmax_forward<T>(x.data<T>(), y.data<T>(), R, x.dim(-1), Tq, causal);
+  on_backend(x, "softmax", [&](auto backend) {
+    using B = decltype(backend);
+    using T = typename B::type;
+    B::softmax_forward(x.data<T>(), y.data<T>(), R, x.dim(-1), Tq, causal);
   });
   return y;
 }
@@ -66,11 +69,11 @@ Tensor softmax_backward(const Tensor& y, const Tensor& dy) {
   check_same_shape(y, dy, "softmax_backward");
   check_same_dtype_device(y, dy, "softmax_backward");
   int64_t R = rows_of_last_axis(y, "softmax_backward");
-  if (on_cuda(y, "softmax_backward")) throw Error("softmax_backward: not implemented on cuda yet");
   Tensor dx = Tensor::empty(y.shape(), y.dtype(), y.device());
-  with_float_type(y, "softmax_backward", [&](auto z) {
-    using T = decltype(z);
-    cpu::softmax_backward<T>(y.data<T>(), dy.data<T>(), dx.data<T>(), R, y.dim(-1));
+  on_backend(y, "softmax_backward", [&](auto backend) {
+    using B = decltype(backend);
+    using T = typename B::type;
+    B::softmax_backward(y.data<T>(), dy.data<T>(), dx.data<T>(), R, y.dim(-1));
   });
   return dx;
 }
@@ -78,11 +81,11 @@ Tensor softmax_backward(const Tensor& y, const Tensor& dy) {
 Tensor log_softmax_forward(const Tensor& x) {
   check_float(x, "log_softmax");
   int64_t R = rows_of_last_axis(x, "log_softmax");
-  if (on_cuda(x, "log_softmax")) throw Error("log_softmax: not implemented on cuda yet");
   Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
-  with_float_type(x, "log_softmax", [&](auto z) {
-    using T = decltype(z);
-    cpu::log_softmax_forward<T>(x.data<T>(), y.data<T>(), R, x.dim(-1));
+  on_backend(x, "log_softmax", [&](auto backend) {
+    using B = decltype(backend);
+    using T = typename B::type;
+    B::log_softmax_forward(x.data<T>(), y.data<T>(), R, x.dim(-1));
   });
   return y;
 }
@@ -91,12 +94,11 @@ Tensor log_softmax_backward(const Tensor& y, const Tensor& dy) {
   check_same_shape(y, dy, "log_softmax_backward");
   check_same_dtype_device(y, dy, "log_softmax_backward");
   int64_t R = rows_of_last_axis(y, "log_softmax_backward");
-  if (on_cuda(y, "log_softmax_backward"))
-    throw Error("log_softmax_backward: not implemented on cuda yet");
   Tensor dx = Tensor::empty(y.shape(), y.dtype(), y.device());
-  with_float_type(y, "log_softmax_backward", [&](auto z) {
-    using T = decltype(z);
-    cpu::log_softmax_backward<T>(y.data<T>(), dy.data<T>(), dx.data<T>(), R, y.dim(-1));
+  on_backend(y, "log_softmax_backward", [&](auto backend) {
+    using B = decltype(backend);
+    using T = typename B::type;
+    B::log_softmax_backward(y.data<T>(), dy.data<T>(), dx.data<T>(), R, y.dim(-1));
   });
   return dx;
 }
@@ -120,15 +122,15 @@ Tensor cross_entropy_forward(const Tensor& logits, const Tensor& targets, const 
                                          " (expected " + shape_str(positions) + ")");
     check_same_dtype_device(logits, mask, op);
   }
-  if (on_cuda(logits, op)) throw Error("cross_entropy: not implemented on cuda yet");
   check_index_range(targets, V, op, "target");
   probs_out = Tensor::empty(logits.shape(), logits.dtype(), logits.device());
   Tensor loss = Tensor::empty({}, logits.dtype(), logits.device());
-  with_float_type(logits, op, [&](auto z) {
-    using T = decltype(z);
-    cpu::cross_entropy_forward<T>(logits.data<T>(), targets.data<int32_t>(),
-                                  mask.defined() ? mask.data<T>() : nullptr, probs_out.data<T>(),
-                                  loss.data<T>(), R, V);
+  on_backend(logits, op, [&](auto backend) {
+    using B = decltype(backend);
+    using T = typename B::type;
+    B::cross_entropy_forward(logits.data<T>(), targets.data<int32_t>(),
+                             mask.defined() ? mask.data<T>() : nullptr, probs_out.data<T>(),
+                             loss.data<T>(), R, V);
   });
   return loss;
 }
@@ -151,13 +153,13 @@ Tensor cross_entropy_backward(const Tensor& probs, const Tensor& targets, const 
   check(dloss.numel() == 1, std::string(op) + ": expected a one-element gradient, got " +
                                 dloss.describe());
   check_same_dtype_device(probs, dloss, op);
-  if (on_cuda(probs, op)) throw Error("cross_entropy_backward: not implemented on cuda yet");
   Tensor dlogits = Tensor::empty(probs.shape(), probs.dtype(), probs.device());
-  with_float_type(probs, op, [&](auto z) {
-    using T = decltype(z);
-    cpu::cross_entropy_backward<T>(probs.data<T>(), targets.data<int32_t>(),
-                                   mask.defined() ? mask.data<T>() : nullptr, dloss.data<T>(),
-                                   dlogits.data<T>(), R, probs.dim(-1));
+  on_backend(probs, op, [&](auto backend) {
+    using B = decltype(backend);
+    using T = typename B::type;
+    B::cross_entropy_backward(probs.data<T>(), targets.data<int32_t>(),
+                              mask.defined() ? mask.data<T>() : nullptr, dloss.data<T>(),
+                              dlogits.data<T>(), R, probs.dim(-1));
   });
   return dlogits;
 }
@@ -168,15 +170,15 @@ Tensor embedding_forward(const Tensor& weight, const Tensor& ids) {
   check(weight.ndim() == 2, std::string(op) + ": weight must be [V, C], got " + weight.describe());
   check(ids.device() == weight.device(),
         std::string(op) + ": device mismatch " + weight.describe() + " vs " + ids.describe());
-  if (on_cuda(weight, op)) throw Error("embedding: not implemented on cuda yet");
   int64_t V = weight.dim(0), C = weight.dim(1);
   check_index_range(ids, V, op, "id");
   Shape out_shape = ids.shape();
   out_shape.push_back(C);
   Tensor out = Tensor::empty(out_shape, weight.dtype(), weight.device());
-  with_float_type(weight, op, [&](auto z) {
-    using T = decltype(z);
-    cpu::embedding_forward<T>(weight.data<T>(), ids.data<int32_t>(), out.data<T>(), ids.numel(), C);
+  on_backend(weight, op, [&](auto backend) {
+    using B = decltype(backend);
+    using T = typename B::type;
+    B::embedding_forward(weight.data<T>(), ids.data<int32_t>(), out.data<T>(), ids.numel(), C);
   });
   return out;
 }
@@ -189,13 +191,13 @@ Tensor embedding_backward(const Tensor& dy, const Tensor& ids, int64_t vocab) {
   check(ids.dtype() == DType::i32 && dy.shape() == expected,
         std::string(op) + ": gradient " + shape_str(dy.shape()) + " does not match ids " +
             ids.describe());
-  if (on_cuda(dy, op)) throw Error("embedding_backward: not implemented on cuda yet");
   int64_t C = dy.dim(-1);
   Tensor dweight = Tensor::empty({vocab, C}, dy.dtype(), dy.device());
-  with_float_type(dy, op, [&](auto z) {
-    using T = decltype(z);
-    cpu::embedding_backward<T>(dy.data<T>(), ids.data<int32_t>(), dweight.data<T>(), ids.numel(),
-                               vocab, C);
+  on_backend(dy, op, [&](auto backend) {
+    using B = decltype(backend);
+    using T = typename B::type;
+    B::embedding_backward(dy.data<T>(), ids.data<int32_t>(), dweight.data<T>(), ids.numel(),
+                          vocab, C);
   });
   return dweight;
 }
@@ -204,11 +206,11 @@ Tensor argmax_last(const Tensor& x) {
   const char* op = "argmax_last";
   check_float(x, op);
   int64_t R = rows_of_last_axis(x, op);
-  if (on_cuda(x, op)) throw Error("argmax_last: not implemented on cuda yet");
   Tensor out = Tensor::empty(positions_shape(x), DType::i32, x.device());
-  with_float_type(x, op, [&](auto z) {
-    using T = decltype(z);
-    cpu::argmax_rows<T>(x.data<T>(), out.data<int32_t>(), R, x.dim(-1));
+  on_backend(x, op, [&](auto backend) {
+    using B = decltype(backend);
+    using T = typename B::type;
+    B::argmax_rows(x.data<T>(), out.data<int32_t>(), R, x.dim(-1));
   });
   return out;
 }
@@ -219,10 +221,6 @@ namespace {
 
 // Rows of a [..., n] tensor: numel / n.
 int64_t row_count(const Tensor& x) { return x.dim(-1) == 0 ? 0 : x.numel() / x.dim(-1); }
-
-void throw_if_cuda(const Tensor& x, const char* op) {
-  if (on_cuda(x, op)) throw Error(std::string(op) + ": not implemented on cuda yet");
-}
 
 // x [..., n] and weight [n].
 void check_row_weight(const Tensor& x, const Tensor& weight, const char* op) {
@@ -246,14 +244,14 @@ void check_conv(const Tensor& x, const Tensor& weight) {
 
 Tensor rms_norm_forward(const Tensor& x, const Tensor& weight, double eps, Tensor& rstd_out) {
   check_row_weight(x, weight, "rms_norm");
-  throw_if_cuda(x, "rms_norm");
   const int64_t rows = row_count(x), n = x.dim(-1);
   Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
   rstd_out = Tensor::empty({rows}, x.dtype(), x.device());
-  with_float_type(x, "rms_norm", [&](auto z) {
-    using T = decltype(z);
-    cpu::rms_norm_forward<T>(x.data<T>(), weight.data<T>(), y.data<T>(), rstd_out.data<T>(), rows,
-                             n, T(eps));
+  on_backend(x, "rms_norm", [&](auto backend) {
+    using B = decltype(backend);
+    using T = typename B::type;
+    B::rms_norm_forward(x.data<T>(), weight.data<T>(), y.data<T>(), rstd_out.data<T>(), rows,
+                        n, T(eps));
   });
   return y;
 }
@@ -266,25 +264,25 @@ void rms_norm_backward(const Tensor& x, const Tensor& weight, const Tensor& rstd
   const int64_t rows = row_count(x), n = x.dim(-1);
   check(rstd.numel() == rows, "rms_norm_backward: rstd " + shape_str(rstd.shape()) +
                                   " does not hold one value per row of " + shape_str(x.shape()));
-  throw_if_cuda(x, "rms_norm_backward");
   dx = Tensor::empty(x.shape(), x.dtype(), x.device());
   dweight = Tensor::empty(weight.shape(), x.dtype(), x.device());
-  with_float_type(x, "rms_norm_backward", [&](auto z) {
-    using T = decltype(z);
-    cpu::rms_norm_backward<T>(x.data<T>(), weight.data<T>(), rstd.data<T>(), dy.data<T>(),
-                              dx.data<T>(), dweight.data<T>(), rows, n);
+  on_backend(x, "rms_norm_backward", [&](auto backend) {
+    using B = decltype(backend);
+    using T = typename B::type;
+    B::rms_norm_backward(x.data<T>(), weight.data<T>(), rstd.data<T>(), dy.data<T>(),
+                         dx.data<T>(), dweight.data<T>(), rows, n);
   });
 }
 
 Tensor l2_norm_forward(const Tensor& x, double eps, Tensor& norm_out) {
   check_ndim_at_least(x, 1, "l2_norm");
-  throw_if_cuda(x, "l2_norm");
   const int64_t rows = row_count(x), n = x.dim(-1);
   Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
   norm_out = Tensor::empty({rows}, x.dtype(), x.device());
-  with_float_type(x, "l2_norm", [&](auto z) {
-    using T = decltype(z);
-    cpu::l2_norm_forward<T>(x.data<T>(), y.data<T>(), norm_out.data<T>(), rows, n, T(eps));
+  on_backend(x, "l2_norm", [&](auto backend) {
+    using B = decltype(backend);
+    using T = typename B::type;
+    B::l2_norm_forward(x.data<T>(), y.data<T>(), norm_out.data<T>(), rows, n, T(eps));
   });
   return y;
 }
@@ -296,24 +294,24 @@ Tensor l2_norm_backward(const Tensor& x, const Tensor& norm, const Tensor& dy, d
   const int64_t rows = row_count(x), n = x.dim(-1);
   check(norm.numel() == rows, "l2_norm_backward: norm " + shape_str(norm.shape()) +
                                   " does not hold one value per row of " + shape_str(x.shape()));
-  throw_if_cuda(x, "l2_norm_backward");
   Tensor dx = Tensor::empty(x.shape(), x.dtype(), x.device());
-  with_float_type(x, "l2_norm_backward", [&](auto z) {
-    using T = decltype(z);
-    cpu::l2_norm_backward<T>(x.data<T>(), norm.data<T>(), dy.data<T>(), dx.data<T>(), rows, n,
-                             T(eps));
+  on_backend(x, "l2_norm_backward", [&](auto backend) {
+    using B = decltype(backend);
+    using T = typename B::type;
+    B::l2_norm_backward(x.data<T>(), norm.data<T>(), dy.data<T>(), dx.data<T>(), rows, n,
+                        T(eps));
   });
   return dx;
 }
 
 Tensor causal_conv1d_forward(const Tensor& x, const Tensor& weight) {
   check_conv(x, weight);
-  throw_if_cuda(x, "causal_conv1d");
   Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
-  with_float_type(x, "causal_conv1d", [&](auto z) {
-    using T = decltype(z);
-    cpu::causal_conv1d_forward<T>(x.data<T>(), weight.data<T>(), y.data<T>(), x.dim(0), x.dim(1),
-                                  x.dim(2), weight.dim(1));
+  on_backend(x, "causal_conv1d", [&](auto backend) {
+    using B = decltype(backend);
+    using T = typename B::type;
+    B::causal_conv1d_forward(x.data<T>(), weight.data<T>(), y.data<T>(), x.dim(0), x.dim(1),
+                             x.dim(2), weight.dim(1));
   });
   return y;
 }
@@ -323,13 +321,13 @@ void causal_conv1d_backward(const Tensor& x, const Tensor& weight, const Tensor&
   check_conv(x, weight);
   check_same_shape(x, dy, "causal_conv1d_backward");
   check_same_dtype_device(x, dy, "causal_conv1d_backward");
-  throw_if_cuda(x, "causal_conv1d_backward");
   dx = Tensor::empty(x.shape(), x.dtype(), x.device());
   dweight = Tensor::empty(weight.shape(), x.dtype(), x.device());
-  with_float_type(x, "causal_conv1d_backward", [&](auto z) {
-    using T = decltype(z);
-    cpu::causal_conv1d_backward<T>(x.data<T>(), weight.data<T>(), dy.data<T>(), dx.data<T>(),
-                                   dweight.data<T>(), x.dim(0), x.dim(1), x.dim(2), weight.dim(1));
+  on_backend(x, "causal_conv1d_backward", [&](auto backend) {
+    using B = decltype(backend);
+    using T = typename B::type;
+    B::causal_conv1d_backward(x.data<T>(), weight.data<T>(), dy.data<T>(), dx.data<T>(),
+                              dweight.data<T>(), x.dim(0), x.dim(1), x.dim(2), weight.dim(1));
   });
 }
 
@@ -338,12 +336,12 @@ Tensor rope_apply(const Tensor& x, int64_t pos0, double base, bool inverse) {
   check(x.dim(3) % 2 == 0,
         "rope: head dim D = " + std::to_string(x.dim(3)) + " of " + shape_str(x.shape()) +
             " must be even");
-  throw_if_cuda(x, "rope");
   Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
-  with_float_type(x, "rope", [&](auto z) {
-    using T = decltype(z);
-    cpu::rope_apply<T>(x.data<T>(), y.data<T>(), x.dim(0), x.dim(1), x.dim(2), x.dim(3), pos0,
-                       base, inverse);
+  on_backend(x, "rope", [&](auto backend) {
+    using B = decltype(backend);
+    using T = typename B::type;
+    B::rope_apply(x.data<T>(), y.data<T>(), x.dim(0), x.dim(1), x.dim(2), x.dim(3), pos0,
+                  base, inverse);
   });
   return y;
 }

@@ -10,8 +10,8 @@
 
 namespace lina::kernels {
 
+using detail::on_backend;
 using detail::on_cuda;
-using detail::with_float_type;
 
 // ---- optimiser (AdamW step) ----
 
@@ -23,23 +23,23 @@ void adamw_step(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, double 
     check_same_dtype_device(param, *t, "adamw_step");
   }
   check(step >= 1, "adamw_step: step counts from 1, got " + std::to_string(step));
-  if (on_cuda(param, "adamw_step")) throw Error("adamw_step: not implemented on cuda yet");
   // Bias corrections in double, whatever the parameters' dtype.
   double bias_correction1 = 1.0 - std::pow(beta1, double(step));
   double bias_correction2 = 1.0 - std::pow(beta2, double(step));
-  with_float_type(param, "adamw_step", [&](auto z) {
-    using T = decltype(z);
-    cpu::adamw_step<T>(param.data<T>(), grad.data<T>(), m.data<T>(), v.data<T>(), param.numel(),
-                       T(lr), T(beta1), T(beta2), T(eps), T(weight_decay), T(bias_correction1),
-                       T(bias_correction2));
+  on_backend(param, "adamw_step", [&](auto backend) {
+    using B = decltype(backend);
+    using T = typename B::type;
+    B::adamw_step(param.data<T>(), grad.data<T>(), m.data<T>(), v.data<T>(), param.numel(),
+                  T(lr), T(beta1), T(beta2), T(eps), T(weight_decay), T(bias_correction1),
+                  T(bias_correction2));
   });
 }
 
 void scale_inplace(Tensor& x, double factor) {
-  if (on_cuda(x, "scale_inplace")) throw Error("scale_inplace: not implemented on cuda yet");
-  with_float_type(x, "scale_inplace", [&](auto z) {
-    using T = decltype(z);
-    cpu::scale<T>(x.data<T>(), x.numel(), T(factor));
+  on_backend(x, "scale_inplace", [&](auto backend) {
+    using B = decltype(backend);
+    using T = typename B::type;
+    B::scale(x.data<T>(), x.numel(), T(factor));
   });
 }
 
@@ -53,7 +53,7 @@ std::string scan_rule_name(const ScanConfig& c) {
 
 // Checks q, k, v [B, T, H, d] and the gates [B, T, H] the rule uses (the
 // others must be undefined); returns the dimensions.
-cpu::ScanShape check_scan_inputs(const ScanConfig& c, const Tensor& q, const Tensor& k,
+ScanShape check_scan_inputs(const ScanConfig& c, const Tensor& q, const Tensor& k,
                                  const Tensor& v, const Tensor& beta, const Tensor& log_alpha) {
   check(q.defined() && k.defined() && v.defined(), "scan: q, k and v are required");
   if (q.device() == Device::cuda) throw Error("scan: not implemented on cuda yet");
@@ -80,7 +80,7 @@ cpu::ScanShape check_scan_inputs(const ScanConfig& c, const Tensor& q, const Ten
   };
   check_gate(beta, c.delta, "beta");
   check_gate(log_alpha, c.gated, "log_alpha");
-  cpu::ScanShape s;
+  ScanShape s;
   s.B = q.dim(0), s.T = q.dim(1), s.H = q.dim(2), s.d = q.dim(3);
   s.delta = c.delta;
   s.gated = c.gated;
@@ -100,7 +100,7 @@ int64_t scan_saved_steps(const ScanConfig& c, int64_t T) {
 }
 
 template <class T>
-cpu::ScanInputs<T> scan_inputs(const Tensor& q, const Tensor& k, const Tensor& v,
+ScanInputs<T> scan_inputs(const Tensor& q, const Tensor& k, const Tensor& v,
                                const Tensor& beta, const Tensor& log_alpha) {
   return {q.data<T>(), k.data<T>(), v.data<T>(), beta.defined() ? beta.data<T>() : nullptr,
           log_alpha.defined() ? log_alpha.data<T>() : nullptr};
@@ -111,7 +111,7 @@ cpu::ScanInputs<T> scan_inputs(const Tensor& q, const Tensor& k, const Tensor& v
 Tensor scan_forward(const ScanConfig& config, const Tensor& q, const Tensor& k, const Tensor& v,
                     const Tensor& beta, const Tensor& log_alpha, const Tensor& initial_state,
                     Tensor& final_state, Tensor* saved_states) {
-  const cpu::ScanShape s = check_scan_inputs(config, q, k, v, beta, log_alpha);
+  const ScanShape s = check_scan_inputs(config, q, k, v, beta, log_alpha);
   const Shape state_shape{s.B, s.H, s.d, s.d};
   if (initial_state.defined()) check_scan_state(initial_state, q, state_shape, "initial_state");
   Tensor o = Tensor::empty(q.shape(), q.dtype(), q.device());
@@ -119,16 +119,17 @@ Tensor scan_forward(const ScanConfig& config, const Tensor& q, const Tensor& k, 
   if (saved_states)
     *saved_states = Tensor::empty({s.B, s.H, scan_saved_steps(config, s.T), s.d, s.d}, q.dtype(),
                                   q.device());
-  with_float_type(q, "scan", [&](auto z) {
-    using T = decltype(z);
-    const cpu::ScanInputs<T> in = scan_inputs<T>(q, k, v, beta, log_alpha);
+  on_backend(q, "scan", [&](auto backend) {
+    using B = decltype(backend);
+    using T = typename B::type;
+    const ScanInputs<T> in = scan_inputs<T>(q, k, v, beta, log_alpha);
     const T* s0 = initial_state.defined() ? initial_state.data<T>() : nullptr;
     T* saved = saved_states ? saved_states->data<T>() : nullptr;
     if (config.chunked)
-      cpu::scan_chunked_forward<T>(s, config.chunk, in, s0, o.data<T>(), final_state.data<T>(),
-                                   saved);
+      B::scan_chunked_forward(s, config.chunk, in, s0, o.data<T>(), final_state.data<T>(),
+                              saved);
     else
-      cpu::scan_sequential_forward<T>(s, in, s0, o.data<T>(), final_state.data<T>(), saved);
+      B::scan_sequential_forward(s, in, s0, o.data<T>(), final_state.data<T>(), saved);
   });
   return o;
 }
@@ -137,7 +138,7 @@ ScanGrads scan_backward(const ScanConfig& config, const Tensor& q, const Tensor&
                         const Tensor& v, const Tensor& beta, const Tensor& log_alpha,
                         const Tensor& saved_states, const Tensor& dout,
                         const Tensor& dfinal_state) {
-  const cpu::ScanShape s = check_scan_inputs(config, q, k, v, beta, log_alpha);
+  const ScanShape s = check_scan_inputs(config, q, k, v, beta, log_alpha);
   const Shape state_shape{s.B, s.H, s.d, s.d};
   check_scan_state(saved_states, q, {s.B, s.H, scan_saved_steps(config, s.T), s.d, s.d},
                    "saved states");
@@ -150,20 +151,21 @@ ScanGrads scan_backward(const ScanConfig& config, const Tensor& q, const Tensor&
   if (s.delta) g.dbeta = Tensor::empty(beta.shape(), q.dtype(), q.device());
   if (s.gated) g.dlog_alpha = Tensor::empty(log_alpha.shape(), q.dtype(), q.device());
   g.dinitial_state = Tensor::empty(state_shape, q.dtype(), q.device());
-  with_float_type(q, "scan", [&](auto z) {
-    using T = decltype(z);
-    const cpu::ScanInputs<T> in = scan_inputs<T>(q, k, v, beta, log_alpha);
-    const cpu::ScanInputGrads<T> out{g.dq.data<T>(), g.dk.data<T>(), g.dv.data<T>(),
+  on_backend(q, "scan", [&](auto backend) {
+    using B = decltype(backend);
+    using T = typename B::type;
+    const ScanInputs<T> in = scan_inputs<T>(q, k, v, beta, log_alpha);
+    const ScanInputGrads<T> out{g.dq.data<T>(), g.dk.data<T>(), g.dv.data<T>(),
                                      s.delta ? g.dbeta.data<T>() : nullptr,
                                      s.gated ? g.dlog_alpha.data<T>() : nullptr,
                                      g.dinitial_state.data<T>()};
     const T* ds_final = dfinal_state.defined() ? dfinal_state.data<T>() : nullptr;
     if (config.chunked)
-      cpu::scan_chunked_backward<T>(s, config.chunk, in, saved_states.data<T>(), dout.data<T>(),
-                                    ds_final, out);
+      B::scan_chunked_backward(s, config.chunk, in, saved_states.data<T>(), dout.data<T>(),
+                               ds_final, out);
     else
-      cpu::scan_sequential_backward<T>(s, in, saved_states.data<T>(), dout.data<T>(), ds_final,
-                                       out);
+      B::scan_sequential_backward(s, in, saved_states.data<T>(), dout.data<T>(), ds_final,
+                                  out);
   });
   return g;
 }

@@ -1,7 +1,10 @@
 // Internal to the core/dispatch*.cpp files: dtype and device selection.
 #pragma once
 #include <string>
+#include <utility>
 
+#include "backend_cpu/cpu_kernels.h"
+#include "backend_cuda/cuda_kernels.h"
 #include "core/tensor.h"
 
 namespace lina::kernels::detail {
@@ -22,6 +25,51 @@ inline bool on_cuda(const Tensor& t, const char* op) {
   if (t.dtype() != DType::f32)
     throw Error(std::string(op) + ": the CUDA backend supports float32 only, got " + t.describe());
   return true;
+}
+
+// ---- one call site for both backends ----------------------------------------------
+// A backend as a type: B::name(args...) calls that backend's kernel `name`,
+// B::type is its element type. on_backend picks B from the tensor, so a
+// dispatch function writes each kernel's arguments once:
+//   on_backend(x, "softmax", [&](auto backend) {
+//     using B = decltype(backend);
+//     using T = typename B::type;
+//     B::softmax_forward(x.data<T>(), y.data<T>(), R, N, Tq, causal);
+//   });
+template <class T>
+struct CpuBackend {
+  using type = T;
+#define LINA_FORWARD_TO_CPU(ret, name, params) \
+  template <class... A> static ret name(A&&... a) { return cpu::name<T>(std::forward<A>(a)...); }
+  LINA_KERNELS(LINA_FORWARD_TO_CPU, T)
+  LINA_CPU_ONLY_KERNELS(LINA_FORWARD_TO_CPU, T)
+#undef LINA_FORWARD_TO_CPU
+};
+
+struct CudaBackend {
+  using type = float;
+#define LINA_FORWARD_TO_CUDA(ret, name, params) \
+  template <class... A> static ret name(A&&... a) { return cuda::name(std::forward<A>(a)...); }
+  LINA_KERNELS(LINA_FORWARD_TO_CUDA, float)
+#undef LINA_FORWARD_TO_CUDA
+  // Kernels CUDA does not have yet (core/kernel_list.h): one clear error.
+#define LINA_NOT_ON_CUDA(ret, name, params) \
+  template <class... A> [[noreturn]] static ret name(A&&...) { \
+    throw Error(#name ": not implemented on cuda yet"); \
+  }
+  LINA_CPU_ONLY_KERNELS(LINA_NOT_ON_CUDA, float)
+#undef LINA_NOT_ON_CUDA
+};
+
+// Calls call(CudaBackend{}) for a CUDA tensor (float32 only), else
+// call(CpuBackend<float or double>{}); throws for other dtypes.
+template <class Call>
+void on_backend(const Tensor& t, const char* op, Call&& call) {
+  if (on_cuda(t, op)) {
+    call(CudaBackend{});
+    return;
+  }
+  with_float_type(t, op, [&](auto zero) { call(CpuBackend<decltype(zero)>{}); });
 }
 
 }  // namespace lina::kernels::detail

@@ -57,8 +57,11 @@ inline Result run_measured(const std::vector<std::string>& args) {
   return r;
 }
 
+// A fresh folder for one test; the process id keeps concurrent test runs
+// (two build folders, two checkouts) out of each other's way.
 inline std::filesystem::path temp_dir(const std::string& name) {
-  std::filesystem::path d = std::filesystem::temp_directory_path() / ("lina_cli_" + name);
+  std::filesystem::path d = std::filesystem::temp_directory_path() /
+                            ("lina_cli_" + name + "_" + std::to_string(::getpid()));
   std::filesystem::remove_all(d);
   std::filesystem::create_directories(d);
   return d;

@@ -1,0 +1,114 @@
+// Every compute kernel of a backend, written once: return type, name and
+// parameters. The backends declare them from this list, so their signatures
+// cannot drift apart:
+//   backend_cpu/cpu_kernels.h     template <class T> ret name(params);
+//                                 (instantiated for float and double)
+//   backend_cuda/cuda_kernels.h   ret name(params with T = float);
+//   backend_cuda/stub.cpp         the same, each throwing "built without CUDA"
+// A kernel the list names but a backend does not define is a link error.
+// core/dispatch*.cpp call them through detail::on_backend with the
+// arguments written once (core/dispatch_util.h).
+//
+// Kernels work on raw pointers (device pointers for CUDA) with named
+// dimensions; a kernel writes (=) its outputs unless a comment says it
+// accumulates (+=). The shapes, for each group:
+//
+// elementwise: x, y, dy, dx [n]; binary: out[i] = a[i·a_strides] ∘ b[i·b_strides]
+//   over `shape` (ndim dims), strides 0 along broadcast dimensions; axpy:
+//   dst += alpha·src.
+// copy_strided: dst[Σ i_k dst_strides[k]] (= or += with accumulate)
+//   src[Σ i_k src_strides[k]] for i in shape; zero destination strides with
+//   accumulate sum several source elements into one (sum_to).
+// sum_middle: x [outer, n, inner] -> out[o, i] = Σ_j x[o, j, i].
+// sum_squares: Σ x², accumulated in double, in a fixed order.
+// gemm: for i < batch, C_i = alpha·op(A_i)·op(B_i) + beta·C_i, row-major,
+//   op(A_i) M×K, op(B_i) K×N, C_i M×N, op = transpose when ta / tb; a
+//   stride of 0 reuses one matrix for every batch entry.
+// softmax family, over rows of the last axis, R = rows: x, y, dy, dx [R, N];
+//   causal: rows form [Tq, N] matrices, row i sees keys j <= i + (N − Tq),
+//   the others get y = 0. log_softmax_backward takes y = log-probabilities.
+// cross_entropy: logits, probs, dlogits [R, V]; targets [R] in [0, V); mask
+//   [R] or null (keep all); loss and dloss: one element (device memory on
+//   CUDA): loss = Σ mask·(−log p_target) / max(Σ mask, 1).
+// embedding: weight, dweight [V, C]; ids [N] in [0, V); out, dy [N, C]; the
+//   backward zeroes dweight, then sums dy over repeated ids.
+// argmax_rows: x [R, N] -> out [R], the first index of the largest entry.
+// rms_norm / l2_norm: x, y, dy, dx [rows, n]; w, dw [n] (dw summed over all
+//   rows); rstd / norm [rows].
+// causal_conv1d: x, y, dy, dx [B, T, C]; w, dw [C, K], tap K−1 = the current
+//   token, zero left padding.
+// rope_apply: x, y [B, T, H, D], D even; rotates pair (j, j + D/2) by
+//   (pos0 + t)·base^(−2j/D), or by minus that angle when `inverse`.
+// adamw_step over n elements (PyTorch's single-tensor form):
+//   p −= lr·weight_decay·p;  m = β1 m + (1 − β1) g;  v = β2 v + (1 − β2) g²;
+//   p −= (lr / bias_correction1) · m / (√v / √bias_correction2 + eps).
+// scale: x *= factor.
+// scan (core/kernel_args.h): token by token, states null or [B, H, T, d, d]
+//   receiving S_0 … S_{T−1}; chunked (chunks of C), chunk_states null or
+//   [B, H, ⌈T/C⌉, d, d] receiving the state entering each chunk; dout
+//   [B, T, H, d]; ds_final [B, H, d, d] or null (zero).
+#pragma once
+#include <cstdint>
+
+#include "core/elementwise_math.h"
+#include "core/kernel_args.h"
+
+// X(return type, name, (parameters)) for every kernel that both backends
+// have; T is the element type.
+#define LINA_KERNELS(X, T)                                                                        \
+  X(void, fill, (T * x, int64_t n, T value))                                                      \
+  X(void, unary_forward, (UnaryFn f, const T* x, T* y, int64_t n, T p))                           \
+  X(void, unary_backward, (UnaryFn f, const T* x, const T* y, const T* dy, T* dx, int64_t n, T p)) \
+  X(void, binary, (BinaryFn f, const T* a, const int64_t* a_strides, const T* b,                   \
+                   const int64_t* b_strides, T* out, const int64_t* shape, int ndim))             \
+  X(void, axpy, (T * dst, const T* src, int64_t n, T alpha))                                      \
+  X(void, copy_strided, (const T* src, const int64_t* src_strides, T* dst,                        \
+                         const int64_t* dst_strides, const int64_t* shape, int ndim,              \
+                         bool accumulate))                                                        \
+  X(void, sum_middle, (const T* x, T* out, int64_t outer, int64_t n, int64_t inner))              \
+  X(double, sum_squares, (const T* x, int64_t n))                                                 \
+  X(void, gemm, (int64_t batch, int64_t M, int64_t N, int64_t K, const T* a, bool ta,             \
+                 int64_t stride_a, const T* b, bool tb, int64_t stride_b, T* c, int64_t stride_c, \
+                 T alpha, T beta))
+
+// Kernels the CPU backend has and CUDA does not have yet: dispatch refuses
+// a CUDA tensor for them with one clear error.
+#define LINA_CPU_ONLY_KERNELS(X, T)                                                               \
+  X(void, softmax_forward, (const T* x, T* y, int64_t R, int64_t N, int64_t Tq, bool causal))     \
+  X(void, softmax_backward, (const T* y, const T* dy, T* dx, int64_t R, int64_t N))               \
+  X(void, log_softmax_forward, (const T* x, T* y, int64_t R, int64_t N))                          \
+  X(void, log_softmax_backward, (const T* y, const T* dy, T* dx, int64_t R, int64_t N))           \
+  X(void, cross_entropy_forward, (const T* logits, const int32_t* targets, const T* mask,         \
+                                  T* probs, T* loss, int64_t R, int64_t V))                       \
+  X(void, cross_entropy_backward, (const T* probs, const int32_t* targets, const T* mask,         \
+                                   const T* dloss, T* dlogits, int64_t R, int64_t V))             \
+  X(void, embedding_forward, (const T* weight, const int32_t* ids, T* out, int64_t N, int64_t C)) \
+  X(void, embedding_backward, (const T* dy, const int32_t* ids, T* dweight, int64_t N,            \
+                               int64_t V, int64_t C))                                             \
+  X(void, argmax_rows, (const T* x, int32_t* out, int64_t R, int64_t N))                          \
+  X(void, rms_norm_forward, (const T* x, const T* w, T* y, T* rstd, int64_t rows, int64_t n,      \
+                             T eps))                                                              \
+  X(void, rms_norm_backward, (const T* x, const T* w, const T* rstd, const T* dy, T* dx, T* dw,   \
+                              int64_t rows, int64_t n))                                           \
+  X(void, l2_norm_forward, (const T* x, T* y, T* norm, int64_t rows, int64_t n, T eps))           \
+  X(void, l2_norm_backward, (const T* x, const T* norm, const T* dy, T* dx, int64_t rows,         \
+                             int64_t n, T eps))                                                   \
+  X(void, causal_conv1d_forward, (const T* x, const T* w, T* y, int64_t B, int64_t T_len,         \
+                                  int64_t C, int64_t K))                                          \
+  X(void, causal_conv1d_backward, (const T* x, const T* w, const T* dy, T* dx, T* dw, int64_t B,  \
+                                   int64_t T_len, int64_t C, int64_t K))                          \
+  X(void, rope_apply, (const T* x, T* y, int64_t B, int64_t T_len, int64_t H, int64_t D,          \
+                       int64_t pos0, double base, bool inverse))                                  \
+  X(void, adamw_step, (T * p, const T* g, T* m, T* v, int64_t n, T lr, T beta1, T beta2, T eps,   \
+                       T weight_decay, T bias_correction1, T bias_correction2))                   \
+  X(void, scale, (T * x, int64_t n, T factor))                                                    \
+  X(void, scan_sequential_forward, (const ScanShape& s, const ScanInputs<T>& in, const T* s0,     \
+                                    T* o, T* s_final, T* states))                                 \
+  X(void, scan_sequential_backward, (const ScanShape& s, const ScanInputs<T>& in,                 \
+                                     const T* states, const T* dout, const T* ds_final,           \
+                                     const ScanInputGrads<T>& grads))                             \
+  X(void, scan_chunked_forward, (const ScanShape& s, int64_t C, const ScanInputs<T>& in,          \
+                                 const T* s0, T* o, T* s_final, T* chunk_states))                 \
+  X(void, scan_chunked_backward, (const ScanShape& s, int64_t C, const ScanInputs<T>& in,         \
+                                  const T* chunk_states, const T* dout, const T* ds_final,        \
+                                  const ScanInputGrads<T>& grads))
