@@ -69,11 +69,7 @@
   X(double, sum_squares, (const T* x, int64_t n))                                                 \
   X(void, gemm, (int64_t batch, int64_t M, int64_t N, int64_t K, const T* a, bool ta,             \
                  int64_t stride_a, const T* b, bool tb, int64_t stride_b, T* c, int64_t stride_c, \
-                 T alpha, T beta))
-
-// Kernels the CPU backend has and CUDA does not have yet: dispatch refuses
-// a CUDA tensor for them with one clear error.
-#define LINA_CPU_ONLY_KERNELS(X, T)                                                               \
+                 T alpha, T beta))                                                                \
   X(void, softmax_forward, (const T* x, T* y, int64_t R, int64_t N, int64_t Tq, bool causal))     \
   X(void, softmax_backward, (const T* y, const T* dy, T* dx, int64_t R, int64_t N))               \
   X(void, log_softmax_forward, (const T* x, T* y, int64_t R, int64_t N))                          \
@@ -85,7 +81,11 @@
   X(void, embedding_forward, (const T* weight, const int32_t* ids, T* out, int64_t N, int64_t C)) \
   X(void, embedding_backward, (const T* dy, const int32_t* ids, T* dweight, int64_t N,            \
                                int64_t V, int64_t C))                                             \
-  X(void, argmax_rows, (const T* x, int32_t* out, int64_t R, int64_t N))                          \
+  X(void, argmax_rows, (const T* x, int32_t* out, int64_t R, int64_t N))
+
+// Kernels the CPU backend has and CUDA does not have yet: dispatch refuses
+// a CUDA tensor for them with one clear error.
+#define LINA_CPU_ONLY_KERNELS(X, T)                                                               \
   X(void, rms_norm_forward, (const T* x, const T* w, T* y, T* rstd, int64_t rows, int64_t n,      \
                              T eps))                                                              \
   X(void, rms_norm_backward, (const T* x, const T* w, const T* rstd, const T* dy, T* dx, T* dw,   \
