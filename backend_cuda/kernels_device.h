@@ -6,7 +6,8 @@
 // GPU runs is checked against the CPU backend on a machine without a GPU.
 //
 // Accumulation rule: a thread writes (=) its output element, except
-// copy_strided with accumulate, which adds (atomically on the GPU).
+// copy_strided with accumulate, which adds into the destination element it
+// alone owns (no atomics anywhere).
 // No CUDA headers here: the file must compile under g++ alone.
 #pragma once
 #include <cstdint>
@@ -97,16 +98,37 @@ LINA_HD void binary_thread(int64_t idx, const BinaryArgs& args) {
   args.out[idx] = Fn::apply(args.a[oa], args.b[ob]);
 }
 
-// dst[dv(idx)] (= or +=) src[sv(idx)] for every flat index idx of `shape`.
+// dst[dv(idx)] (= or +=) src[sv(idx)] for every index idx of `shape`.
+//
+// Without floating-point atomics: the dimensions of `shape` are split into
+// "kept" ones (destination stride ≠ 0) and "reduced" ones (destination
+// stride 0, e.g. the summed dimensions of sum_to). Each destination element
+// is one kept index k, owned by exactly one thread, which visits its reduced
+// indices r = 0 … reduced_n − 1 (row-major over the reduced dimensions) in
+// that fixed order:
+//   accumulate:  dst[k] += Σ_r src[k, r]
+//   copy:        dst[k]  = src[k, reduced_n − 1]   (the last write, as on the CPU)
+// So the result has the same bits on every run. When few destination
+// elements share a long sum, the sum is cut into fixed chunks of
+// kReducedPerChunk indices: pass 1 (copy_strided_chunk_thread) writes each
+// chunk's sum to a scratch buffer, pass 2 (copy_strided_finish_thread) adds
+// the chunks in order. The chunk count depends only on the shape.
 struct CopyStridedArgs {
   const float* src = nullptr;
   float* dst = nullptr;
-  int64_t n = 0;  // elements of shape
-  int ndim = 0;
+  int64_t n = 0;  // elements of shape = kept_n · reduced_n
   bool accumulate = false;
-  int64_t shape[kMaxDims] = {};
-  int64_t src_strides[kMaxDims] = {};
-  int64_t dst_strides[kMaxDims] = {};
+  // kept dimensions, in their order in shape
+  int kept_ndim = 0;
+  int64_t kept_n = 1;  // destination elements written: one thread each
+  int64_t kept_shape[kMaxDims] = {};
+  int64_t kept_src_strides[kMaxDims] = {};
+  int64_t kept_dst_strides[kMaxDims] = {};
+  // reduced dimensions (destination stride 0), in their order in shape
+  int reduced_ndim = 0;
+  int64_t reduced_n = 1;  // source elements per destination element
+  int64_t reduced_shape[kMaxDims] = {};
+  int64_t reduced_src_strides[kMaxDims] = {};
 };
 
 inline CopyStridedArgs make_copy_strided_args(const float* src, const int64_t* src_strides,
@@ -115,33 +137,88 @@ inline CopyStridedArgs make_copy_strided_args(const float* src, const int64_t* s
   CopyStridedArgs args;
   args.src = src;
   args.dst = dst;
-  args.ndim = ndim;
   args.accumulate = accumulate;
-  args.n = 1;
   for (int d = 0; d < ndim; ++d) {
-    args.shape[d] = shape[d];
-    args.src_strides[d] = src_strides[d];
-    args.dst_strides[d] = dst_strides[d];
-    args.n *= shape[d];
+    if (dst_strides[d] != 0) {
+      args.kept_shape[args.kept_ndim] = shape[d];
+      args.kept_src_strides[args.kept_ndim] = src_strides[d];
+      args.kept_dst_strides[args.kept_ndim] = dst_strides[d];
+      args.kept_n *= shape[d];
+      ++args.kept_ndim;
+    } else {
+      args.reduced_shape[args.reduced_ndim] = shape[d];
+      args.reduced_src_strides[args.reduced_ndim] = src_strides[d];
+      args.reduced_n *= shape[d];
+      ++args.reduced_ndim;
+    }
   }
+  args.n = args.kept_n * args.reduced_n;
   return args;
 }
 
-// *p += v, race-free on the GPU: zero destination strides make several
-// threads add into one element (sum_to).
-LINA_HD void add_to(float* p, float v) {
-#ifdef __CUDA_ARCH__
-  atomicAdd(p, v);
-#else
-  *p += v;
-#endif
+// The offset in src of reduced index r (row-major over the reduced dims).
+LINA_HD int64_t reduced_src_offset(int64_t r, const CopyStridedArgs& args) {
+  int64_t offset = 0;
+  for (int d = args.reduced_ndim - 1; d >= 0; --d) {
+    offset += (r % args.reduced_shape[d]) * args.reduced_src_strides[d];
+    r /= args.reduced_shape[d];
+  }
+  return offset;
 }
 
-LINA_HD void copy_strided_thread(int64_t idx, const CopyStridedArgs& args) {
+// Σ src[k, r] for r in [r_begin, r_end), in order: part of kept element k's sum.
+LINA_HD float copy_strided_sum(int64_t k_src_offset, int64_t r_begin, int64_t r_end,
+                               const CopyStridedArgs& args) {
+  float s = 0.0f;
+  for (int64_t r = r_begin; r < r_end; ++r)
+    s += args.src[k_src_offset + reduced_src_offset(r, args)];
+  return s;
+}
+
+// One pass, thread k = kept index k (k < kept_n): writes or accumulates
+// destination element k.
+LINA_HD void copy_strided_thread(int64_t k, const CopyStridedArgs& args) {
   int64_t os, od;
-  strided_offsets(idx, args.ndim, args.shape, args.src_strides, args.dst_strides, os, od);
-  if (args.accumulate) add_to(args.dst + od, args.src[os]);
-  else args.dst[od] = args.src[os];
+  strided_offsets(k, args.kept_ndim, args.kept_shape, args.kept_src_strides,
+                  args.kept_dst_strides, os, od);
+  if (args.accumulate) args.dst[od] += copy_strided_sum(os, 0, args.reduced_n, args);
+  else args.dst[od] = args.src[os + reduced_src_offset(args.reduced_n - 1, args)];
+}
+
+// ---- the chunked accumulate (two passes) ----
+constexpr int64_t kReducedPerChunk = 256;      // reduced indices per chunk
+constexpr int64_t kEnoughThreads = 1 << 16;    // kept elements that fill the GPU alone
+
+// Chunks of the reduced indices the launcher uses: 1 (the one-pass
+// copy_strided_thread) unless accumulating few elements over long sums.
+LINA_HD int64_t copy_strided_chunks(const CopyStridedArgs& args) {
+  if (!args.accumulate || args.kept_n >= kEnoughThreads || args.reduced_n <= kReducedPerChunk)
+    return 1;
+  return (args.reduced_n + kReducedPerChunk - 1) / kReducedPerChunk;
+}
+
+// Pass 1, thread idx = chunk · kept_n + k: partial[chunk, k] = the chunk's
+// part of element k's sum; partial [chunks, kept_n].
+LINA_HD void copy_strided_chunk_thread(int64_t idx, const CopyStridedArgs& args, float* partial) {
+  const int64_t chunk = idx / args.kept_n, k = idx % args.kept_n;
+  int64_t os, od;
+  strided_offsets(k, args.kept_ndim, args.kept_shape, args.kept_src_strides,
+                  args.kept_dst_strides, os, od);
+  const int64_t r_begin = chunk * kReducedPerChunk;
+  const int64_t r_end =
+      r_begin + kReducedPerChunk < args.reduced_n ? r_begin + kReducedPerChunk : args.reduced_n;
+  partial[idx] = copy_strided_sum(os, r_begin, r_end, args);
+}
+
+// Pass 2, thread k: dst[k] += Σ_chunk partial[chunk, k], in chunk order.
+LINA_HD void copy_strided_finish_thread(int64_t k, const CopyStridedArgs& args,
+                                        const float* partial, int64_t chunks) {
+  int64_t os, od;
+  strided_offsets(k, args.kept_ndim, args.kept_shape, args.kept_src_strides,
+                  args.kept_dst_strides, os, od);
+  float s = 0.0f;
+  for (int64_t chunk = 0; chunk < chunks; ++chunk) s += partial[chunk * args.kept_n + k];
+  args.dst[od] += s;
 }
 
 // ---- reductions -----------------------------------------------------------------

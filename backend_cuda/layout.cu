@@ -1,5 +1,6 @@
 // Layout and reduction CUDA kernels: the strided copy behind permute, expand,
-// slice, concat and sum_to; the middle-axis sum; the sum of squares. The
+// slice, concat and sum_to (deterministic: one thread owns each destination
+// element, see kernels_device.h); the middle-axis sum; the sum of squares. The
 // per-thread work is in backend_cuda/kernels_device.h.
 #include <string>
 
@@ -29,8 +30,24 @@ __device__ T block_sum(T* partial, T value) {
 
 // ---- kernels ----------------------------------------------------------------------
 
+// One thread per destination element (kept index k): it alone writes it.
 __global__ void copy_strided_kernel(CopyStridedArgs args) {
-  for (int64_t i = first_index(); i < args.n; i += index_stride()) copy_strided_thread(i, args);
+  for (int64_t k = first_index(); k < args.kept_n; k += index_stride())
+    copy_strided_thread(k, args);
+}
+
+// The chunked accumulate, pass 1: one thread per (chunk, destination
+// element) writes that chunk's sum to partial [chunks, kept_n].
+__global__ void copy_strided_chunk_kernel(CopyStridedArgs args, float* partial, int64_t count) {
+  for (int64_t i = first_index(); i < count; i += index_stride())
+    copy_strided_chunk_thread(i, args, partial);
+}
+
+// Pass 2: one thread per destination element adds its chunks in order.
+__global__ void copy_strided_finish_kernel(CopyStridedArgs args, const float* partial,
+                                           int64_t chunks) {
+  for (int64_t k = first_index(); k < args.kept_n; k += index_stride())
+    copy_strided_finish_thread(k, args, partial, chunks);
 }
 
 // One thread per column of out [outer, inner]: neighbouring threads read
@@ -80,8 +97,21 @@ void copy_strided(const float* src, const int64_t* src_strides, float* dst,
   CopyStridedArgs args =
       make_copy_strided_args(src, src_strides, dst, dst_strides, shape, ndim, accumulate);
   if (args.n == 0) return;
-  copy_strided_kernel<<<blocks_for(args.n), kThreads, 0, context().stream>>>(args);
-  check_launch("cuda::copy_strided");
+  cudaStream_t stream = context().stream;
+  const int64_t chunks = copy_strided_chunks(args);
+  if (chunks == 1) {
+    copy_strided_kernel<<<blocks_for(args.kept_n), kThreads, 0, stream>>>(args);
+    check_launch("cuda::copy_strided");
+    return;
+  }
+  // Few destination elements, long sums: two passes through a scratch buffer.
+  const int64_t count = chunks * args.kept_n;
+  float* partial = static_cast<float*>(alloc(size_t(count) * sizeof(float)));  // [chunks, kept_n]
+  copy_strided_chunk_kernel<<<blocks_for(count), kThreads, 0, stream>>>(args, partial, count);
+  copy_strided_finish_kernel<<<blocks_for(args.kept_n), kThreads, 0, stream>>>(args, partial,
+                                                                               chunks);
+  lina::cuda::free(partial);  // stream-ordered: released after the two kernels ran
+  check_launch("cuda::copy_strided (chunked accumulate)");
 }
 
 void sum_middle(const float* x, float* out, int64_t outer, int64_t n, int64_t inner) {

@@ -1,0 +1,161 @@
+// CUDA rms_norm, l2_norm, causal depthwise conv1d and rope (float32), the
+// GPU twins of backend_cpu/norm_conv_rope.cpp. The work of each thread (or,
+// for the norms, each phase of a block) is in
+// backend_cuda/norm_conv_rope_device.h; this file launches it.
+//
+//   norms          one block per row (block_kernel.cuh): the row's Σ is the
+//                  block's halving tree, no atomics
+//   conv1d, rope   one thread per output element, grid-stride loops
+//   weight grads   rms_norm dw and conv dw: pass 1 sums fixed chunks of rows
+//                  into a scratch buffer, pass 2 adds the chunks in order,
+//                  so every run gives the same bits
+#include "backend_cuda/block_kernel.cuh"
+#include "backend_cuda/cuda_context.h"
+#include "backend_cuda/cuda_kernels.h"
+#include "backend_cuda/norm_conv_rope_device.h"
+
+namespace lina::cuda {
+
+// ---- kernels --------------------------------------------------------------------------
+
+__global__ void sum_partials_kernel(const float* partial, int64_t chunks, int64_t width,
+                                    float* out) {
+  for (int64_t e = first_index(); e < width; e += index_stride())
+    sum_partials_thread(e, partial, chunks, width, out);
+}
+
+__global__ void rms_norm_dw_partial_kernel(const float* x, const float* rstd, const float* dy,
+                                           float* partial, int64_t rows, int64_t n,
+                                           int64_t count) {
+  for (int64_t i = first_index(); i < count; i += index_stride())
+    rms_norm_dw_partial_thread(i, x, rstd, dy, partial, rows, n);
+}
+
+__global__ void causal_conv1d_forward_kernel(const float* x, const float* w, float* y,
+                                             int64_t count, int64_t T_len, int64_t C, int64_t K) {
+  for (int64_t i = first_index(); i < count; i += index_stride())
+    causal_conv1d_forward_thread(i, x, w, y, T_len, C, K);
+}
+
+__global__ void causal_conv1d_dx_kernel(const float* w, const float* dy, float* dx, int64_t count,
+                                        int64_t T_len, int64_t C, int64_t K) {
+  for (int64_t i = first_index(); i < count; i += index_stride())
+    causal_conv1d_dx_thread(i, w, dy, dx, T_len, C, K);
+}
+
+__global__ void causal_conv1d_dw_partial_kernel(const float* x, const float* dy, float* partial,
+                                                int64_t count, int64_t B, int64_t T_len,
+                                                int64_t C, int64_t K) {
+  for (int64_t i = first_index(); i < count; i += index_stride())
+    causal_conv1d_dw_partial_thread(i, x, dy, partial, B, T_len, C, K);
+}
+
+__global__ void causal_conv1d_dw_sum_kernel(const float* partial, float* dw, int64_t chunks,
+                                            int64_t C, int64_t K) {
+  for (int64_t i = first_index(); i < C * K; i += index_stride())
+    causal_conv1d_dw_sum_thread(i, partial, dw, chunks, C, K);
+}
+
+__global__ void rope_kernel(const float* x, float* y, int64_t count, int64_t T_len, int64_t H,
+                            int64_t D, int64_t pos0, double base, bool inverse) {
+  for (int64_t i = first_index(); i < count; i += index_stride())
+    rope_thread(i, x, y, T_len, H, D, pos0, base, inverse);
+}
+
+// ---- scratch ----------------------------------------------------------------------------
+
+// A float buffer from the stream-ordered pool, returned when it goes out of
+// scope (on the same stream, so after the kernels that use it).
+class Scratch {
+ public:
+  explicit Scratch(int64_t count)
+      : ptr_(static_cast<float*>(lina::cuda::alloc(size_t(count) * sizeof(float)))) {}
+  ~Scratch() { lina::cuda::free(ptr_); }
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+  float* get() const { return ptr_; }
+
+ private:
+  float* ptr_;
+};
+
+// ---- launchers ----------------------------------------------------------------------------
+
+void rms_norm_forward(const float* x, const float* w, float* y, float* rstd, int64_t rows,
+                      int64_t n, float eps) {
+  if (rows == 0) return;
+  launch_block_kernel<RmsNormForward>({x, w, y, rstd, rows, n, eps}, "cuda::rms_norm_forward");
+}
+
+void rms_norm_backward(const float* x, const float* w, const float* rstd, const float* dy,
+                       float* dx, float* dw, int64_t rows, int64_t n) {
+  if (n == 0) return;
+  cudaStream_t stream = context().stream;
+  if (rows == 0) {  // an empty sum
+    fill(dw, n, 0.0f);
+    return;
+  }
+  launch_block_kernel<RmsNormBackwardDx>({x, w, rstd, dy, dx, rows, n},
+                                         "cuda::rms_norm_backward (dx)");
+  const int64_t chunks = row_chunks(rows);
+  Scratch partial(chunks * n);  // [chunks, n]
+  rms_norm_dw_partial_kernel<<<blocks_for(chunks * n), kThreads, 0, stream>>>(
+      x, rstd, dy, partial.get(), rows, n, chunks * n);
+  check_launch("cuda::rms_norm_backward (dw partials)");
+  sum_partials_kernel<<<blocks_for(n), kThreads, 0, stream>>>(partial.get(), chunks, n, dw);
+  check_launch("cuda::rms_norm_backward (dw)");
+}
+
+void l2_norm_forward(const float* x, float* y, float* norm, int64_t rows, int64_t n, float eps) {
+  if (rows == 0) return;
+  launch_block_kernel<L2NormForward>({x, y, norm, rows, n, eps}, "cuda::l2_norm_forward");
+}
+
+void l2_norm_backward(const float* x, const float* norm, const float* dy, float* dx, int64_t rows,
+                      int64_t n, float eps) {
+  if (rows == 0 || n == 0) return;
+  launch_block_kernel<L2NormBackward>({x, norm, dy, dx, rows, n, eps}, "cuda::l2_norm_backward");
+}
+
+void causal_conv1d_forward(const float* x, const float* w, float* y, int64_t B, int64_t T_len,
+                           int64_t C, int64_t K) {
+  const int64_t count = B * T_len * C;
+  if (count == 0) return;
+  causal_conv1d_forward_kernel<<<blocks_for(count), kThreads, 0, context().stream>>>(
+      x, w, y, count, T_len, C, K);
+  check_launch("cuda::causal_conv1d_forward");
+}
+
+void causal_conv1d_backward(const float* x, const float* w, const float* dy, float* dx, float* dw,
+                            int64_t B, int64_t T_len, int64_t C, int64_t K) {
+  if (C * K == 0) return;
+  cudaStream_t stream = context().stream;
+  const int64_t rows = B * T_len;
+  if (rows == 0) {  // an empty sum
+    fill(dw, C * K, 0.0f);
+    return;
+  }
+  causal_conv1d_dx_kernel<<<blocks_for(rows * C), kThreads, 0, stream>>>(w, dy, dx, rows * C,
+                                                                         T_len, C, K);
+  check_launch("cuda::causal_conv1d_backward (dx)");
+  const int64_t chunks = row_chunks(rows);
+  const int64_t count = chunks * K * C;
+  Scratch partial(count);  // [chunks, K, C]
+  causal_conv1d_dw_partial_kernel<<<blocks_for(count), kThreads, 0, stream>>>(
+      x, dy, partial.get(), count, B, T_len, C, K);
+  check_launch("cuda::causal_conv1d_backward (dw partials)");
+  causal_conv1d_dw_sum_kernel<<<blocks_for(C * K), kThreads, 0, stream>>>(partial.get(), dw,
+                                                                          chunks, C, K);
+  check_launch("cuda::causal_conv1d_backward (dw)");
+}
+
+void rope_apply(const float* x, float* y, int64_t B, int64_t T_len, int64_t H, int64_t D,
+                int64_t pos0, double base, bool inverse) {
+  const int64_t count = B * T_len * H * (D / 2);  // one thread per rotated pair
+  if (count == 0) return;
+  rope_kernel<<<blocks_for(count), kThreads, 0, context().stream>>>(x, y, count, T_len, H, D, pos0,
+                                                                    base, inverse);
+  check_launch("cuda::rope_apply");
+}
+
+}  // namespace lina::cuda

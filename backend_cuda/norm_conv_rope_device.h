@@ -1,0 +1,308 @@
+// The per-thread and per-phase work of the CUDA rms_norm, l2_norm, causal
+// conv1d and rope kernels (backend_cuda/norm_conv_rope.cu), as LINA_HD
+// functions: the GPU runs them, and tests/test_cuda_emulation_norm_conv_rope.cpp
+// runs the very same lines on the host against the CPU backend
+// (backend_cpu/norm_conv_rope.cpp, whose formulas and summation orders these
+// follow). No CUDA headers here: the file must compile under g++ alone.
+//
+// Names as in backend_cpu/cpu_kernels.h: rows of length n; B = batch,
+// T = sequence length, C = channels, K = conv taps; H = heads, D = head
+// dimension.
+//
+// Determinism: no atomics. A row's Σ (the norms) is one block's halving tree
+// (block_kernel.h); the weight gradients summed over many rows (rms_norm dw,
+// conv dw) take two passes, like the CPU: each thread sums a fixed chunk of
+// kRowsPerChunk rows in row order into a partial buffer, then one thread per
+// weight adds the partials in chunk order. The chunks are the CPU's, so the
+// result is the CPU's summation, term for term.
+#pragma once
+#include <cmath>
+#include <cstdint>
+
+#include "backend_cuda/block_kernel.h"
+#include "backend_cuda/kernels_device.h"
+
+namespace lina::cuda {
+
+// ---- shared pieces ----------------------------------------------------------------
+
+// Rows per chunk of a weight-gradient partial sum (the CPU backend's value).
+constexpr int64_t kRowsPerChunk = 128;
+LINA_HD int64_t row_chunks(int64_t rows) { return (rows + kRowsPerChunk - 1) / kRowsPerChunk; }
+
+// out[e] = Σ_chunk partial[chunk, e] in chunk order; partial [chunks, width].
+LINA_HD void sum_partials_thread(int64_t e, const float* partial, int64_t chunks, int64_t width,
+                                 float* out) {
+  float s = 0.0f;
+  for (int64_t ch = 0; ch < chunks; ++ch) s += partial[ch * width + e];
+  out[e] = s;
+}
+
+// The phases of a "one block per row" kernel:
+//   kPartialPhase        every thread sums its share of the row into partial[thread]
+//   kFirstReducePhase …  the halving tree adds the partials into partial[0]
+//   kRowScalarPhase      thread 0 turns the row's Σ into one scalar (ρ, 1/‖x‖, …)
+//   kWritePhase          every thread writes its share of the row's outputs
+// A thread's share of a row of n: elements thread, thread + kThreads, …
+constexpr int kPartialPhase = 0;
+constexpr int kFirstReducePhase = 1;
+constexpr int kRowScalarPhase = kFirstReducePhase + kReducePhases;
+constexpr int kWritePhase = kRowScalarPhase + 1;
+constexpr int kRowPhases = kWritePhase + 1;
+
+// Shared memory of a row kernel: the partial sums (double, as the CPU sums a
+// row in double) and the scalar kRowScalarPhase hands to kWritePhase.
+struct RowShared {
+  double partial[kThreads];
+  float scalar;
+};
+
+// Runs one step of the halving tree when p is a reduce phase.
+LINA_HD void row_reduce_phase(int p, RowShared& shared, int thread) {
+  if (p >= kFirstReducePhase && p < kFirstReducePhase + kReducePhases)
+    reduce_step(p - kFirstReducePhase, shared.partial, thread, AddOp{});
+}
+
+// Σ_k a[k]·b[k] over this thread's share of a row of n, in double.
+LINA_HD double dot_partial(int thread, const float* a, const float* b, int64_t n) {
+  double s = 0.0;
+  for (int64_t k = thread; k < n; k += kThreads) s += double(a[k]) * double(b[k]);
+  return s;
+}
+
+// ---- rms_norm ---------------------------------------------------------------------
+// x, y [rows, n], w [n], rstd [rows]:  y = w ⊙ ρx,  ρ = (mean(x²) + ε)^(−1/2).
+
+struct RmsNormForward {
+  struct Args {
+    const float* x;
+    const float* w;
+    float* y;
+    float* rstd;
+    int64_t rows, n;
+    float eps;
+  };
+  using Shared = RowShared;
+  static constexpr int kPhases = kRowPhases;
+  LINA_HD static int64_t blocks(const Args& a) { return a.rows; }
+
+  LINA_HD static void phase(int p, const Args& a, Shared& shared, int64_t row, int thread) {
+    const float* xr = a.x + row * a.n;
+    if (p == kPartialPhase) shared.partial[thread] = dot_partial(thread, xr, xr, a.n);
+    row_reduce_phase(p, shared, thread);
+    if (p == kRowScalarPhase && thread == 0) {
+      const double mean_square = shared.partial[0] / double(a.n);
+      shared.scalar = float(1.0 / ::sqrt(mean_square + double(a.eps)));
+      a.rstd[row] = shared.scalar;
+    }
+    if (p == kWritePhase) {
+      const float rho = shared.scalar;
+      float* yr = a.y + row * a.n;
+      for (int64_t i = thread; i < a.n; i += kThreads) yr[i] = a.w[i] * (rho * xr[i]);
+    }
+  }
+};
+
+// dx = ρ (h − x̂ c) with x̂ = ρx, h = dy ⊙ w, c = x̂ᵀh / n. One block per row.
+// (dw is a separate two-pass sum: rms_norm_dw_partial_thread below.)
+struct RmsNormBackwardDx {
+  struct Args {
+    const float* x;
+    const float* w;
+    const float* rstd;
+    const float* dy;
+    float* dx;
+    int64_t rows, n;
+  };
+  using Shared = RowShared;
+  static constexpr int kPhases = kRowPhases;
+  LINA_HD static int64_t blocks(const Args& a) { return a.rows; }
+
+  LINA_HD static void phase(int p, const Args& a, Shared& shared, int64_t row, int thread) {
+    const float* xr = a.x + row * a.n;
+    const float* dyr = a.dy + row * a.n;
+    const float rho = a.rstd[row];
+    if (p == kPartialPhase) {
+      double s = 0.0;  // this thread's share of x̂ᵀh
+      for (int64_t i = thread; i < a.n; i += kThreads)
+        s += double(rho * xr[i]) * double(dyr[i] * a.w[i]);
+      shared.partial[thread] = s;
+    }
+    row_reduce_phase(p, shared, thread);
+    if (p == kRowScalarPhase && thread == 0) shared.scalar = float(shared.partial[0] / double(a.n));
+    if (p == kWritePhase) {
+      const float c = shared.scalar;
+      float* dxr = a.dx + row * a.n;
+      for (int64_t i = thread; i < a.n; i += kThreads) {
+        const float xhat = rho * xr[i];
+        dxr[i] = rho * (dyr[i] * a.w[i] - xhat * c);
+      }
+    }
+  }
+};
+
+// dw pass 1: thread idx = chunk·n + i sums dy ⊙ x̂ over the chunk's rows, in
+// row order: partial[chunk, i] = Σ_r dy[r, i] · ρ_r x[r, i]; partial [chunks, n].
+LINA_HD void rms_norm_dw_partial_thread(int64_t idx, const float* x, const float* rstd,
+                                        const float* dy, float* partial, int64_t rows,
+                                        int64_t n) {
+  const int64_t chunk = idx / n, i = idx % n;
+  const int64_t first = chunk * kRowsPerChunk;
+  const int64_t end = first + kRowsPerChunk < rows ? first + kRowsPerChunk : rows;
+  float s = 0.0f;
+  for (int64_t r = first; r < end; ++r) s += dy[r * n + i] * (rstd[r] * x[r * n + i]);
+  partial[idx] = s;
+}
+// dw pass 2: sum_partials_thread(i, partial, row_chunks(rows), n, dw).
+
+// ---- l2_norm ----------------------------------------------------------------------
+// x, y [rows, n], norm [rows]:  y = x / max(‖x‖, ε).
+
+struct L2NormForward {
+  struct Args {
+    const float* x;
+    float* y;
+    float* norm;
+    int64_t rows, n;
+    float eps;
+  };
+  using Shared = RowShared;
+  static constexpr int kPhases = kRowPhases;
+  LINA_HD static int64_t blocks(const Args& a) { return a.rows; }
+
+  LINA_HD static void phase(int p, const Args& a, Shared& shared, int64_t row, int thread) {
+    const float* xr = a.x + row * a.n;
+    if (p == kPartialPhase) shared.partial[thread] = dot_partial(thread, xr, xr, a.n);
+    row_reduce_phase(p, shared, thread);
+    if (p == kRowScalarPhase && thread == 0) {
+      const float nrm = float(::sqrt(shared.partial[0]));
+      a.norm[row] = nrm;
+      shared.scalar = 1.0f / (nrm > a.eps ? nrm : a.eps);  // 1 / max(‖x‖, ε)
+    }
+    if (p == kWritePhase) {
+      const float inv = shared.scalar;
+      float* yr = a.y + row * a.n;
+      for (int64_t i = thread; i < a.n; i += kThreads) yr[i] = xr[i] * inv;
+    }
+  }
+};
+
+// dx = (dy − y (yᵀdy)) / ‖x‖ with y = x / ‖x‖; a row with ‖x‖ ≤ ε was
+// divided by the constant ε, so there dx = dy / ε. One block per row.
+struct L2NormBackward {
+  struct Args {
+    const float* x;
+    const float* norm;
+    const float* dy;
+    float* dx;
+    int64_t rows, n;
+    float eps;
+  };
+  using Shared = RowShared;
+  static constexpr int kPhases = kRowPhases;
+  LINA_HD static int64_t blocks(const Args& a) { return a.rows; }
+
+  LINA_HD static void phase(int p, const Args& a, Shared& shared, int64_t row, int thread) {
+    const float* xr = a.x + row * a.n;
+    const float* dyr = a.dy + row * a.n;
+    const float nrm = a.norm[row];
+    const bool linear = !(nrm > a.eps);  // same test as the CPU: NaN counts as linear
+    const float inv = linear ? 0.0f : 1.0f / nrm;  // 1 / ‖x‖
+    if (p == kPartialPhase) {
+      double s = 0.0;  // this thread's share of yᵀdy
+      if (!linear)
+        for (int64_t i = thread; i < a.n; i += kThreads) s += double(xr[i] * inv) * double(dyr[i]);
+      shared.partial[thread] = s;
+    }
+    row_reduce_phase(p, shared, thread);
+    if (p == kRowScalarPhase && thread == 0) shared.scalar = float(shared.partial[0]);
+    if (p == kWritePhase) {
+      const float ydy = shared.scalar;
+      float* dxr = a.dx + row * a.n;
+      for (int64_t i = thread; i < a.n; i += kThreads)
+        dxr[i] = linear ? dyr[i] / a.eps : (dyr[i] - xr[i] * inv * ydy) * inv;
+    }
+  }
+};
+
+// ---- causal depthwise conv1d ------------------------------------------------------------
+// x, y, dy, dx [B, T, C]; w, dw [C, K], tap K−1 = the current token; tokens
+// before the sequence start are zeros. Thread idx = (b·T + t)·C + c.
+
+// y_t[c] = Σ_j w[c, j] x_{t−K+1+j}[c]
+LINA_HD void causal_conv1d_forward_thread(int64_t idx, const float* x, const float* w, float* y,
+                                          int64_t T_len, int64_t C, int64_t K) {
+  const int64_t bt = idx / C, c = idx % C;
+  const int64_t b = bt / T_len, t = bt % T_len;
+  float s = 0.0f;
+  for (int64_t j = 0; j < K; ++j) {
+    const int64_t src = t - K + 1 + j;
+    if (src >= 0) s += w[c * K + j] * x[(b * T_len + src) * C + c];
+  }
+  y[idx] = s;
+}
+
+// dx_s[c] = Σ_j w[c, j] dy_{s+K−1−j}[c], terms past the sequence end dropped
+LINA_HD void causal_conv1d_dx_thread(int64_t idx, const float* w, const float* dy, float* dx,
+                                     int64_t T_len, int64_t C, int64_t K) {
+  const int64_t bs = idx / C, c = idx % C;
+  const int64_t b = bs / T_len, s = bs % T_len;
+  float acc = 0.0f;
+  for (int64_t j = 0; j < K; ++j) {
+    const int64_t t = s + K - 1 - j;
+    if (t < T_len) acc += w[c * K + j] * dy[(b * T_len + t) * C + c];
+  }
+  dx[idx] = acc;
+}
+
+// dw pass 1, partial [chunks, K, C]: thread idx = (chunk·K + j)·C + c sums
+// dy_t[c] · x_{t−K+1+j}[c] over the chunk's rows bt = b·T + t, in row order.
+LINA_HD void causal_conv1d_dw_partial_thread(int64_t idx, const float* x, const float* dy,
+                                             float* partial, int64_t B, int64_t T_len, int64_t C,
+                                             int64_t K) {
+  const int64_t c = idx % C, j = (idx / C) % K, chunk = idx / (C * K);
+  const int64_t rows = B * T_len;
+  const int64_t first = chunk * kRowsPerChunk;
+  const int64_t end = first + kRowsPerChunk < rows ? first + kRowsPerChunk : rows;
+  float s = 0.0f;
+  for (int64_t bt = first; bt < end; ++bt) {
+    const int64_t b = bt / T_len, t = bt % T_len;
+    const int64_t src = t - K + 1 + j;
+    if (src >= 0) s += dy[bt * C + c] * x[(b * T_len + src) * C + c];
+  }
+  partial[idx] = s;
+}
+
+// dw pass 2: thread idx = c·K + j adds the chunks' partials in chunk order
+// (the partials are [chunks, K, C], dw is [C, K]).
+LINA_HD void causal_conv1d_dw_sum_thread(int64_t idx, const float* partial, float* dw,
+                                         int64_t chunks, int64_t C, int64_t K) {
+  const int64_t c = idx / K, j = idx % K;
+  float s = 0.0f;
+  for (int64_t ch = 0; ch < chunks; ++ch) s += partial[(ch * K + j) * C + c];
+  dw[idx] = s;
+}
+
+// ---- rope ------------------------------------------------------------------------------
+// x, y [B, T, H, D], D even. Thread idx = r·(D/2) + j, r = (b·T + t)·H + h,
+// rotates the pair (x[r, j], x[r, j + D/2]) by θ = (pos0 + t)·base^(−2j/D)
+// (by −θ when inverse):
+//   y[j]       = a cos θ − b sin θ
+//   y[j + D/2] = b cos θ + a sin θ        (a = x[j], b = x[j + D/2])
+// The angle, cos and sin are computed in double and rounded to float, as the
+// CPU's table is.
+LINA_HD void rope_thread(int64_t idx, const float* x, float* y, int64_t T_len, int64_t H,
+                         int64_t D, int64_t pos0, double base, bool inverse) {
+  const int64_t half = D / 2;
+  const int64_t r = idx / half, j = idx % half;
+  const int64_t t = (r / H) % T_len;
+  const double inv_freq = ::pow(base, -2.0 * double(j) / double(D));
+  const double theta = double(pos0 + t) * inv_freq;
+  const float cs = float(::cos(theta));
+  const float sn = float(inverse ? -::sin(theta) : ::sin(theta));
+  const float a = x[r * D + j], b = x[r * D + j + half];
+  y[r * D + j] = a * cs - b * sn;
+  y[r * D + j + half] = b * cs + a * sn;
+}
+
+}  // namespace lina::cuda

@@ -1,0 +1,34 @@
+// CUDA optimiser kernels (float32): the AdamW step and the in-place scale,
+// the GPU twins of backend_cpu/optim.cpp. One element per thread in a
+// grid-stride loop; the per-element maths is in backend_cuda/optim_device.h.
+#include "backend_cuda/cuda_context.h"
+#include "backend_cuda/cuda_kernels.h"
+#include "backend_cuda/optim_device.h"
+
+namespace lina::cuda {
+
+__global__ void adamw_kernel(AdamWArgs args) {
+  for (int64_t i = first_index(); i < args.n; i += index_stride()) adamw_thread(i, args);
+}
+
+__global__ void scale_kernel(float* x, int64_t n, float factor) {
+  for (int64_t i = first_index(); i < n; i += index_stride()) scale_thread(i, x, factor);
+}
+
+void adamw_step(float* p, const float* g, float* m, float* v, int64_t n, float lr, float beta1,
+                float beta2, float eps, float weight_decay, float bias_correction1,
+                float bias_correction2) {
+  if (n == 0) return;
+  AdamWArgs args = make_adamw_args(p, g, m, v, n, lr, beta1, beta2, eps, weight_decay,
+                                   bias_correction1, bias_correction2);
+  adamw_kernel<<<blocks_for(n), kThreads, 0, context().stream>>>(args);
+  check_launch("cuda::adamw_step");
+}
+
+void scale(float* x, int64_t n, float factor) {
+  if (n == 0) return;
+  scale_kernel<<<blocks_for(n), kThreads, 0, context().stream>>>(x, n, factor);
+  check_launch("cuda::scale");
+}
+
+}  // namespace lina::cuda

@@ -1,0 +1,62 @@
+// The per-thread work of the CUDA optimiser kernels (backend_cuda/optim.cu):
+// the AdamW update and the in-place scale of gradient clipping, one element
+// per thread. Same formulas as backend_cpu/optim.cpp; the tests run these
+// functions on the host against it. No CUDA headers here: the file must
+// compile under g++ alone.
+#pragma once
+#include <cmath>
+#include <cstdint>
+
+#include "core/elementwise_math.h"
+
+namespace lina::cuda {
+
+// The scalars of one AdamW step, with the per-step constants computed once
+// on the host exactly as the CPU kernel computes them.
+struct AdamWArgs {
+  float* p;        // [n] parameters, updated
+  const float* g;  // [n] gradient
+  float* m;        // [n] first moment, updated
+  float* v;        // [n] second moment, updated
+  int64_t n;
+  float beta1, beta2, eps;
+  float decay_factor;           // 1 − lr·weight_decay
+  float step_size;              // lr / bias_correction1
+  float bias_correction2_sqrt;  // √bias_correction2
+};
+
+inline AdamWArgs make_adamw_args(float* p, const float* g, float* m, float* v, int64_t n, float lr,
+                                 float beta1, float beta2, float eps, float weight_decay,
+                                 float bias_correction1, float bias_correction2) {
+  AdamWArgs a;
+  a.p = p;
+  a.g = g;
+  a.m = m;
+  a.v = v;
+  a.n = n;
+  a.beta1 = beta1;
+  a.beta2 = beta2;
+  a.eps = eps;
+  a.decay_factor = 1.0f - lr * weight_decay;
+  a.step_size = lr / bias_correction1;
+  a.bias_correction2_sqrt = std::sqrt(bias_correction2);
+  return a;
+}
+
+// PyTorch's AdamW (single-tensor form) for element i:
+//   m ← β1 m + (1 − β1) g,  v ← β2 v + (1 − β2) g²
+//   p ← p·(1 − lr·wd) − (lr / bc1) · m / (√v / √bc2 + eps)
+LINA_HD void adamw_thread(int64_t i, const AdamWArgs& a) {
+  const float gi = a.g[i];
+  const float mi = a.beta1 * a.m[i] + (1.0f - a.beta1) * gi;
+  const float vi = a.beta2 * a.v[i] + (1.0f - a.beta2) * gi * gi;
+  a.m[i] = mi;
+  a.v[i] = vi;
+  const float denom = ::sqrtf(vi) / a.bias_correction2_sqrt + a.eps;
+  a.p[i] = a.p[i] * a.decay_factor - a.step_size * mi / denom;
+}
+
+// x[i] *= factor
+LINA_HD void scale_thread(int64_t i, float* x, float factor) { x[i] *= factor; }
+
+}  // namespace lina::cuda
