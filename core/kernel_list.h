@@ -81,11 +81,7 @@
   X(void, embedding_forward, (const T* weight, const int32_t* ids, T* out, int64_t N, int64_t C)) \
   X(void, embedding_backward, (const T* dy, const int32_t* ids, T* dweight, int64_t N,            \
                                int64_t V, int64_t C))                                             \
-  X(void, argmax_rows, (const T* x, int32_t* out, int64_t R, int64_t N))
-
-// Kernels the CPU backend has and CUDA does not have yet: dispatch refuses
-// a CUDA tensor for them with one clear error.
-#define LINA_CPU_ONLY_KERNELS(X, T)                                                               \
+  X(void, argmax_rows, (const T* x, int32_t* out, int64_t R, int64_t N))                          \
   X(void, rms_norm_forward, (const T* x, const T* w, T* y, T* rstd, int64_t rows, int64_t n,      \
                              T eps))                                                              \
   X(void, rms_norm_backward, (const T* x, const T* w, const T* rstd, const T* dy, T* dx, T* dw,   \
@@ -101,7 +97,11 @@
                        int64_t pos0, double base, bool inverse))                                  \
   X(void, adamw_step, (T * p, const T* g, T* m, T* v, int64_t n, T lr, T beta1, T beta2, T eps,   \
                        T weight_decay, T bias_correction1, T bias_correction2))                   \
-  X(void, scale, (T * x, int64_t n, T factor))                                                    \
+  X(void, scale, (T * x, int64_t n, T factor))
+
+// Kernels the CPU backend has and CUDA does not have yet (the scan): dispatch
+// refuses a CUDA tensor for them with one clear error.
+#define LINA_CPU_ONLY_KERNELS(X, T)                                                               \
   X(void, scan_sequential_forward, (const ScanShape& s, const ScanInputs<T>& in, const T* s0,     \
                                     T* o, T* s_final, T* states))                                 \
   X(void, scan_sequential_backward, (const ScanShape& s, const ScanInputs<T>& in,                 \
