@@ -29,7 +29,7 @@ void launch_block_kernel(const typename Kernel::Args& args, const char* name) {
   if (items <= 0) return;
   const unsigned grid = unsigned(std::min<int64_t>(items, int64_t(1) << 16));
   block_kernel<Kernel><<<grid, kThreads, 0, context().stream>>>(args);
-  check_launch(name);
+  LINA_CHECK_LAUNCH(name);
 }
 
 }  // namespace lina::cuda

@@ -31,13 +31,18 @@ struct Context {
 // the device cannot be initialised).
 Context& context();
 
-// Throws lina::Error("<what>: <CUDA error string>") unless err is cudaSuccess.
-void check_cuda(cudaError_t err, const char* what);
-// Throws for a failed cuBLAS call (CUBLAS_STATUS_ALLOC_FAILED as out of memory).
-void check_cublas(cublasStatus_t status, const std::string& what);
-// Call right after a kernel launch: reports a bad launch, and with
+// Every CUDA and cuBLAS call is checked through these macros, so a failure
+// becomes one lina::Error naming the call, the file and the line (and, for
+// out of memory or a lost device, what to do: core/cuda_status.h).
+#define LINA_CUDA_CHECK(call, what) ::lina::cuda::check_cuda((call), (what), __FILE__, __LINE__)
+#define LINA_CUBLAS_CHECK(call, what) ::lina::cuda::check_cublas((call), (what), __FILE__, __LINE__)
+// Right after a kernel launch: reports a bad launch, and with
 // LINA_CUDA_SYNC=1 waits for the kernel and reports its failure.
-void check_launch(const char* kernel);
+#define LINA_CHECK_LAUNCH(kernel) ::lina::cuda::check_launch((kernel), __FILE__, __LINE__)
+
+void check_cuda(cudaError_t err, const std::string& what, const char* file, int line);
+void check_cublas(cublasStatus_t status, const std::string& what, const char* file, int line);
+void check_launch(const char* kernel, const char* file, int line);
 
 // Grid for a grid-stride loop over n items, kThreads per block.
 inline unsigned blocks_for(int64_t n) {

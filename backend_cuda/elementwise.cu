@@ -45,13 +45,13 @@ __global__ void axpy_kernel(float* dst, const float* src, int64_t n, float alpha
 void fill(float* x, int64_t n, float value) {
   if (n == 0) return;
   fill_kernel<float><<<blocks_for(n), kThreads, 0, context().stream>>>(x, n, value);
-  check_launch("cuda::fill");
+  LINA_CHECK_LAUNCH("cuda::fill");
 }
 
 void fill_i32(int32_t* x, int64_t n, int32_t value) {
   if (n == 0) return;
   fill_kernel<int32_t><<<blocks_for(n), kThreads, 0, context().stream>>>(x, n, value);
-  check_launch("cuda::fill_i32");
+  LINA_CHECK_LAUNCH("cuda::fill_i32");
 }
 
 void unary_forward(UnaryFn f, const float* x, float* y, int64_t n, float p) {
@@ -61,7 +61,7 @@ void unary_forward(UnaryFn f, const float* x, float* y, int64_t n, float p) {
     using Fn = decltype(fn);
     unary_forward_kernel<Fn><<<blocks_for(n), kThreads, 0, stream>>>(x, y, n, p);
   });
-  check_launch("cuda::unary_forward");
+  LINA_CHECK_LAUNCH("cuda::unary_forward");
 }
 
 void unary_backward(UnaryFn f, const float* x, const float* y, const float* dy, float* dx,
@@ -72,7 +72,7 @@ void unary_backward(UnaryFn f, const float* x, const float* y, const float* dy, 
     using Fn = decltype(fn);
     unary_backward_kernel<Fn><<<blocks_for(n), kThreads, 0, stream>>>(x, y, dy, dx, n, p);
   });
-  check_launch("cuda::unary_backward");
+  LINA_CHECK_LAUNCH("cuda::unary_backward");
 }
 
 void binary(BinaryFn f, const float* a, const int64_t* a_strides, const float* b,
@@ -86,13 +86,13 @@ void binary(BinaryFn f, const float* a, const int64_t* a_strides, const float* b
     using Fn = decltype(fn);
     binary_kernel<Fn><<<blocks_for(args.n), kThreads, 0, stream>>>(args);
   });
-  check_launch("cuda::binary");
+  LINA_CHECK_LAUNCH("cuda::binary");
 }
 
 void axpy(float* dst, const float* src, int64_t n, float alpha) {
   if (n == 0) return;
   axpy_kernel<<<blocks_for(n), kThreads, 0, context().stream>>>(dst, src, n, alpha);
-  check_launch("cuda::axpy");
+  LINA_CHECK_LAUNCH("cuda::axpy");
 }
 
 }  // namespace lina::cuda

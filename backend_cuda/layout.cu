@@ -101,7 +101,7 @@ void copy_strided(const float* src, const int64_t* src_strides, float* dst,
   const int64_t chunks = copy_strided_chunks(args);
   if (chunks == 1) {
     copy_strided_kernel<<<blocks_for(args.kept_n), kThreads, 0, stream>>>(args);
-    check_launch("cuda::copy_strided");
+    LINA_CHECK_LAUNCH("cuda::copy_strided");
     return;
   }
   // Few destination elements, long sums: two passes through a scratch buffer.
@@ -111,7 +111,7 @@ void copy_strided(const float* src, const int64_t* src_strides, float* dst,
   copy_strided_finish_kernel<<<blocks_for(args.kept_n), kThreads, 0, stream>>>(args, partial,
                                                                                chunks);
   lina::cuda::free(partial);  // stream-ordered: released after the two kernels ran
-  check_launch("cuda::copy_strided (chunked accumulate)");
+  LINA_CHECK_LAUNCH("cuda::copy_strided (chunked accumulate)");
 }
 
 void sum_middle(const float* x, float* out, int64_t outer, int64_t n, int64_t inner) {
@@ -126,7 +126,7 @@ void sum_middle(const float* x, float* out, int64_t outer, int64_t n, int64_t in
     unsigned blocks = unsigned(columns < max_blocks ? columns : max_blocks);
     sum_middle_block_kernel<<<blocks, kThreads, 0, stream>>>(x, out, columns, n, inner);
   }
-  check_launch("cuda::sum_middle");
+  LINA_CHECK_LAUNCH("cuda::sum_middle");
 }
 
 double sum_squares(const float* x, int64_t n) {
@@ -135,14 +135,11 @@ double sum_squares(const float* x, int64_t n) {
   unsigned blocks = blocks_for(n);
   if (blocks > unsigned(kMaxReductionBlocks)) blocks = kMaxReductionBlocks;  // threads then loop
   sum_squares_kernel<<<blocks, kThreads, 0, ctx.stream>>>(x, n, ctx.reduction_scratch);
-  check_launch("cuda::sum_squares");
+  LINA_CHECK_LAUNCH("cuda::sum_squares");
   sum_block_totals_kernel<<<1, kThreads, 0, ctx.stream>>>(ctx.reduction_scratch, int(blocks));
-  check_launch("cuda::sum_squares (block totals)");
-  double result = 0.0;
-  check_cuda(cudaMemcpyAsync(&result, ctx.reduction_scratch + blocks, sizeof(double),
-                             cudaMemcpyDeviceToHost, ctx.stream),
-             "cuda::sum_squares: reading the result");
-  check_cuda(cudaStreamSynchronize(ctx.stream), "cuda::sum_squares");
+  LINA_CHECK_LAUNCH("cuda::sum_squares (block totals)");
+  double result = 0.0;  // the one read back (counted by copy)
+  copy(&result, ctx.reduction_scratch + blocks, sizeof(double), CopyKind::DeviceToHost);
   return result;
 }
 

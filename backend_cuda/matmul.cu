@@ -34,7 +34,7 @@ void gemm(int64_t batch, int64_t M, int64_t N, int64_t K, const float* a, bool t
     int64_t total = batch * M * N;
     scale_batched_kernel<<<blocks_for(total), kThreads, 0, ctx.stream>>>(c, total, M * N,
                                                                           stride_c, beta);
-    check_launch("cuda::gemm (K = 0)");
+    LINA_CHECK_LAUNCH("cuda::gemm (K = 0)");
     return;
   }
   check(batch <= INT_MAX && M <= INT_MAX && N <= INT_MAX && K <= INT_MAX,
@@ -50,10 +50,10 @@ void gemm(int64_t batch, int64_t M, int64_t N, int64_t K, const float* a, bool t
       a, ld_a, stride_a,                                       // second operand: op(A)ᵀ, K×M
       &beta, c, int(N), stride_c, int(batch));                 // Cᵀ, N×M
   if (status != CUBLAS_STATUS_SUCCESS)
-    check_cublas(status, "cuda::gemm [" + std::to_string(batch) + " × " + std::to_string(M) + "×" +
+    LINA_CUBLAS_CHECK(status, "cuda::gemm [" + std::to_string(batch) + " × " + std::to_string(M) + "×" +
                              std::to_string(K) + " · " + std::to_string(K) + "×" +
                              std::to_string(N) + "]");
-  check_launch("cuda::gemm");
+  LINA_CHECK_LAUNCH("cuda::gemm");
 }
 
 }  // namespace lina::cuda

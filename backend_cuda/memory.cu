@@ -31,49 +31,57 @@ static_assert(cuda_status::kMisalignedAddress == cudaErrorMisalignedAddress);
 static_assert(cuda_status::kLaunchFailure == cudaErrorLaunchFailure);
 static_assert(cuda_status::kUnknown == cudaErrorUnknown);
 
-void check_cuda(cudaError_t err, const char* what) {
+// "cuda::alloc of 64 bytes (memory.cu:120)": the call and where it was made.
+static std::string located(const std::string& what, const char* file, int line) {
+  std::string name = file;
+  size_t slash = name.find_last_of('/');
+  if (slash != std::string::npos) name = name.substr(slash + 1);
+  return what + " (" + name + ":" + std::to_string(line) + ")";
+}
+
+void check_cuda(cudaError_t err, const std::string& what, const char* file, int line) {
   if (err == cudaSuccess) return;
   cudaGetLastError();  // clear a non-sticky error so the next launch check does not report it
   throw_cuda_error(int(err), std::string(cudaGetErrorName(err)) + " (" + cudaGetErrorString(err) + ")",
-                   what);
+                   located(what, file, line));
 }
 
-void check_launch(const char* kernel) {
-  check_cuda(cudaGetLastError(), (std::string("launching ") + kernel).c_str());
+void check_launch(const char* kernel, const char* file, int line) {
+  check_cuda(cudaGetLastError(), std::string("launching ") + kernel, file, line);
   Context& ctx = context();
   if (ctx.sync_after_launch)
-    check_cuda(cudaStreamSynchronize(ctx.stream), (std::string(kernel) + " (LINA_CUDA_SYNC=1)").c_str());
+    check_cuda(cudaStreamSynchronize(ctx.stream), std::string(kernel) + " (LINA_CUDA_SYNC=1)", file, line);
 }
 
-void check_cublas(cublasStatus_t status, const std::string& what) {
+void check_cublas(cublasStatus_t status, const std::string& what, const char* file, int line) {
   if (status == CUBLAS_STATUS_ALLOC_FAILED)  // cuBLAS could not get its workspace
-    throw_cuda_error(cuda_status::kMemoryAllocation, "CUBLAS_STATUS_ALLOC_FAILED", what);
+    throw_cuda_error(cuda_status::kMemoryAllocation, "CUBLAS_STATUS_ALLOC_FAILED", located(what, file, line));
   if (status != CUBLAS_STATUS_SUCCESS)
-    throw Error(std::string(what) + ": " + cublasGetStatusString(status) + " (cuBLAS)");
+    throw Error(located(what, file, line) + ": " + cublasGetStatusString(status) + " (cuBLAS)");
 }
 
 static Context* create_context() {
   auto* ctx = new Context();
   int device = 0;
-  check_cuda(cudaGetDevice(&device), "cuda: selecting the device");
-  check_cuda(cudaStreamCreate(&ctx->stream), "cuda: creating the stream");
-  check_cublas(cublasCreate(&ctx->cublas), "cuda: creating the cuBLAS handle");
-  check_cublas(cublasSetStream(ctx->cublas, ctx->stream), "cuda: binding cuBLAS to the stream");
+  LINA_CUDA_CHECK(cudaGetDevice(&device), "cuda: selecting the device");
+  LINA_CUDA_CHECK(cudaStreamCreate(&ctx->stream), "cuda: creating the stream");
+  LINA_CUBLAS_CHECK(cublasCreate(&ctx->cublas), "cuda: creating the cuBLAS handle");
+  LINA_CUBLAS_CHECK(cublasSetStream(ctx->cublas, ctx->stream), "cuda: binding cuBLAS to the stream");
   // Plain float32 products (no TF32), so results match the CPU to ~1e-6.
-  check_cublas(cublasSetMathMode(ctx->cublas, CUBLAS_DEFAULT_MATH), "cuda: cuBLAS math mode");
-  check_cuda(cudaMalloc(&ctx->reduction_scratch, (kMaxReductionBlocks + 1) * sizeof(double)),
+  LINA_CUBLAS_CHECK(cublasSetMathMode(ctx->cublas, CUBLAS_DEFAULT_MATH), "cuda: cuBLAS math mode");
+  LINA_CUDA_CHECK(cudaMalloc(&ctx->reduction_scratch, (kMaxReductionBlocks + 1) * sizeof(double)),
              "cuda: reduction buffer");
 
   int pools = 0;
-  check_cuda(cudaDeviceGetAttribute(&pools, cudaDevAttrMemoryPoolsSupported, device),
+  LINA_CUDA_CHECK(cudaDeviceGetAttribute(&pools, cudaDevAttrMemoryPoolsSupported, device),
              "cuda: querying memory pool support");
   ctx->stream_ordered_memory = pools != 0;
   if (ctx->stream_ordered_memory) {
     // Keep every freed block in the pool (the default returns them at each sync).
     cudaMemPool_t pool;
-    check_cuda(cudaDeviceGetDefaultMemPool(&pool, device), "cuda: default memory pool");
+    LINA_CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, device), "cuda: default memory pool");
     uint64_t keep_all = UINT64_MAX;
-    check_cuda(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep_all),
+    LINA_CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep_all),
                "cuda: memory pool release threshold");
   }
 
@@ -101,12 +109,32 @@ int device_count() {
   return count;
 }
 
+// What a training step asks of the device beyond launching kernels.
+static Counters g_counters;
+
+Counters counters() {
+  Counters c = g_counters;
+  Context& ctx = context();
+  if (ctx.stream_ordered_memory) {  // memory the pool holds from the driver
+    cudaMemPool_t pool;
+    int device = 0;
+    LINA_CUDA_CHECK(cudaGetDevice(&device), "cuda::counters");
+    LINA_CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, device), "cuda::counters");
+    uint64_t reserved = 0;
+    LINA_CUDA_CHECK(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReservedMemCurrent, &reserved),
+                    "cuda::counters");
+    c.pool_reserved_bytes = int64_t(reserved);
+  }
+  return c;
+}
+
 void* alloc(size_t bytes) {
   Context& ctx = context();
+  g_counters.allocations++;
   void* ptr = nullptr;
   std::string what = "cuda::alloc of " + std::to_string(bytes) + " bytes";
-  if (ctx.stream_ordered_memory) check_cuda(cudaMallocAsync(&ptr, bytes, ctx.stream), what.c_str());
-  else check_cuda(cudaMalloc(&ptr, bytes), what.c_str());
+  if (ctx.stream_ordered_memory) LINA_CUDA_CHECK(cudaMallocAsync(&ptr, bytes, ctx.stream), what.c_str());
+  else LINA_CUDA_CHECK(cudaMalloc(&ptr, bytes), what.c_str());
   return ptr;
 }
 
@@ -132,14 +160,15 @@ void copy(void* dst, const void* src, size_t bytes, CopyKind kind) {
   const char* names[] = {"host to device", "device to host", "device to device"};
   std::string what = "cuda::copy (" + std::string(names[int(kind)]) + ", " +
                      std::to_string(bytes) + " bytes)";
-  check_cuda(cudaMemcpyAsync(dst, src, bytes, cuda_kind, ctx.stream), what.c_str());
+  if (kind == CopyKind::DeviceToHost) g_counters.device_to_host_copies++;
+  LINA_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cuda_kind, ctx.stream), what.c_str());
   // The host buffer must be complete (D2H) or reusable (H2D) when we return.
-  if (kind != CopyKind::DeviceToDevice) check_cuda(cudaStreamSynchronize(ctx.stream), what.c_str());
+  if (kind != CopyKind::DeviceToDevice) LINA_CUDA_CHECK(cudaStreamSynchronize(ctx.stream), what.c_str());
 }
 
 void synchronize() {
   if (device_count() <= 0) return;
-  check_cuda(cudaStreamSynchronize(context().stream), "cuda::synchronize");
+  LINA_CUDA_CHECK(cudaStreamSynchronize(context().stream), "cuda::synchronize");
 }
 
 }  // namespace lina::cuda

@@ -101,9 +101,9 @@ void rms_norm_backward(const float* x, const float* w, const float* rstd, const 
   Scratch partial(chunks * n);  // [chunks, n]
   rms_norm_dw_partial_kernel<<<blocks_for(chunks * n), kThreads, 0, stream>>>(
       x, rstd, dy, partial.get(), rows, n, chunks * n);
-  check_launch("cuda::rms_norm_backward (dw partials)");
+  LINA_CHECK_LAUNCH("cuda::rms_norm_backward (dw partials)");
   sum_partials_kernel<<<blocks_for(n), kThreads, 0, stream>>>(partial.get(), chunks, n, dw);
-  check_launch("cuda::rms_norm_backward (dw)");
+  LINA_CHECK_LAUNCH("cuda::rms_norm_backward (dw)");
 }
 
 void l2_norm_forward(const float* x, float* y, float* norm, int64_t rows, int64_t n, float eps) {
@@ -123,7 +123,7 @@ void causal_conv1d_forward(const float* x, const float* w, float* y, int64_t B, 
   if (count == 0) return;
   causal_conv1d_forward_kernel<<<blocks_for(count), kThreads, 0, context().stream>>>(
       x, w, y, count, T_len, C, K);
-  check_launch("cuda::causal_conv1d_forward");
+  LINA_CHECK_LAUNCH("cuda::causal_conv1d_forward");
 }
 
 void causal_conv1d_backward(const float* x, const float* w, const float* dy, float* dx, float* dw,
@@ -137,16 +137,16 @@ void causal_conv1d_backward(const float* x, const float* w, const float* dy, flo
   }
   causal_conv1d_dx_kernel<<<blocks_for(rows * C), kThreads, 0, stream>>>(w, dy, dx, rows * C,
                                                                          T_len, C, K);
-  check_launch("cuda::causal_conv1d_backward (dx)");
+  LINA_CHECK_LAUNCH("cuda::causal_conv1d_backward (dx)");
   const int64_t chunks = row_chunks(rows);
   const int64_t count = chunks * K * C;
   Scratch partial(count);  // [chunks, K, C]
   causal_conv1d_dw_partial_kernel<<<blocks_for(count), kThreads, 0, stream>>>(
       x, dy, partial.get(), count, B, T_len, C, K);
-  check_launch("cuda::causal_conv1d_backward (dw partials)");
+  LINA_CHECK_LAUNCH("cuda::causal_conv1d_backward (dw partials)");
   causal_conv1d_dw_sum_kernel<<<blocks_for(C * K), kThreads, 0, stream>>>(partial.get(), dw,
                                                                           chunks, C, K);
-  check_launch("cuda::causal_conv1d_backward (dw)");
+  LINA_CHECK_LAUNCH("cuda::causal_conv1d_backward (dw)");
 }
 
 void rope_apply(const float* x, float* y, int64_t B, int64_t T_len, int64_t H, int64_t D,
@@ -155,7 +155,7 @@ void rope_apply(const float* x, float* y, int64_t B, int64_t T_len, int64_t H, i
   if (count == 0) return;
   rope_kernel<<<blocks_for(count), kThreads, 0, context().stream>>>(x, y, count, T_len, H, D, pos0,
                                                                     base, inverse);
-  check_launch("cuda::rope_apply");
+  LINA_CHECK_LAUNCH("cuda::rope_apply");
 }
 
 }  // namespace lina::cuda

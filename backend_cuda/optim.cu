@@ -22,13 +22,13 @@ void adamw_step(float* p, const float* g, float* m, float* v, int64_t n, float l
   AdamWArgs args = make_adamw_args(p, g, m, v, n, lr, beta1, beta2, eps, weight_decay,
                                    bias_correction1, bias_correction2);
   adamw_kernel<<<blocks_for(n), kThreads, 0, context().stream>>>(args);
-  check_launch("cuda::adamw_step");
+  LINA_CHECK_LAUNCH("cuda::adamw_step");
 }
 
 void scale(float* x, int64_t n, float factor) {
   if (n == 0) return;
   scale_kernel<<<blocks_for(n), kThreads, 0, context().stream>>>(x, n, factor);
-  check_launch("cuda::scale");
+  LINA_CHECK_LAUNCH("cuda::scale");
 }
 
 }  // namespace lina::cuda

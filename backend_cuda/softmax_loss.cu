@@ -88,14 +88,14 @@ void cross_entropy_backward(const float* probs, const int32_t* targets, const fl
                                                "cuda::cross_entropy_backward (scale)");
   cross_entropy_backward_kernel<<<blocks_for(n), kThreads, 0, context().stream>>>(
       probs, targets, mask, scale.as<float>(), dlogits, n, V);
-  check_launch("cuda::cross_entropy_backward");
+  LINA_CHECK_LAUNCH("cuda::cross_entropy_backward");
 }
 
 void embedding_forward(const float* weight, const int32_t* ids, float* out, int64_t N, int64_t C) {
   int64_t n = N * C;
   if (n == 0) return;
   embedding_forward_kernel<<<blocks_for(n), kThreads, 0, context().stream>>>(weight, ids, out, n, C);
-  check_launch("cuda::embedding_forward");
+  LINA_CHECK_LAUNCH("cuda::embedding_forward");
 }
 
 void embedding_backward(const float* dy, const int32_t* ids, float* dweight, int64_t N, int64_t V,
@@ -104,7 +104,7 @@ void embedding_backward(const float* dy, const int32_t* ids, float* dweight, int
   if (n == 0) return;
   embedding_backward_kernel<<<blocks_for(n), kThreads, 0, context().stream>>>(dy, ids, dweight, n,
                                                                               N, C);
-  check_launch("cuda::embedding_backward");
+  LINA_CHECK_LAUNCH("cuda::embedding_backward");
 }
 
 void argmax_rows(const float* x, int32_t* out, int64_t R, int64_t N) {

@@ -58,6 +58,12 @@ void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device
 
 bool cuda_available() { return cuda::device_count() > 0; }
 
+DeviceCounters cuda_counters() {
+  if (!cuda_available()) return {};
+  cuda::Counters c = cuda::counters();
+  return {c.allocations, c.device_to_host_copies, c.pool_reserved_bytes};
+}
+
 void require_device(Device device) {
   if (device == Device::cuda)
     check(cuda_available(), "CUDA was requested but no CUDA GPU is available (" +
