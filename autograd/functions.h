@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "autograd/var.h"
+#include "core/kernel_args.h"
 
 namespace lina {
 
@@ -87,7 +88,7 @@ Var rope(const Var& x, int64_t pos0 = 0, double base = 10000.0);
 // The recurrence of the recurrent mixers (recurrence.md):
 //   S_t = α_t S_{t−1} + u_t k_tᵀ,  o_t = S_t q_t,  per (batch, head), S is d×d
 //   linear: α = 1, u = v;  delta: α = 1, u = β(v − S k);  gated delta: u = β(v − α S k)
-enum class ScanRule { Linear, Delta, GatedDelta };
+// ScanRule (linear, delta, gated delta): core/kernel_args.h
 enum class ScanForm { Sequential, Chunked };  // token by token, or chunkwise-parallel
 struct ScanOptions {
   ScanRule rule = ScanRule::GatedDelta;

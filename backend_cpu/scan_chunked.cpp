@@ -111,7 +111,7 @@ ChunkTerms<T> chunk_terms(const ScanShape& s, const ScanInputs<T>& in, const Chu
   // in float32 even when λ is large), formed only on and below the diagonal
   // so exp never sees a positive exponent.
   m.Gamma.setZero();
-  if (s.gated) {
+  if (uses_gate(s.rule)) {
     ConstGateMap<T> g = gates(in.g, at);
     for (int64_t r = 0; r < c; ++r) {
       T segment = 0;
@@ -135,7 +135,7 @@ ChunkTerms<T> chunk_terms(const ScanShape& s, const ScanInputs<T>& in, const Chu
   m.DK = m.delta.asDiagonal() * K;
   m.QK.noalias() = Q * K.transpose();
 
-  if (!s.delta) {  // linear: u = v (K Kᵀ, A, Y, W are not needed)
+  if (!uses_beta(s.rule)) {  // linear: u = v (K Kᵀ, A, Y, W are not needed)
     m.U = V;
     return m;
   }
@@ -233,7 +233,7 @@ void scan_chunked_backward(const ScanShape& s, int64_t C, const ScanInputs<T>& i
         GQ = m.gamma.asDiagonal() * Q;
         dH.noalias() = dO.transpose() * GQ;
         dH += m.gamma[c - 1] * G;
-        if (s.delta) dH.noalias() -= dU.transpose() * m.YW.rightCols(d);
+        if (uses_beta(s.rule)) dH.noalias() -= dU.transpose() * m.YW.rightCols(d);
         // B3  dP = lower_incl(dO Uᵀ) (the mask comes with Γ)
         //     dQ = diag(γ) dO H + (dP ⊙ Γ) K,   dK = diag(δ) U dH' + (dP ⊙ Γ)ᵀ Q
         MatrixMap<T> dP = scratch.matrix(c, c);
@@ -248,9 +248,9 @@ void scan_chunked_backward(const ScanShape& s, int64_t C, const ScanInputs<T>& i
 
         // dΓ ⊙ Γ, gathered for the gates: dΓ = dP ⊙ (Q Kᵀ) + dE ⊙ (K Kᵀ)
         MatrixMap<T> dGammaGamma = scratch.matrix(c, c);
-        if (s.gated) dGammaGamma = dPG.cwiseProduct(m.QK);
+        if (uses_gate(s.rule)) dGammaGamma = dPG.cwiseProduct(m.QK);
 
-        if (!s.delta) {  // B4  linear: dV = dU
+        if (!uses_beta(s.rule)) {  // B4  linear: dV = dU
           dV = dU;
         } else {
           ConstGateMap<T> beta = gates(in.beta, at);
@@ -276,7 +276,7 @@ void scan_chunked_backward(const ScanShape& s, int64_t C, const ScanInputs<T>& i
             dbeta[r] = dB.row(r).head(d).dot(V.row(r)) +
                        m.gamma[r] * dB.row(r).tail(d).dot(K.row(r)) +
                        dA.row(r).dot(m.KK.row(r).cwiseProduct(m.Gamma.row(r)));
-          if (s.gated) {
+          if (uses_gate(s.rule)) {
             dGammaGamma += dEG.cwiseProduct(m.KK);
             // B9  dγ_r = dO_r·(H q_r) + β_r dBK_r·k_r   (dO_r·(H q_r) = (dO H)_r·q_r)
             //     dδ_i = u_iᵀ dH' k_i = (U dH')_i·k_i

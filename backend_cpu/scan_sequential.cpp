@@ -39,14 +39,14 @@ void scan_sequential_forward(const ScanShape& s, const ScanInputs<T>& in, const 
         ConstVectorMap<T> q_t(in.q + token * d, d), k_t(in.k + token * d, d),
             v_t(in.v + token * d, d);
         if (states) MatrixMap<T>(states + (bh * s.T + t) * dd, d, d) = S;  // S_{t−1}
-        const T alpha = s.gated ? std::exp(in.g[token]) : T(1);
-        if (s.delta) {
+        const T alpha = uses_gate(s.rule) ? std::exp(in.g[token]) : T(1);
+        if (uses_beta(s.rule)) {
           p.noalias() = S * k_t;                           // p = S_{t−1} k_t
           u = in.beta[token] * (v_t - alpha * p);          // u = β (v − α p)
         } else {
           u = v_t;
         }
-        if (s.gated) S *= alpha;
+        if (uses_gate(s.rule)) S *= alpha;
         S.noalias() += u * k_t.transpose();                // S_t = α S_{t−1} + u kᵀ
         VectorMap<T>(o + token * d, d).noalias() = S * q_t;  // o_t = S_t q_t
       }
@@ -76,11 +76,11 @@ void scan_sequential_backward(const ScanShape& s, const ScanInputs<T>& in, const
         VectorMap<T> dq_t(grads.dq + token * d, d), dk_t(grads.dk + token * d, d),
             dv_t(grads.dv + token * d, d);
         ConstMatrixMap<T> S_prev(states + (bh * s.T + t) * dd, d, d);  // S_{t−1}
-        const T alpha = s.gated ? std::exp(in.g[token]) : T(1);
-        const T beta = s.delta ? in.beta[token] : T(1);
+        const T alpha = uses_gate(s.rule) ? std::exp(in.g[token]) : T(1);
+        const T beta = uses_beta(s.rule) ? in.beta[token] : T(1);
 
         // Recompute this step's write u_t (and r_t, p = S_{t−1} k_t).
-        if (s.delta) {
+        if (uses_beta(s.rule)) {
           p.noalias() = S_prev * k_t;
           r = v_t - alpha * p;
           u = beta * r;
@@ -94,20 +94,20 @@ void scan_sequential_backward(const ScanShape& s, const ScanInputs<T>& in, const
         dq_t.noalias() = alpha * S_prev.transpose() * do_t;
         dq_t += u.dot(do_t) * k_t;
         dk_t.noalias() = G.transpose() * u;  // from the write u kᵀ
-        if (!s.delta) {                      // linear: G passes through unchanged
+        if (!uses_beta(s.rule)) {                      // linear: G passes through unchanged
           dv_t = e;
           continue;
         }
         dv_t = beta * e;
         grads.dbeta[token] = e.dot(r);
         dk_t.noalias() -= (alpha * beta) * (S_prev.transpose() * e);  // from u = β(v − α S k)
-        if (s.gated) {
+        if (uses_gate(s.rule)) {
           // dα = ⟨G, S_{t−1}⟩ − β eᵀ(S_{t−1} k);  dg = α dα
           const T dalpha = G.cwiseProduct(S_prev).sum() - beta * e.dot(p);
           grads.dg[token] = alpha * dalpha;
         }
         G.noalias() -= beta * e * k_t.transpose();  // G ← α (G − β e kᵀ)
-        if (s.gated) G *= alpha;
+        if (uses_gate(s.rule)) G *= alpha;
       }
       MatrixMap<T>(grads.ds0 + bh * dd, d, d) = G;
     }

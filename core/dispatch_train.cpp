@@ -47,10 +47,6 @@ void scale_inplace(Tensor& x, double factor) {
 
 namespace {
 
-std::string scan_rule_name(const ScanConfig& c) {
-  return c.gated ? "gated delta rule" : c.delta ? "delta rule" : "linear rule";
-}
-
 // Checks q, k, v [B, T, H, d] and the gates [B, T, H] the rule uses (the
 // others must be undefined); returns the dimensions.
 ScanShape check_scan_inputs(const ScanConfig& c, const Tensor& q, const Tensor& k,
@@ -64,26 +60,24 @@ ScanShape check_scan_inputs(const ScanConfig& c, const Tensor& q, const Tensor& 
             shape_str(k.shape()) + ", v " + shape_str(v.shape()));
   check_same_dtype_device(q, k, "scan");
   check_same_dtype_device(q, v, "scan");
-  check(!c.gated || c.delta, "scan: a gated rule must also be a delta rule");
   check(!c.chunked || c.chunk > 0,
         "scan: chunk length must be positive, got " + std::to_string(c.chunk));
   const Shape gate_shape{q.dim(0), q.dim(1), q.dim(2)};
   auto check_gate = [&](const Tensor& x, bool used, const char* name) {
     if (!used) {
-      check(!x.defined(), "scan: the " + scan_rule_name(c) + " takes no " + name);
+      check(!x.defined(), "scan: the " + std::string(scan_rule_name(c.rule)) + " takes no " + name);
       return;
     }
     check(x.defined() && x.shape() == gate_shape,
-          "scan: " + scan_rule_name(c) + " needs " + name + " [B, T, H] = " +
+          "scan: " + std::string(scan_rule_name(c.rule)) + " needs " + name + " [B, T, H] = " +
               shape_str(gate_shape) + (x.defined() ? ", got " + shape_str(x.shape()) : ""));
     check_same_dtype_device(q, x, "scan");
   };
-  check_gate(beta, c.delta, "beta");
-  check_gate(log_alpha, c.gated, "log_alpha");
+  check_gate(beta, uses_beta(c.rule), "beta");
+  check_gate(log_alpha, uses_gate(c.rule), "log_alpha");
   ScanShape s;
   s.B = q.dim(0), s.T = q.dim(1), s.H = q.dim(2), s.d = q.dim(3);
-  s.delta = c.delta;
-  s.gated = c.gated;
+  s.rule = c.rule;
   return s;
 }
 
@@ -148,16 +142,16 @@ ScanGrads scan_backward(const ScanConfig& config, const Tensor& q, const Tensor&
   g.dq = Tensor::empty(q.shape(), q.dtype(), q.device());
   g.dk = Tensor::empty(q.shape(), q.dtype(), q.device());
   g.dv = Tensor::empty(q.shape(), q.dtype(), q.device());
-  if (s.delta) g.dbeta = Tensor::empty(beta.shape(), q.dtype(), q.device());
-  if (s.gated) g.dlog_alpha = Tensor::empty(log_alpha.shape(), q.dtype(), q.device());
+  if (uses_beta(s.rule)) g.dbeta = Tensor::empty(beta.shape(), q.dtype(), q.device());
+  if (uses_gate(s.rule)) g.dlog_alpha = Tensor::empty(log_alpha.shape(), q.dtype(), q.device());
   g.dinitial_state = Tensor::empty(state_shape, q.dtype(), q.device());
   on_backend(q, "scan", [&](auto backend) {
     using B = decltype(backend);
     using T = typename B::type;
     const ScanInputs<T> in = scan_inputs<T>(q, k, v, beta, log_alpha);
     const ScanInputGrads<T> out{g.dq.data<T>(), g.dk.data<T>(), g.dv.data<T>(),
-                                     s.delta ? g.dbeta.data<T>() : nullptr,
-                                     s.gated ? g.dlog_alpha.data<T>() : nullptr,
+                                     uses_beta(s.rule) ? g.dbeta.data<T>() : nullptr,
+                                     uses_gate(s.rule) ? g.dlog_alpha.data<T>() : nullptr,
                                      g.dinitial_state.data<T>()};
     const T* ds_final = dfinal_state.defined() ? dfinal_state.data<T>() : nullptr;
     if (config.chunked)

@@ -6,13 +6,24 @@
 namespace lina {
 
 // ---- scan: the linear / delta / gated-delta recurrence ----
+// The write rule, one type from the model down to the kernels:
+//   Linear      S_t = S_{t−1} + v_t k_tᵀ
+//   Delta       S_t = S_{t−1}(I − β_t k_t k_tᵀ) + β_t v_t k_tᵀ
+//   GatedDelta  S_t = α_t S_{t−1}(I − β_t k_t k_tᵀ) + β_t v_t k_tᵀ
+enum class ScanRule { Linear, Delta, GatedDelta };
+constexpr bool uses_beta(ScanRule r) { return r != ScanRule::Linear; }     // β_t [B, T, H]
+constexpr bool uses_gate(ScanRule r) { return r == ScanRule::GatedDelta; }  // g_t = log α_t [B, T, H]
+constexpr const char* scan_rule_name(ScanRule r) {
+  return r == ScanRule::Linear ? "linear rule" : r == ScanRule::Delta ? "delta rule" : "gated delta rule";
+}
+
 // Per (b, h) of q, k, v [B, T, H, d] and beta, g [B, T, H]:
 //   S_t = α_t S_{t−1} + u_t k_tᵀ,  o_t = S_t q_t,  states [.., d, d] value × key,
 //   α_t = exp(g_t) when gated (else 1), u_t = β_t (v_t − α_t S_{t−1} k_t) when
 //   delta (else v_t). beta / g are null when unused, s0 null means S_0 = 0.
 struct ScanShape {
   int64_t B = 0, T = 0, H = 0, d = 0;
-  bool delta = false, gated = false;
+  ScanRule rule = ScanRule::Linear;
 };
 template <class T> struct ScanInputs {
   const T *q, *k, *v, *beta, *g;

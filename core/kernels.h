@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/elementwise_math.h"
+#include "core/kernel_args.h"
 #include "core/tensor.h"
 
 namespace lina::kernels {
@@ -122,8 +123,7 @@ void scale_inplace(Tensor& x, double factor);  // x *= factor
 // S value × key (d×d); α_t = exp(g_t) when gated, else 1; u_t = β_t (v_t − α_t S_{t−1} k_t)
 // when delta, else v_t (gated requires delta: the gated delta rule).
 struct ScanConfig {
-  bool delta = false;
-  bool gated = false;
+  ScanRule rule = ScanRule::GatedDelta;  // core/kernel_args.h
   bool chunked = false;  // chunkwise-parallel form (§3), else token by token (§1–2)
   int64_t chunk = 64;    // chunk length C of the chunked form
 };

@@ -24,8 +24,6 @@ const ScanRule kRules[] = {ScanRule::Linear, ScanRule::Delta, ScanRule::GatedDel
 std::string rule_name(ScanRule r) {
   return r == ScanRule::Linear ? "linear" : r == ScanRule::Delta ? "delta" : "gated delta";
 }
-bool uses_beta(ScanRule r) { return r != ScanRule::Linear; }
-bool uses_gate(ScanRule r) { return r == ScanRule::GatedDelta; }
 
 // Inputs in the model's regime (recurrence.md §5.1), float64: q scaled by
 // 1/√d, unit-norm keys for the delta rules, β = σ(N(0, 1)),
@@ -62,8 +60,7 @@ ScanCase make_case(ScanRule rule, int64_t B, int64_t T, int64_t H, int64_t d, Rn
 
 kernels::ScanConfig kernel_config(ScanRule rule, bool chunked, int64_t chunk) {
   kernels::ScanConfig config;
-  config.delta = uses_beta(rule);
-  config.gated = uses_gate(rule);
+  config.rule = rule;
   config.chunked = chunked;
   config.chunk = chunk;
   return config;

@@ -24,8 +24,7 @@ struct ScanOp : Node {
                    const Var& beta, const Var& log_alpha, const Tensor& initial_state,
                    Tensor* final_state) {
     kernels::ScanConfig config;
-    config.delta = options.rule != ScanRule::Linear;
-    config.gated = options.rule == ScanRule::GatedDelta;
+    config.rule = options.rule;
     config.chunked = options.form == ScanForm::Chunked;
     config.chunk = options.chunk;
     const Tensor beta_t = beta.defined() ? beta.data() : Tensor();
@@ -33,8 +32,8 @@ struct ScanOp : Node {
 
     // Only the inputs the rule reads are recorded (the kernels reject the others).
     std::vector<Var> inputs{q, k, v};
-    if (config.delta && beta.defined()) inputs.push_back(beta);
-    if (config.gated && log_alpha.defined()) inputs.push_back(log_alpha);
+    if (uses_beta(config.rule) && beta.defined()) inputs.push_back(beta);
+    if (uses_gate(config.rule) && log_alpha.defined()) inputs.push_back(log_alpha);
     const bool grad = needs_grad(inputs);
 
     Tensor s_final, saved;
@@ -59,8 +58,8 @@ struct ScanOp : Node {
     kernels::ScanGrads g = kernels::scan_backward(config, q, k, v, beta, log_alpha, saved_states,
                                                   dout, Tensor());
     std::vector<Tensor> grads{g.dq, g.dk, g.dv};
-    if (config.delta) grads.push_back(g.dbeta);
-    if (config.gated) grads.push_back(g.dlog_alpha);
+    if (uses_beta(config.rule)) grads.push_back(g.dbeta);
+    if (uses_gate(config.rule)) grads.push_back(g.dlog_alpha);
     return grads;
   }
 };
