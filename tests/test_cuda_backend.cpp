@@ -1,78 +1,514 @@
-// The CUDA backend against the CPU backend, entry point by entry point: each
-// test builds float32 inputs on the host, runs the op on both devices and
-// compares. Built as its own executable, lina_cuda_tests: without a GPU it
-// prints SKIPPED and exits 77, which ctest reports as a skipped test.
+// The CUDA backend against the CPU backend. Built as its own executable,
+// lina_cuda_tests: without a GPU it prints SKIPPED and exits 77, which ctest
+// reports as a skipped test.
 //
-// Tolerances (float32, different summation orders and math libraries):
-//   elementwise  |gpu − cpu| ≤ 1e-5·|cpu| + 1e-6
-//   sums         |gpu − cpu| ≤ 1e-5·Σ|x| over the summed elements + 1e-6
-//   products     |gpu − cpu| ≤ 1e-4·max|cpu|
+// The heart of the file is ONE table (all_rows() below): a row names a case
+// and holds a function that, given a Device, makes its inputs on the host
+// from a fixed seed, moves them to that device, calls backend entry points
+// (core/kernels.h, directly or through core/layout.h) and returns every
+// output, forward and backward. The table test runs each row on the CPU and
+// on the GPU and compares the outputs one tensor at a time. Every entry point
+// of core/kernels.h has at least one row, except the scan, which has no CUDA
+// kernel yet.
+//
+// The one tolerance of this file, per output tensor (float32 on both sides;
+// summation orders and math libraries differ):
+//
+//     max |cuda − cpu| ≤ 1e-4 · max |cpu| + 1e-8      (integer outputs: equal)
+//
+// Then: some rows must give the same bits on every CUDA run; a whole training
+// step of the attention model matches the CPU; and after the first step a
+// training step reads back exactly two numbers and grows no memory.
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
+#include <functional>
 #include <string>
 #include <vector>
 
+#include "autograd/functions.h"
 #include "backend_cuda/cuda_kernels.h"
 #include "core/kernels.h"
 #include "core/layout.h"
+#include "models/model.h"
+#include "models/optim.h"
 
 using namespace lina;
 
 namespace {
 
-Rng& test_rng() {
-  static Rng rng(777);
-  return rng;
-}
-Tensor randn32(const Shape& shape) { return Tensor::randn(shape, test_rng(), 1.0, 0.0, DType::f32); }
-Tensor rand32(const Shape& shape, double lo, double hi) {
-  return Tensor::rand(shape, test_rng(), lo, hi, DType::f32);
-}
-Tensor gpu(const Tensor& t) { return t.to(Device::cuda); }
+constexpr double kRelTol = 1e-4;    // times the largest |cpu| entry of the tensor
+constexpr double kAbsFloor = 1e-8;  // so all-zero outputs compare too
 
-// Every element: |got − want| ≤ rtol·|want| + atol + scale[i] (scale optional).
-void check_close(const Tensor& got, const Tensor& want, double rtol, double atol,
-                 const std::string& what, const Tensor& scale = Tensor()) {
+// ---- comparing outputs --------------------------------------------------------------
+
+std::vector<double> host_doubles(const Tensor& t) {
+  return t.to(Device::cpu).to(DType::f64).to_vector<double>();
+}
+
+std::vector<unsigned char> host_bytes(const Tensor& t) {
+  Tensor host = t.to(Device::cpu);
+  std::vector<unsigned char> bytes(host.nbytes());
+  if (!bytes.empty()) std::memcpy(bytes.data(), host.raw(), bytes.size());
+  return bytes;
+}
+
+// One output of the CUDA run against the same output of the CPU run, with
+// the file's tolerance.
+void check_output(const Tensor& got, const Tensor& want, const std::string& what) {
   INFO(what);
+  REQUIRE(got.defined() == want.defined());
+  if (!want.defined()) return;
+  INFO("cuda ", got.describe(), ", cpu ", want.describe());
   REQUIRE(got.shape() == want.shape());
-  CHECK(got.device() == Device::cuda);
-  CHECK(want.device() == Device::cpu);
-  std::vector<float> g = got.to_vector<float>(), w = want.to_vector<float>();
-  std::vector<float> s = scale.defined() ? scale.to_vector<float>() : std::vector<float>(g.size(), 0);
-  int64_t bad = -1;
-  for (size_t i = 0; i < g.size() && bad < 0; ++i) {
-    double bound = rtol * std::fabs(double(w[i])) + atol + s[i];
-    if (!(std::fabs(double(g[i]) - w[i]) <= bound)) bad = int64_t(i);
+  REQUIRE(got.dtype() == want.dtype());
+  if (want.dtype() == DType::i32) {  // indices: exactly equal
+    CHECK(got.to_vector<int32_t>() == want.to_vector<int32_t>());
+    return;
   }
-  INFO("first bad element ", bad, bad >= 0 ? ": gpu " + std::to_string(g[size_t(bad)]) + ", cpu " +
-                                                 std::to_string(w[size_t(bad)])
-                                           : std::string());
-  CHECK(bad < 0);
-}
-
-// |x|, on the host: the scale of a sum's rounding error.
-Tensor abs_cpu(const Tensor& x) {
-  return kernels::binary(BinaryFn::Add, kernels::unary(UnaryFn::Relu, x),
-                         kernels::unary(UnaryFn::Relu, kernels::unary(UnaryFn::Neg, x)));
-}
-
-// Matrix products: max |gpu − cpu| ≤ 1e-4 · max |cpu|.
-void check_product(const Tensor& got, const Tensor& want, const std::string& what) {
-  INFO(what);
-  REQUIRE(got.shape() == want.shape());
-  std::vector<float> g = got.to_vector<float>(), w = want.to_vector<float>();
+  std::vector<double> g = host_doubles(got), w = host_doubles(want);
   double largest = 0, worst = 0;
+  size_t worst_at = 0;
   for (size_t i = 0; i < g.size(); ++i) {
-    largest = std::max(largest, std::fabs(double(w[i])));
-    double d = std::fabs(double(g[i]) - w[i]);
-    worst = std::isnan(d) ? INFINITY : std::max(worst, d);
+    largest = std::max(largest, std::fabs(w[i]));
+    double d = std::fabs(g[i] - w[i]);
+    if (std::isnan(d)) d = INFINITY;  // a NaN on either side fails
+    if (d > worst) {
+      worst = d;
+      worst_at = i;
+    }
   }
-  INFO("max |gpu − cpu| = ", worst, ", max |cpu| = ", largest);
-  CHECK(worst <= 1e-4 * largest);
+  INFO("max |cuda − cpu| = ", worst, " at element ", worst_at, ", max |cpu| = ", largest);
+  CHECK(worst <= kRelTol * largest + kAbsFloor);
+}
+
+// ---- the table ----------------------------------------------------------------------
+
+// Inputs of one row: drawn on the host from a fixed seed, then moved to the
+// device under test, so the CPU run and the CUDA run see the same numbers.
+struct Inputs {
+  explicit Inputs(Device d, uint64_t seed = 2024) : device(d), rng(seed) {}
+
+  Tensor randn(const Shape& shape, double std = 1.0) {
+    return Tensor::randn(shape, rng, std, 0.0, DType::f32, device);
+  }
+  Tensor rand(const Shape& shape, double lo, double hi) {
+    return Tensor::rand(shape, rng, lo, hi, DType::f32, device);
+  }
+  // int32 in [0, limit)
+  Tensor ids(const Shape& shape, int64_t limit) {
+    std::vector<int32_t> v(size_t(numel(shape)));
+    for (int32_t& id : v) id = int32_t(rng.randint(limit));
+    return Tensor::from_vector(v, shape, device);
+  }
+  Tensor from(const std::vector<float>& values, const Shape& shape) {
+    return Tensor::from_vector(values, shape, device);
+  }
+  Tensor scalar(double value) { return Tensor::full({}, value, DType::f32, device); }
+
+  Device device;
+  Rng rng;
+};
+
+// A value the entry point returns to the host (sum_squares), as an output.
+Tensor host_scalar(double value) { return Tensor::full({}, value, DType::f64, Device::cpu); }
+
+using Outputs = std::vector<Tensor>;
+
+struct Row {
+  std::string name;
+  std::function<Outputs(Device)> run;
+  bool same_bits = false;  // two CUDA runs must also agree bit for bit
+};
+
+const char* const kUnaryNames[] = {"neg",  "add_scalar", "mul_scalar", "pow_scalar", "exp",
+                                   "log",  "sqrt",       "rsqrt",      "tanh",       "sigmoid",
+                                   "log_sigmoid", "silu", "gelu",      "elu",        "relu"};
+static_assert(sizeof(kUnaryNames) / sizeof(kUnaryNames[0]) == size_t(UnaryFn::Count),
+              "one name per UnaryFn");
+
+std::string flags(bool ta, bool tb) {
+  return std::string(" ta=") + (ta ? "1" : "0") + " tb=" + (tb ? "1" : "0");
+}
+
+// ---- rows: fill & elementwise ----
+
+void add_elementwise_rows(std::vector<Row>& rows) {
+  rows.push_back({"fill float32, int32, empty, a view at an offset", [](Device d) {
+                    Tensor viewed = Tensor::zeros({3, 5}, DType::f32, d);
+                    Tensor part = Tensor::view_of(viewed, 5, {4});  // elements 5..8 only
+                    kernels::fill(part, 2.5);
+                    return Outputs{Tensor::full({1000, 3}, -1.25, DType::f32, d),
+                                   Tensor::full({77}, 7, DType::i32, d),
+                                   Tensor::zeros({0}, DType::f32, d), viewed};
+                  }});
+
+  for (int k = 0; k < int(UnaryFn::Count); ++k)
+    for (const Shape& shape : {Shape{5, 37}, Shape{100003}}) {
+      UnaryFn f = UnaryFn(k);
+      rows.push_back({std::string("unary ") + kUnaryNames[k] + " " + shape_str(shape),
+                      [f, shape](Device d) {
+                        bool positive_only = f == UnaryFn::Log || f == UnaryFn::Sqrt ||
+                                             f == UnaryFn::Rsqrt || f == UnaryFn::PowScalar;
+                        double p = f == UnaryFn::PowScalar ? 1.5 : 0.7;
+                        Inputs in(d);
+                        Tensor x = in.rand(shape, positive_only ? 0.2 : -3.0, 3.0);
+                        Tensor dy = in.randn(shape);
+                        Tensor y = kernels::unary(f, x, p);
+                        return Outputs{y, kernels::unary_backward(f, x, y, dy, p)};
+                      }});
+    }
+
+  // binary: one row per pair of shapes, one output per BinaryFn
+  const std::vector<std::pair<Shape, Shape>> broadcasts = {
+      {{3, 4}, {3, 4}},
+      {{2, 3, 4}, {4}},
+      {{2, 1, 4}, {3, 1}},
+      {{5, 1, 1, 2}, {1, 3, 2, 1}},
+      {{}, {2, 3}},
+      {{7}, {}},
+      {{64, 1000}, {1000}},
+      {{2, 1, 2, 1, 2, 1, 2, 3}, {1, 2, 1, 2, 1, 2, 1, 3}},  // 8 dims, the most supported
+  };
+  for (const auto& [sa, sb] : broadcasts)
+    rows.push_back({"binary add, sub, mul, div " + shape_str(sa) + " " + shape_str(sb),
+                    [sa = sa, sb = sb](Device d) {
+                      Inputs in(d);
+                      Tensor a = in.randn(sa), b = in.rand(sb, 0.5, 2.0);
+                      Outputs out;
+                      for (int k = 0; k < int(BinaryFn::Count); ++k)
+                        out.push_back(kernels::binary(BinaryFn(k), a, b));
+                      return out;
+                    }});
+
+  rows.push_back({"add_inplace (axpy) [300, 7]", [](Device d) {
+                    Inputs in(d);
+                    Tensor dst = in.randn({300, 7}), src = in.randn({300, 7});
+                    kernels::add_inplace(dst, src, -0.75);
+                    return Outputs{dst};
+                  }});
+  rows.push_back({"scale_inplace [1001]", [](Device d) {
+                    Tensor x = Inputs(d).randn({1001});
+                    kernels::scale_inplace(x, 0.37);
+                    return Outputs{x};
+                  }});
+}
+
+// ---- rows: layout (copy_strided) & reductions ----
+
+void add_layout_reduction_rows(std::vector<Row>& rows) {
+  rows.push_back({"permute, transpose, expand, slice, concat, write_slice [4, 5, 6]",
+                  [](Device d) {
+                    Inputs in(d);
+                    Tensor x = in.randn({4, 5, 6}), v = in.randn({5, 1}), y = in.randn({4, 2, 6});
+                    Tensor part = in.randn({4, 5, 2});
+                    Tensor written = x.clone(), added = x.clone();
+                    write_slice(written, part, 2, 3, false);
+                    write_slice(added, part, 2, 3, true);
+                    return Outputs{permute(x, {2, 0, 1}), transpose(x, 0, 2),
+                                   expand(v, {3, 5, 4}),  slice(x, 1, 1, 3),
+                                   concat({x, y}, 1),     written,
+                                   added};
+                  }});
+  // copy_strided with accumulate and zero destination strides: many source
+  // elements add into one output element (here 2112 of them).
+  rows.push_back({"sum_to [64, 50, 33] -> [1, 50, 1] and [7, 13, 9] -> [7, 1, 9]",
+                  [](Device d) {
+                    Inputs in(d);
+                    Tensor a = in.randn({64, 50, 33}), b = in.randn({7, 13, 9});
+                    return Outputs{sum_to(a, {1, 50, 1}), sum_to(b, {7, 1, 9})};
+                  },
+                  /*same_bits=*/true});
+  rows.push_back({"copy_strided accumulate into a non-zero destination [64, 50] -> [50]",
+                  [](Device d) {
+                    Inputs in(d);
+                    Tensor src = in.randn({64, 50}), dst = in.randn({50});
+                    kernels::copy_strided(src, {0, {50, 1}}, dst, {0, {0, 1}}, {64, 50}, true);
+                    return Outputs{dst};
+                  },
+                  /*same_bits=*/true});
+
+  // sum_middle: sum_axis, sum_all and sum_to over leading dims. The shapes
+  // cover one thread per column (inner ≥ 32 or short columns) and one block
+  // per column (small inner, long columns). sum_all adds positive numbers, so
+  // that the total cannot cancel to near zero.
+  struct Axis { Shape shape; int axis; };
+  const std::vector<Axis> axes = {{{37, 300}, 1}, {{300, 37}, 0}, {{4, 100, 5}, 1},
+                                  {{6, 10, 3}, 1}, {{3, 100000}, 1}, {{200000, 3}, 0}};
+  for (const Axis& c : axes)
+    rows.push_back({"sum_axis " + shape_str(c.shape) + " axis " + std::to_string(c.axis),
+                    [c](Device d) { return Outputs{sum_axis(Inputs(d).randn(c.shape), c.axis, false)}; }});
+  rows.push_back({"sum_all [1], [1000], [2^20 + 3] and sum_to [64, 50, 33] -> [50, 33]",
+                  [](Device d) {
+                    Inputs in(d);
+                    return Outputs{sum_all(in.rand({1}, 0.5, 1.5)), sum_all(in.rand({1000}, 0.5, 1.5)),
+                                   sum_all(in.rand({(1 << 20) + 3}, 0.5, 1.5)),
+                                   sum_to(in.randn({64, 50, 33}), {50, 33})};
+                  }});
+  rows.push_back({"sum_squares [0], [1], [1000], [2^20 + 17]",
+                  [](Device d) {
+                    Inputs in(d);
+                    Outputs out = {host_scalar(kernels::sum_squares(Tensor::empty({0}, DType::f32, d)))};
+                    for (int64_t n : {int64_t(1), int64_t(1000), (int64_t(1) << 20) + 17})
+                      out.push_back(host_scalar(kernels::sum_squares(in.randn({n}))));
+                    return out;
+                  },
+                  /*same_bits=*/true});
+}
+
+// ---- rows: matrix products (gemm) ----
+
+void add_gemm_rows(std::vector<Row>& rows) {
+  const int64_t B = 4, M = 5, K = 7, N = 3;
+  for (bool ta : {false, true})
+    for (bool tb : {false, true}) {
+      rows.push_back({"matmul [5, 7] · [7, 3]" + flags(ta, tb), [=](Device d) {
+                        Inputs in(d);
+                        Tensor a = in.randn(ta ? Shape{K, M} : Shape{M, K});
+                        Tensor b = in.randn(tb ? Shape{N, K} : Shape{K, N});
+                        return Outputs{matmul(a, b, ta, tb)};
+                      }});
+      // batched, and one matrix shared by every batch entry (batch stride 0) on either side
+      rows.push_back({"batched matmul, plain and shared a or b" + flags(ta, tb), [=](Device d) {
+                        Inputs in(d);
+                        Tensor a = in.randn(ta ? Shape{B, K, M} : Shape{B, M, K});
+                        Tensor b = in.randn(tb ? Shape{B, N, K} : Shape{B, K, N});
+                        Tensor w_b = in.randn(tb ? Shape{N, K} : Shape{K, N});
+                        Tensor w_a = in.randn(ta ? Shape{K, M} : Shape{M, K});
+                        return Outputs{matmul(a, b, ta, tb), matmul(a, w_b, ta, tb),
+                                       matmul(w_a, b, ta, tb)};
+                      }});
+      // raw gemm: alpha, beta, batch strides, a gap of 6 between outputs
+      // that must stay untouched
+      rows.push_back({"gemm alpha 0.5 beta 2, strides 20/0/30" + flags(ta, tb), [=](Device d) {
+                        kernels::GemmShape g;
+                        g.batch = 3;
+                        g.M = 4;
+                        g.N = 6;
+                        g.K = 5;
+                        g.ta = ta;
+                        g.tb = tb;
+                        g.stride_a = 20;
+                        g.stride_b = 0;
+                        g.stride_c = 30;
+                        Inputs in(d);
+                        Tensor a = in.randn({60}), b = in.randn({30}), c = in.randn({90});
+                        kernels::gemm(g, a, b, c, 0.5, 2.0);
+                        return Outputs{c};
+                      }});
+    }
+  rows.push_back({"matmul [65, 129] · [129, 33]", [](Device d) {
+                    Inputs in(d);
+                    Tensor a = in.randn({65, 129}), b = in.randn({129, 33});
+                    return Outputs{matmul(a, b)};
+                  }});
+  rows.push_back({"gemm K = 0, beta 0 and 0.5", [](Device d) {
+                    kernels::GemmShape g;
+                    g.batch = 3;
+                    g.M = 4;
+                    g.N = 6;
+                    g.K = 0;
+                    g.stride_c = 30;
+                    Inputs in(d);
+                    Tensor none = Tensor::empty({0}, DType::f32, d);
+                    Tensor c0 = in.randn({90}), c1 = in.randn({90});
+                    kernels::gemm(g, none, none, c0, 1.0, 0.0);
+                    kernels::gemm(g, none, none, c1, 1.0, 0.5);
+                    return Outputs{c0, c1};
+                  }});
+}
+
+// ---- rows: softmax, log-softmax, cross-entropy, embedding, argmax ----
+
+// Outputs: y, dx.
+Outputs softmax_both_ways(Device d, const Shape& shape, bool causal) {
+  Inputs in(d);
+  Tensor x = in.randn(shape, 2.0), dy = in.randn(shape);
+  Tensor y = kernels::softmax_forward(x, causal);
+  return {y, kernels::softmax_backward(y, dy)};
+}
+
+// Outputs: loss, probs, dlogits. mask_every: 0 = no mask, n = every n-th
+// position masked out, 1 = all masked out.
+Outputs cross_entropy_both_ways(Device d, const Shape& logits_shape, int mask_every) {
+  Inputs in(d);
+  Shape positions(logits_shape.begin(), logits_shape.end() - 1);
+  Tensor logits = in.randn(logits_shape, 3.0);
+  Tensor targets = in.ids(positions, logits_shape.back());
+  Tensor mask;
+  if (mask_every > 0) {
+    std::vector<float> m(size_t(numel(positions)));
+    for (size_t i = 0; i < m.size(); ++i) m[i] = i % size_t(mask_every) == 0 ? 0.0f : 1.0f;
+    mask = in.from(m, positions);
+  }
+  Tensor probs;
+  Tensor loss = kernels::cross_entropy_forward(logits, targets, mask, probs);
+  return {loss, probs, kernels::cross_entropy_backward(probs, targets, mask, in.scalar(0.7))};
+}
+
+void add_softmax_loss_rows(std::vector<Row>& rows) {
+  rows.push_back({"softmax [3, 7, 13]", [](Device d) { return softmax_both_ways(d, {3, 7, 13}, false); }});
+  rows.push_back({"softmax long rows [4, 3001]", [](Device d) { return softmax_both_ways(d, {4, 3001}, false); }});
+  rows.push_back({"softmax causal Tq < Tk [2, 5, 9]", [](Device d) { return softmax_both_ways(d, {2, 5, 9}, true); }});
+  rows.push_back({"softmax causal Tq == Tk [2, 3, 8, 8]", [](Device d) { return softmax_both_ways(d, {2, 3, 8, 8}, true); }});
+  rows.push_back({"softmax causal Tq = 1 [3, 1, 6]", [](Device d) { return softmax_both_ways(d, {3, 1, 6}, true); }});
+  for (const Shape& shape : {Shape{3, 7, 13}, Shape{4, 3001}})
+    rows.push_back({"log_softmax " + shape_str(shape), [shape](Device d) {
+                      Inputs in(d);
+                      Tensor x = in.randn(shape, 2.0), dy = in.randn(shape);
+                      Tensor y = kernels::log_softmax_forward(x);
+                      return Outputs{y, kernels::log_softmax_backward(y, dy)};
+                    }});
+
+  rows.push_back({"cross_entropy, no mask [4, 9, 65]",
+                  [](Device d) { return cross_entropy_both_ways(d, {4, 9, 65}, 0); }, true});
+  rows.push_back({"cross_entropy, every 3rd position masked [4, 9, 65]",
+                  [](Device d) { return cross_entropy_both_ways(d, {4, 9, 65}, 3); }, true});
+  rows.push_back({"cross_entropy, everything masked [2, 3, 7]",
+                  [](Device d) { return cross_entropy_both_ways(d, {2, 3, 7}, 1); }, true});
+  rows.push_back({"cross_entropy, long rows, every 2nd masked [2, 3, 5001]",
+                  [](Device d) { return cross_entropy_both_ways(d, {2, 3, 5001}, 2); }, true});
+
+  // Outputs: rows of the table, the table's gradient. Ids repeat: every
+  // third one is 7, and 132 ids are drawn from a vocabulary of 65.
+  rows.push_back({"embedding, repeated ids: weight [65, 24], ids [4, 33]",
+                  [](Device d) {
+                    Inputs in(d);
+                    Tensor weight = in.randn({65, 24}), dy = in.randn({4, 33, 24});
+                    std::vector<int32_t> ids = Inputs(Device::cpu, 5).ids({4, 33}, 65).to_vector<int32_t>();
+                    for (size_t i = 0; i < ids.size(); i += 3) ids[i] = 7;
+                    Tensor id = Tensor::from_vector(ids, {4, 33}, d);
+                    return Outputs{kernels::embedding_forward(weight, id),
+                                   kernels::embedding_backward(dy, id, 65)};
+                  },
+                  true});
+  rows.push_back({"embedding, one id everywhere: weight [10, 130], ids [3, 100]",
+                  [](Device d) {
+                    Inputs in(d);
+                    Tensor weight = in.randn({10, 130}), dy = in.randn({3, 100, 130});
+                    Tensor id = Tensor::full({3, 100}, 2, DType::i32, d);
+                    return Outputs{kernels::embedding_forward(weight, id),
+                                   kernels::embedding_backward(dy, id, 10)};
+                  },
+                  true});
+
+  // ties: entries drawn from {0, 1, 2, 3}, so most rows hold their maximum
+  // more than once and the first one must win
+  rows.push_back({"argmax_last with ties [7, 33] and long rows [3, 5000]", [](Device d) {
+                    Inputs in(d);
+                    std::vector<float> small(7 * 33);
+                    for (float& v : small) v = float(in.rng.randint(4));
+                    return Outputs{kernels::argmax_last(in.from(small, {7, 33})),
+                                   kernels::argmax_last(in.randn({3, 5000}))};
+                  }});
+}
+
+// ---- rows: rms_norm, l2_norm, causal conv1d, rope, adamw ----
+
+void add_norm_conv_rope_adamw_rows(std::vector<Row>& rows) {
+  // Outputs: y, rstd, dx, dweight.
+  for (const Shape& shape : {Shape{3, 7, 37}, Shape{5, 1024}})
+    rows.push_back({"rms_norm " + shape_str(shape),
+                    [shape](Device d) {
+                      Inputs in(d);
+                      Tensor x = in.randn(shape), dy = in.randn(shape);
+                      Tensor weight = in.rand({shape.back()}, 0.5, 1.5);
+                      Tensor rstd, dx, dweight;
+                      Tensor y = kernels::rms_norm_forward(x, weight, 1e-5, rstd);
+                      kernels::rms_norm_backward(x, weight, rstd, dy, dx, dweight);
+                      return Outputs{y, rstd, dx, dweight};
+                    },
+                    true});
+
+  // Outputs: y, norm, dx.
+  rows.push_back({"l2_norm [3, 7, 37]", [](Device d) {
+                    Inputs in(d);
+                    Tensor x = in.randn({3, 7, 37}), dy = in.randn({3, 7, 37}), norm;
+                    Tensor y = kernels::l2_norm_forward(x, 1e-12, norm);
+                    return Outputs{y, norm, kernels::l2_norm_backward(x, norm, dy, 1e-12)};
+                  }});
+  // A zero row takes the y = x / eps branch: its dx = dy / eps is large, so
+  // it is returned apart from the other rows' dx.
+  rows.push_back({"l2_norm, first row all zeros, eps 1e-6 [4, 19]", [](Device d) {
+                    Inputs in(d);
+                    Tensor x = in.randn({4, 19}), dy = in.randn({4, 19}), norm;
+                    Tensor zero_row = Tensor::view_of(x, 0, {19});
+                    kernels::fill(zero_row, 0.0);
+                    Tensor y = kernels::l2_norm_forward(x, 1e-6, norm);
+                    Tensor dx = kernels::l2_norm_backward(x, norm, dy, 1e-6);
+                    return Outputs{y, norm, slice(dx, 0, 0, 1), slice(dx, 0, 1, 3)};
+                  }});
+
+  // Outputs: y, dx, dweight. Shapes [B, T, C], weight [C, K].
+  struct Conv { Shape x; int64_t K; };
+  for (const Conv& c : {Conv{{2, 13, 5}, 4}, Conv{{3, 2, 7}, 4}, Conv{{2, 37, 130}, 4}, Conv{{1, 9, 3}, 1}})
+    rows.push_back({"causal_conv1d " + shape_str(c.x) + " K " + std::to_string(c.K),
+                    [c](Device d) {
+                      Inputs in(d);
+                      Tensor x = in.randn(c.x), dy = in.randn(c.x);
+                      Tensor weight = in.randn({c.x[2], c.K}, 0.5);
+                      Tensor dx, dweight;
+                      Tensor y = kernels::causal_conv1d_forward(x, weight);
+                      kernels::causal_conv1d_backward(x, weight, dy, dx, dweight);
+                      return Outputs{y, dx, dweight};
+                    },
+                    true});
+
+  // Outputs: rotated, rotated back (the backward).
+  struct Rope { Shape x; int64_t pos0; };
+  for (const Rope& r : {Rope{{2, 11, 3, 8}, 0}, Rope{{1, 5, 2, 34}, 7}})
+    rows.push_back({"rope " + shape_str(r.x) + " from position " + std::to_string(r.pos0),
+                    [r](Device d) {
+                      Tensor x = Inputs(d).randn(r.x);
+                      return Outputs{kernels::rope_apply(x, r.pos0, 10000.0, false),
+                                     kernels::rope_apply(x, r.pos0, 10000.0, true)};
+                    }});
+
+  // Outputs: param, m, v after one update.
+  struct Adam { Shape shape; double weight_decay; int64_t step; };
+  for (const Adam& a : {Adam{{1001}, 0.1, 1}, Adam{{7, 13}, 0.0, 5}})
+    rows.push_back({"adamw_step " + shape_str(a.shape) + " weight decay " +
+                        std::to_string(a.weight_decay) + " step " + std::to_string(a.step),
+                    [a](Device d) {
+                      Inputs in(d);
+                      Tensor param = in.randn(a.shape), grad = in.randn(a.shape, 0.1);
+                      Tensor m = a.step == 1 ? Tensor::zeros(a.shape, DType::f32, d) : in.randn(a.shape, 0.01);
+                      Tensor v = a.step == 1 ? Tensor::zeros(a.shape, DType::f32, d) : in.rand(a.shape, 0.0, 1e-3);
+                      kernels::adamw_step(param, grad, m, v, 1e-2, 0.9, 0.99, 1e-8, a.weight_decay, a.step);
+                      return Outputs{param, m, v};
+                    }});
+}
+
+std::vector<Row> all_rows() {
+  std::vector<Row> rows;
+  add_elementwise_rows(rows);
+  add_layout_reduction_rows(rows);
+  add_gemm_rows(rows);
+  add_softmax_loss_rows(rows);
+  add_norm_conv_rope_adamw_rows(rows);
+  return rows;
+}
+
+// ---- the model --------------------------------------------------------------------
+
+constexpr int kVocab = 65;
+
+// One batch of ids [B, T] and its targets (the next tokens), made on the host.
+std::pair<Tensor, Tensor> random_batch(int64_t B, int64_t T, uint64_t seed) {
+  Rng rng(seed);
+  std::vector<int32_t> seq(size_t(B * (T + 1)));
+  for (int32_t& id : seq) id = int32_t(rng.randint(kVocab));
+  std::vector<int32_t> x, y;
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t t = 0; t < T; ++t) {
+      x.push_back(seq[size_t(b * (T + 1) + t)]);
+      y.push_back(seq[size_t(b * (T + 1) + t + 1)]);
+    }
+  return {Tensor::from_vector(x, {B, T}), Tensor::from_vector(y, {B, T})};
 }
 
 }  // namespace
@@ -81,8 +517,9 @@ void check_product(const Tensor& got, const Tensor& want, const std::string& wha
 
 TEST_CASE("cuda: a device is present and tensors round-trip exactly") {
   CHECK(cuda::device_count() > 0);
-  Tensor x = randn32({3, 5, 7});
-  Tensor g = gpu(x);
+  Rng rng(777);
+  Tensor x = Tensor::randn({3, 5, 7}, rng, 1.0, 0.0, DType::f32);
+  Tensor g = x.to(Device::cuda);
   CHECK(g.device() == Device::cuda);
   CHECK(g.shape() == x.shape());
   CHECK(g.to(Device::cpu).to_vector<float>() == x.to_vector<float>());       // H2D, D2H
@@ -97,24 +534,16 @@ TEST_CASE("cuda: a device is present and tensors round-trip exactly") {
   CHECK(g.at(10) == x.at(10));
   std::vector<int32_t> ids = {1, -2, 3, 40000};
   CHECK(Tensor::from_vector(ids, {4}, Device::cuda).to_vector<int32_t>() == ids);
-  CHECK(gpu(Tensor::empty({0})).to(Device::cpu).numel() == 0);
+  CHECK(Tensor::empty({0}).to(Device::cuda).to(Device::cpu).numel() == 0);
   CHECK_NOTHROW(cuda::synchronize());
 }
 
-TEST_CASE("cuda: fill, float32 and int32") {
-  for (float v : {1.25f, -3.0f, 0.0f}) {
-    std::vector<float> got = Tensor::full({1000, 3}, v, DType::f32, Device::cuda).to_vector<float>();
-    CHECK(std::all_of(got.begin(), got.end(), [v](float e) { return e == v; }));
-  }
-  std::vector<int32_t> got = Tensor::full({77}, 7, DType::i32, Device::cuda).to_vector<int32_t>();
-  CHECK(std::all_of(got.begin(), got.end(), [](int32_t e) { return e == 7; }));
-  CHECK(Tensor::zeros({0}, DType::f32, Device::cuda).numel() == 0);
-}
-
 TEST_CASE("cuda: errors are lina::Error with a clear message") {
+  Rng rng(778);
+  auto randn = [&](const Shape& s) { return Tensor::randn(s, rng, 1.0, 0.0, DType::f32); };
   CHECK_THROWS_WITH_AS(Tensor::zeros({2}, DType::f64, Device::cuda),
                        doctest::Contains("float32 only"), lina::Error);
-  CHECK_THROWS_WITH_AS(kernels::binary(BinaryFn::Add, randn32({2}), gpu(randn32({2}))),
+  CHECK_THROWS_WITH_AS(kernels::binary(BinaryFn::Add, randn({2}), randn({2}).to(Device::cuda)),
                        doctest::Contains("device mismatch"), lina::Error);
   // far beyond any GPU's memory: the CUDA error comes back as lina::Error ...
   CHECK_THROWS_WITH_AS(Tensor::empty({int64_t(1) << 45}, DType::f32, Device::cuda),
@@ -124,179 +553,127 @@ TEST_CASE("cuda: errors are lina::Error with a clear message") {
         std::vector<float>(4, 2.0f));
   Shape nine(9, 1);
   nine.back() = 2;
-  CHECK_THROWS_WITH_AS(kernels::binary(BinaryFn::Add, gpu(randn32(nine)), gpu(randn32(nine))),
+  CHECK_THROWS_WITH_AS(kernels::binary(BinaryFn::Add, randn(nine).to(Device::cuda),
+                                       randn(nine).to(Device::cuda)),
                        doctest::Contains("at most 8"), lina::Error);
 }
 
-// ---- elementwise -----------------------------------------------------------------------
+// ---- the table ----------------------------------------------------------------------
 
-TEST_CASE("cuda: every unary forward and backward matches the CPU") {
-  for (int k = 0; k < int(UnaryFn::Count); ++k) {
-    UnaryFn f = UnaryFn(k);
-    bool positive_only = f == UnaryFn::Log || f == UnaryFn::Sqrt || f == UnaryFn::Rsqrt ||
-                         f == UnaryFn::PowScalar;
-    double p = f == UnaryFn::PowScalar ? 1.5 : 0.7;
-    for (const Shape& shape : {Shape{5, 37}, Shape{100003}}) {
-      Tensor x = rand32(shape, positive_only ? 0.2 : -3.0, 3.0), dy = randn32(shape);
-      Tensor y = kernels::unary(f, x, p);
-      Tensor yg = kernels::unary(f, gpu(x), p);
-      std::string what = "unary " + std::to_string(k) + " " + shape_str(shape);
-      check_close(yg, y, 1e-5, 1e-6, what + " forward");
-      check_close(kernels::unary_backward(f, gpu(x), yg, gpu(dy), p),
-                  kernels::unary_backward(f, x, y, dy, p), 1e-5, 1e-6, what + " backward");
+TEST_CASE("cuda: every row of the table matches the CPU, forward and backward") {
+  for (const Row& row : all_rows()) {
+    INFO("row: ", row.name);
+    Outputs want = row.run(Device::cpu);
+    Outputs got = row.run(Device::cuda);
+    REQUIRE(got.size() == want.size());
+    for (size_t i = 0; i < got.size(); ++i) {
+      std::string what = "output " + std::to_string(i) + " of " + std::to_string(got.size());
+      // computed on the GPU, except values an entry point returns to the host
+      if (got[i].defined() && got[i].dtype() != DType::f64) {
+        INFO(what);
+        CHECK(got[i].device() == Device::cuda);
+      }
+      check_output(got[i], want[i], what);
     }
   }
 }
 
-TEST_CASE("cuda: binary ops with broadcasting match the CPU") {
-  const std::vector<std::pair<Shape, Shape>> cases = {
-      {{3, 4}, {3, 4}},
-      {{2, 3, 4}, {4}},
-      {{2, 1, 4}, {3, 1}},
-      {{5, 1, 1, 2}, {1, 3, 2, 1}},
-      {{}, {2, 3}},
-      {{7}, {}},
-      {{64, 1000}, {1000}},
-      {{2, 1, 2, 1, 2, 1, 2, 3}, {1, 2, 1, 2, 1, 2, 1, 3}},  // 8 dims, the most supported
+TEST_CASE("cuda: cross-entropy, embedding, norm and conv gradients, sum_to, sum_squares give the same bits every run") {
+  int checked = 0;
+  for (const Row& row : all_rows()) {
+    if (!row.same_bits) continue;
+    INFO("row: ", row.name);
+    Outputs first = row.run(Device::cuda);
+    Outputs second = row.run(Device::cuda);
+    REQUIRE(first.size() == second.size());
+    for (size_t i = 0; i < first.size(); ++i) {
+      INFO("output ", i);
+      CHECK(host_bytes(first[i]) == host_bytes(second[i]));
+    }
+    ++checked;
+  }
+  CHECK(checked >= 6);
+}
+
+// ---- a whole training step ------------------------------------------------------------
+
+TEST_CASE("cuda: one training step of the attn model matches the CPU (loss, gradients, AdamW)") {
+  const uint64_t seed = 1234;
+  LanguageModel cpu_model(make_config("attn", kVocab), seed, DType::f32, Device::cpu);
+  LanguageModel gpu_model(make_config("attn", kVocab), seed, DType::f32, Device::cuda);
+  const std::vector<Parameter>& cpu_params = cpu_model.params().parameters();
+  const std::vector<Parameter>& gpu_params = gpu_model.params().parameters();
+  REQUIRE(cpu_params.size() == gpu_params.size());
+
+  // the initial values are drawn on the host, so both models start equal
+  for (size_t i = 0; i < cpu_params.size(); ++i) {
+    INFO("parameter ", cpu_params[i].name);
+    REQUIRE(gpu_params[i].name == cpu_params[i].name);
+    CHECK(gpu_params[i].var.device() == Device::cuda);
+    CHECK(host_bytes(gpu_params[i].var.data()) == host_bytes(cpu_params[i].var.data()));
+  }
+
+  // forward and backward: B = 4, T = 33
+  auto [x, y] = random_batch(4, 33, seed);
+  Var cpu_loss = cross_entropy(cpu_model.forward(x), y);
+  Var gpu_loss = cross_entropy(gpu_model.forward(x.to(Device::cuda)), y.to(Device::cuda));
+  cpu_loss.backward();
+  gpu_loss.backward();
+  check_output(gpu_loss.data(), cpu_loss.data(), "loss");
+  for (size_t i = 0; i < cpu_params.size(); ++i)
+    check_output(gpu_params[i].var.grad(), cpu_params[i].var.grad(),
+                 "gradient of " + cpu_params[i].name);
+
+  // the gradient norm of each device's own gradients
+  double cpu_sq = kernels::sum_squares(cpu_model.params().grad());
+  double gpu_sq = kernels::sum_squares(gpu_model.params().grad());
+  CHECK(std::fabs(gpu_sq - cpu_sq) <= kRelTol * cpu_sq);
+
+  // Clipping and one AdamW update, from the SAME gradients: the first update
+  // moves each weight by lr·g/(|g| + eps), eps = 1e-8, which turns a 1e-9
+  // difference in a gradient of size 1e-8 (a few such entries exist among
+  // 65536) into a 1e-4 difference of the update. The gradients were compared
+  // above; here the CPU's are copied to the GPU so the step is compared alone.
+  gpu_model.params().grad().copy_from(cpu_model.params().grad());
+  AdamW cpu_opt(cpu_model.params()), gpu_opt(gpu_model.params());
+  double cpu_norm = clip_grad_norm(cpu_model.params(), 1.0);
+  double gpu_norm = clip_grad_norm(gpu_model.params(), 1.0);
+  CHECK(std::fabs(gpu_norm - cpu_norm) <= kRelTol * cpu_norm);
+  cpu_opt.step(1e-3);
+  gpu_opt.step(1e-3);
+  for (size_t i = 0; i < cpu_params.size(); ++i)
+    check_output(gpu_params[i].var.data(), cpu_params[i].var.data(),
+                 "parameter after the update: " + cpu_params[i].name);
+}
+
+TEST_CASE("cuda: after the first training step, a step reads back 2 numbers and grows no memory") {
+  LanguageModel model(make_config("attn", kVocab), 99, DType::f32, Device::cuda);
+  AdamW opt(model.params());
+  auto [x_host, y_host] = random_batch(4, 33, 99);
+  Tensor x = x_host.to(Device::cuda), y = y_host.to(Device::cuda);
+
+  // Every read of a device value stops the GPU; a step needs exactly two:
+  // the gradient norm (clip_grad_norm) and the loss (item()).
+  auto train_step = [&] {
+    model.params().zero_grad();
+    Var loss = cross_entropy(model.forward(x), y);
+    loss.backward();
+    clip_grad_norm(model.params(), 1.0);
+    double value = loss.item();
+    opt.step(1e-3);
+    return value;
   };
-  for (const auto& [sa, sb] : cases) {
-    for (int k = 0; k < int(BinaryFn::Count); ++k) {
-      BinaryFn f = BinaryFn(k);
-      Tensor a = randn32(sa), b = rand32(sb, 0.5, 2.0);
-      check_close(kernels::binary(f, gpu(a), gpu(b)), kernels::binary(f, a, b), 1e-5, 1e-6,
-                  "binary " + std::to_string(k) + " " + shape_str(sa) + " " + shape_str(sb));
-    }
-  }
-}
 
-TEST_CASE("cuda: add_inplace (axpy) matches the CPU") {
-  Tensor dst = randn32({300, 7}), src = randn32({300, 7});
-  Tensor dst_g = gpu(dst);
-  kernels::add_inplace(dst_g, gpu(src), -0.75);
-  kernels::add_inplace(dst, src, -0.75);
-  check_close(dst_g, dst, 1e-5, 1e-6, "axpy");
-}
-
-// ---- layout & reductions ------------------------------------------------------------------
-
-TEST_CASE("cuda: permute, expand, slice, concat, write_slice match the CPU") {
-  Tensor x = randn32({4, 5, 6});
-  Tensor xg = gpu(x);
-  check_close(permute(xg, {2, 0, 1}), permute(x, {2, 0, 1}), 0, 0, "permute");
-  check_close(transpose(xg, 0, 2), transpose(x, 0, 2), 0, 0, "transpose");
-  Tensor v = randn32({5, 1});
-  check_close(expand(gpu(v), {3, 5, 4}), expand(v, {3, 5, 4}), 0, 0, "expand");
-  check_close(slice(xg, 1, 1, 3), slice(x, 1, 1, 3), 0, 0, "slice");
-  Tensor y = randn32({4, 2, 6});
-  check_close(concat({xg, gpu(y)}, 1), concat({x, y}, 1), 0, 0, "concat");
-  Tensor part = randn32({4, 5, 2});
-  Tensor dst = x.clone(), dst_g = gpu(x);
-  write_slice(dst, part, 2, 3, true);
-  write_slice(dst_g, gpu(part), 2, 3, true);
-  check_close(dst_g, dst, 1e-5, 1e-6, "write_slice accumulate");
-}
-
-TEST_CASE("cuda: sum_to with many threads adding into one element is race-free") {
-  // [64, 50, 33] -> [1, 50, 1]: 2112 threads add into each output element
-  Tensor x = randn32({64, 50, 33});
-  Shape to = {1, 50, 1};
-  Tensor scale = kernels::unary(UnaryFn::MulScalar, sum_to(abs_cpu(x), to), 1e-5);
-  check_close(sum_to(gpu(x), to), sum_to(x, to), 0, 1e-6, "sum_to [1, 50, 1]", scale);
-  // leading dims only: the sum_middle path
-  Tensor scale2 = kernels::unary(UnaryFn::MulScalar, sum_to(abs_cpu(x), {50, 33}), 1e-5);
-  check_close(sum_to(gpu(x), {50, 33}), sum_to(x, {50, 33}), 0, 1e-6, "sum_to [50, 33]", scale2);
-}
-
-TEST_CASE("cuda: sums over an axis and over everything match the CPU") {
-  struct Case { Shape shape; int axis; };
-  // covers one thread per column (inner ≥ 32 or short columns) and one block
-  // per column (small inner, long columns)
-  const std::vector<Case> cases = {{{37, 300}, 1}, {{300, 37}, 0}, {{4, 100, 5}, 1},
-                                   {{6, 10, 3}, 1}, {{3, 100000}, 1}, {{200000, 3}, 0}};
-  for (const Case& c : cases) {
-    Tensor x = randn32(c.shape);
-    Tensor scale = kernels::unary(UnaryFn::MulScalar, sum_axis(abs_cpu(x), c.axis, false), 1e-5);
-    check_close(sum_axis(gpu(x), c.axis, false), sum_axis(x, c.axis, false), 0, 1e-6,
-                "sum_axis " + shape_str(c.shape) + " axis " + std::to_string(c.axis), scale);
-  }
-  for (int64_t n : {int64_t(1), int64_t(1000), int64_t(1) << 20}) {
-    Tensor x = randn32({n});
-    Tensor scale = kernels::unary(UnaryFn::MulScalar, sum_all(abs_cpu(x)), 1e-5);
-    check_close(sum_all(gpu(x)), sum_all(x), 0, 1e-6, "sum_all " + std::to_string(n), scale);
-  }
-}
-
-TEST_CASE("cuda: sum_squares matches the CPU and is deterministic") {
-  for (int64_t n : {int64_t(1), int64_t(1000), (int64_t(1) << 20) + 17}) {
-    Tensor x = randn32({n});
-    Tensor xg = gpu(x);
-    double want = kernels::sum_squares(x);
-    double got = kernels::sum_squares(xg);
-    CHECK(got == doctest::Approx(want).epsilon(1e-9));
-    CHECK(kernels::sum_squares(xg) == got);  // fixed summation order: same bits every run
-  }
-  CHECK(kernels::sum_squares(Tensor::empty({0}, DType::f32, Device::cuda)) == 0.0);
-}
-
-// ---- matrix products --------------------------------------------------------------------------
-
-TEST_CASE("cuda: matmul matches the CPU, plain and transposed") {
-  const int64_t M = 5, K = 7, N = 3;
-  for (bool ta : {false, true})
-    for (bool tb : {false, true}) {
-      Tensor a = randn32(ta ? Shape{K, M} : Shape{M, K});
-      Tensor b = randn32(tb ? Shape{N, K} : Shape{K, N});
-      check_product(matmul(gpu(a), gpu(b), ta, tb), matmul(a, b, ta, tb),
-                    std::string("matmul ta=") + (ta ? "1" : "0") + " tb=" + (tb ? "1" : "0"));
-    }
-  Tensor a = randn32({65, 129}), b = randn32({129, 33});
-  check_product(matmul(gpu(a), gpu(b)), matmul(a, b), "matmul [65, 129] · [129, 33]");
-}
-
-TEST_CASE("cuda: batched matmul and a shared operand match the CPU") {
-  const int64_t B = 4, M = 5, K = 7, N = 3;
-  for (bool ta : {false, true})
-    for (bool tb : {false, true}) {
-      Tensor a = randn32(ta ? Shape{B, K, M} : Shape{B, M, K});
-      Tensor b = randn32(tb ? Shape{B, N, K} : Shape{B, K, N});
-      std::string flags = std::string(" ta=") + (ta ? "1" : "0") + " tb=" + (tb ? "1" : "0");
-      check_product(matmul(gpu(a), gpu(b), ta, tb), matmul(a, b, ta, tb), "batched" + flags);
-      // one matrix shared by every batch entry (batch stride 0), on either side
-      Tensor w_b = randn32(tb ? Shape{N, K} : Shape{K, N});
-      check_product(matmul(gpu(a), gpu(w_b), ta, tb), matmul(a, w_b, ta, tb), "shared b" + flags);
-      Tensor w_a = randn32(ta ? Shape{K, M} : Shape{M, K});
-      check_product(matmul(gpu(w_a), gpu(b), ta, tb), matmul(w_a, b, ta, tb), "shared a" + flags);
-    }
-}
-
-TEST_CASE("cuda: raw gemm with alpha, beta, batch strides and K = 0 matches the CPU") {
-  kernels::GemmShape g;
-  g.batch = 3;
-  g.M = 4;
-  g.N = 6;
-  g.K = 5;
-  g.stride_a = 20;
-  g.stride_b = 0;
-  g.stride_c = 30;  // a gap of 6 between outputs, which must stay untouched
-  for (bool ta : {false, true})
-    for (bool tb : {false, true}) {
-      g.ta = ta;
-      g.tb = tb;
-      Tensor a = randn32({60}), b = randn32({30}), c = randn32({90});
-      Tensor c_g = gpu(c);
-      kernels::gemm(g, gpu(a), gpu(b), c_g, 0.5, 2.0);
-      kernels::gemm(g, a, b, c, 0.5, 2.0);
-      check_product(c_g, c, std::string("gemm alpha 0.5 beta 2 ta=") + (ta ? "1" : "0") +
-                                " tb=" + (tb ? "1" : "0"));
-    }
-  g.K = 0;
-  for (double beta : {0.0, 0.5}) {
-    Tensor c = randn32({90});
-    Tensor c_g = gpu(c);
-    Tensor none = Tensor::empty({0});
-    kernels::gemm(g, gpu(none), gpu(none), c_g, 1.0, beta);
-    kernels::gemm(g, none, none, c, 1.0, beta);
-    check_close(c_g, c, 1e-6, 0, "gemm K = 0, beta " + std::to_string(beta));
+  CHECK(std::isfinite(train_step()));  // the first step fills the memory pool
+  const kernels::DeviceCounters after_first = kernels::cuda_counters();
+  for (int step = 2; step <= 3; ++step) {
+    const kernels::DeviceCounters before = kernels::cuda_counters();
+    CHECK(std::isfinite(train_step()));
+    const kernels::DeviceCounters after = kernels::cuda_counters();
+    INFO("step ", step, ": ", after.allocations - before.allocations, " allocations, pool ",
+         before.pool_reserved_bytes, " -> ", after.pool_reserved_bytes, " bytes");
+    CHECK(after.device_to_host_copies - before.device_to_host_copies == 2);
+    CHECK(after.pool_reserved_bytes <= after_first.pool_reserved_bytes);
   }
 }
 
