@@ -109,8 +109,7 @@ Tensor unary_backward(UnaryFn f, const Tensor& x, const Tensor& y, const Tensor&
 }
 
 Tensor binary(BinaryFn f, const Tensor& a, const Tensor& b) {
-  static const char* names[] = {"add", "sub", "mul", "div"};
-  const char* op = names[int(f)];
+  const char* op = binary_fn_name(f);
   check_same_dtype_device(a, b, op);
   Shape out_shape = broadcast_shapes(a.shape(), b.shape(), op);
   Tensor out = Tensor::empty(out_shape, a.dtype(), a.device());

@@ -1,11 +1,14 @@
-// The per-element maths of every unary and binary elementwise op, forward and
-// derivative side by side. Each is a struct with static functions marked
-// LINA_HD (__host__ __device__ under nvcc), so the CPU loops in backend_cpu/
-// and the CUDA kernels in backend_cuda/ run the very same lines, and tests on
-// a machine without a GPU exercise the logic the GPU will run.
+// The one list of the unary and binary elementwise ops, and the per-element
+// maths of each, forward and derivative side by side. Each is a struct with
+// static functions marked LINA_HD (__host__ __device__ under nvcc), so the
+// CPU loops in backend_cpu/ and the CUDA kernels in backend_cuda/ run the
+// very same lines, and tests on a machine without a GPU exercise the logic
+// the GPU will run.
 //
+//   kFn                    its UnaryFn / BinaryFn value
 //   forward(x, p)          -> y          (p: the op's scalar parameter, if any)
 //   backward(x, y, dy, p)  -> dx = dy * dy/dx
+//   apply(a, b)            -> a ∘ b      (binary functions)
 #pragma once
 #include <cmath>
 
@@ -17,11 +20,45 @@
 
 namespace lina {
 
-enum class UnaryFn {
-  Neg, AddScalar, MulScalar, PowScalar, Exp, Log, Sqrt, Rsqrt, Tanh,
-  Sigmoid, LogSigmoid, Silu, Gelu, Elu, Relu, Count
-};
-enum class BinaryFn { Add, Sub, Mul, Div, Count };
+// ---- the lists ---------------------------------------------------------------------------
+// Every elementwise function, written once. Each entry is X(Name, op_name):
+//   Name     the UnaryFn / BinaryFn value and the math::Name struct below
+//   op_name  its name in messages, graph dumps and checkpoints (core/ops.h)
+// The enums, visit_unary / visit_binary and the name functions are generated
+// from these lists, and core/ops.h builds OpKind from them. To add a
+// function: add an entry here and write its math:: struct.
+#define LINA_UNARY_FUNCTIONS(X)                                                        \
+  X(Neg, neg) X(AddScalar, add_scalar) X(MulScalar, mul_scalar) X(PowScalar, pow_scalar) \
+  X(Exp, exp) X(Log, log) X(Sqrt, sqrt) X(Rsqrt, rsqrt) X(Tanh, tanh)                   \
+  X(Sigmoid, sigmoid) X(LogSigmoid, log_sigmoid) X(Silu, silu) X(Gelu, gelu)            \
+  X(Elu, elu) X(Relu, relu)
+
+#define LINA_BINARY_FUNCTIONS(X) X(Add, add) X(Sub, sub) X(Mul, mul) X(Div, div)
+
+// ---- generated: the enums and the names ------------------------------------------------
+#define LINA_ENUM_VALUE(Name, op_name) Name,
+enum class UnaryFn { LINA_UNARY_FUNCTIONS(LINA_ENUM_VALUE) Count };
+enum class BinaryFn { LINA_BINARY_FUNCTIONS(LINA_ENUM_VALUE) Count };
+#undef LINA_ENUM_VALUE
+
+constexpr const char* unary_fn_name(UnaryFn f) {
+  switch (f) {
+#define LINA_NAME_CASE(Name, op_name) case UnaryFn::Name: return #op_name;
+    LINA_UNARY_FUNCTIONS(LINA_NAME_CASE)
+#undef LINA_NAME_CASE
+    case UnaryFn::Count: break;
+  }
+  return "?";
+}
+constexpr const char* binary_fn_name(BinaryFn f) {
+  switch (f) {
+#define LINA_NAME_CASE(Name, op_name) case BinaryFn::Name: return #op_name;
+    LINA_BINARY_FUNCTIONS(LINA_NAME_CASE)
+#undef LINA_NAME_CASE
+    case BinaryFn::Count: break;
+  }
+  return "?";
+}
 
 namespace math {
 
@@ -32,42 +69,52 @@ using std::pow; using std::fabs;
 #endif
 
 struct Neg {
+  static constexpr UnaryFn kFn = UnaryFn::Neg;
   template <class T> static LINA_HD T forward(T x, T) { return -x; }
   template <class T> static LINA_HD T backward(T, T, T dy, T) { return -dy; }
 };
 struct AddScalar {  // y = x + p
+  static constexpr UnaryFn kFn = UnaryFn::AddScalar;
   template <class T> static LINA_HD T forward(T x, T p) { return x + p; }
   template <class T> static LINA_HD T backward(T, T, T dy, T) { return dy; }
 };
 struct MulScalar {  // y = p x
+  static constexpr UnaryFn kFn = UnaryFn::MulScalar;
   template <class T> static LINA_HD T forward(T x, T p) { return p * x; }
   template <class T> static LINA_HD T backward(T, T, T dy, T p) { return p * dy; }
 };
 struct PowScalar {  // y = x^p,  dy/dx = p x^(p-1)
+  static constexpr UnaryFn kFn = UnaryFn::PowScalar;
   template <class T> static LINA_HD T forward(T x, T p) { return pow(x, p); }
   template <class T> static LINA_HD T backward(T x, T, T dy, T p) { return dy * p * pow(x, p - T(1)); }
 };
 struct Exp {  // dy/dx = y
+  static constexpr UnaryFn kFn = UnaryFn::Exp;
   template <class T> static LINA_HD T forward(T x, T) { return exp(x); }
   template <class T> static LINA_HD T backward(T, T y, T dy, T) { return dy * y; }
 };
 struct Log {
+  static constexpr UnaryFn kFn = UnaryFn::Log;
   template <class T> static LINA_HD T forward(T x, T) { return log(x); }
   template <class T> static LINA_HD T backward(T x, T, T dy, T) { return dy / x; }
 };
 struct Sqrt {  // dy/dx = 1 / (2 y)
+  static constexpr UnaryFn kFn = UnaryFn::Sqrt;
   template <class T> static LINA_HD T forward(T x, T) { return sqrt(x); }
   template <class T> static LINA_HD T backward(T, T y, T dy, T) { return dy / (T(2) * y); }
 };
 struct Rsqrt {  // y = x^(-1/2), dy/dx = -y³/2
+  static constexpr UnaryFn kFn = UnaryFn::Rsqrt;
   template <class T> static LINA_HD T forward(T x, T) { return T(1) / sqrt(x); }
   template <class T> static LINA_HD T backward(T, T y, T dy, T) { return dy * T(-0.5) * y * y * y; }
 };
 struct Tanh {  // dy/dx = 1 - y²
+  static constexpr UnaryFn kFn = UnaryFn::Tanh;
   template <class T> static LINA_HD T forward(T x, T) { return tanh(x); }
   template <class T> static LINA_HD T backward(T, T y, T dy, T) { return dy * (T(1) - y * y); }
 };
 struct Sigmoid {  // dy/dx = y (1 - y)
+  static constexpr UnaryFn kFn = UnaryFn::Sigmoid;
   template <class T> static LINA_HD T forward(T x, T) {
     // split by sign so exp never overflows
     if (x >= T(0)) return T(1) / (T(1) + exp(-x));
@@ -77,6 +124,7 @@ struct Sigmoid {  // dy/dx = y (1 - y)
   template <class T> static LINA_HD T backward(T, T y, T dy, T) { return dy * y * (T(1) - y); }
 };
 struct LogSigmoid {  // y = log σ(x) = -softplus(-x), stable; dy/dx = σ(-x) = 1 - σ(x)
+  static constexpr UnaryFn kFn = UnaryFn::LogSigmoid;
   template <class T> static LINA_HD T forward(T x, T) {
     // -softplus(-x) = -(max(-x, 0) + log1p(exp(-|x|)))
     T m = -x > T(0) ? -x : T(0);
@@ -87,6 +135,7 @@ struct LogSigmoid {  // y = log σ(x) = -softplus(-x), stable; dy/dx = σ(-x) = 
   }
 };
 struct Silu {  // y = x σ(x), dy/dx = σ(x) (1 + x (1 - σ(x)))
+  static constexpr UnaryFn kFn = UnaryFn::Silu;
   template <class T> static LINA_HD T forward(T x, T) { return x * Sigmoid::forward(x, T(0)); }
   template <class T> static LINA_HD T backward(T x, T, T dy, T) {
     T s = Sigmoid::forward(x, T(0));
@@ -94,6 +143,7 @@ struct Silu {  // y = x σ(x), dy/dx = σ(x) (1 + x (1 - σ(x)))
   }
 };
 struct Gelu {  // tanh form: y = ½x(1 + tanh u), u = √(2/π)(x + 0.044715x³)
+  static constexpr UnaryFn kFn = UnaryFn::Gelu;
   template <class T> static LINA_HD T forward(T x, T) {
     const T c = T(0.7978845608028654);  // √(2/π)
     return T(0.5) * x * (T(1) + tanh(c * (x + T(0.044715) * x * x * x)));
@@ -106,49 +156,60 @@ struct Gelu {  // tanh form: y = ½x(1 + tanh u), u = √(2/π)(x + 0.044715x³)
   }
 };
 struct Elu {  // y = x (x > 0), p (eˣ - 1) (x ≤ 0); dy/dx = 1 or y + p
+  static constexpr UnaryFn kFn = UnaryFn::Elu;
   template <class T> static LINA_HD T forward(T x, T p) { return x > T(0) ? x : p * (exp(x) - T(1)); }
   template <class T> static LINA_HD T backward(T x, T y, T dy, T p) { return x > T(0) ? dy : dy * (y + p); }
 };
 struct Relu {
+  static constexpr UnaryFn kFn = UnaryFn::Relu;
   template <class T> static LINA_HD T forward(T x, T) { return x > T(0) ? x : T(0); }
   template <class T> static LINA_HD T backward(T x, T, T dy, T) { return x > T(0) ? dy : T(0); }
 };
 
-struct Add { template <class T> static LINA_HD T apply(T a, T b) { return a + b; } };
-struct Sub { template <class T> static LINA_HD T apply(T a, T b) { return a - b; } };
-struct Mul { template <class T> static LINA_HD T apply(T a, T b) { return a * b; } };
-struct Div { template <class T> static LINA_HD T apply(T a, T b) { return a / b; } };
+struct Add {
+  static constexpr BinaryFn kFn = BinaryFn::Add;
+  template <class T> static LINA_HD T apply(T a, T b) { return a + b; }
+};
+struct Sub {
+  static constexpr BinaryFn kFn = BinaryFn::Sub;
+  template <class T> static LINA_HD T apply(T a, T b) { return a - b; }
+};
+struct Mul {
+  static constexpr BinaryFn kFn = BinaryFn::Mul;
+  template <class T> static LINA_HD T apply(T a, T b) { return a * b; }
+};
+struct Div {
+  static constexpr BinaryFn kFn = BinaryFn::Div;
+  template <class T> static LINA_HD T apply(T a, T b) { return a / b; }
+};
+
+// Each struct's kFn must name its own list entry (checked here, from the lists).
+#define LINA_CHECK_KFN(Name, op_name) \
+  static_assert(Name::kFn == UnaryFn::Name, "math::" #Name "::kFn is not UnaryFn::" #Name);
+LINA_UNARY_FUNCTIONS(LINA_CHECK_KFN)
+#undef LINA_CHECK_KFN
+#define LINA_CHECK_KFN(Name, op_name) \
+  static_assert(Name::kFn == BinaryFn::Name, "math::" #Name "::kFn is not BinaryFn::" #Name);
+LINA_BINARY_FUNCTIONS(LINA_CHECK_KFN)
+#undef LINA_CHECK_KFN
 
 // Calls fn(math::X{}) for the runtime kind: the switch happens once per
 // kernel launch, the loop inside is compiled per function.
 template <class Fn>
 LINA_HD void visit_unary(UnaryFn f, Fn&& fn) {
   switch (f) {
-    case UnaryFn::Neg: fn(Neg{}); break;
-    case UnaryFn::AddScalar: fn(AddScalar{}); break;
-    case UnaryFn::MulScalar: fn(MulScalar{}); break;
-    case UnaryFn::PowScalar: fn(PowScalar{}); break;
-    case UnaryFn::Exp: fn(Exp{}); break;
-    case UnaryFn::Log: fn(Log{}); break;
-    case UnaryFn::Sqrt: fn(Sqrt{}); break;
-    case UnaryFn::Rsqrt: fn(Rsqrt{}); break;
-    case UnaryFn::Tanh: fn(Tanh{}); break;
-    case UnaryFn::Sigmoid: fn(Sigmoid{}); break;
-    case UnaryFn::LogSigmoid: fn(LogSigmoid{}); break;
-    case UnaryFn::Silu: fn(Silu{}); break;
-    case UnaryFn::Gelu: fn(Gelu{}); break;
-    case UnaryFn::Elu: fn(Elu{}); break;
-    case UnaryFn::Relu: fn(Relu{}); break;
+#define LINA_VISIT_CASE(Name, op_name) case UnaryFn::Name: fn(Name{}); break;
+    LINA_UNARY_FUNCTIONS(LINA_VISIT_CASE)
+#undef LINA_VISIT_CASE
     case UnaryFn::Count: break;
   }
 }
 template <class Fn>
 LINA_HD void visit_binary(BinaryFn f, Fn&& fn) {
   switch (f) {
-    case BinaryFn::Add: fn(Add{}); break;
-    case BinaryFn::Sub: fn(Sub{}); break;
-    case BinaryFn::Mul: fn(Mul{}); break;
-    case BinaryFn::Div: fn(Div{}); break;
+#define LINA_VISIT_CASE(Name, op_name) case BinaryFn::Name: fn(Name{}); break;
+    LINA_BINARY_FUNCTIONS(LINA_VISIT_CASE)
+#undef LINA_VISIT_CASE
     case BinaryFn::Count: break;
   }
 }

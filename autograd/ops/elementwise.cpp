@@ -1,5 +1,7 @@
-// Elementwise ops: forward and backward of each side by side. The
-// per-element maths (shared with CUDA) is in core/elementwise_math.h.
+// Elementwise ops: forward and backward of each side by side, one C++ type
+// per op (so `break lina::MulOp::backward` or
+// `break lina::UnaryOp<lina::math::Silu>::backward` stops in that op alone).
+// The per-element maths (shared with CUDA) is in core/elementwise_math.h.
 #include "autograd/functions.h"
 #include "core/kernels.h"
 #include "core/layout.h"
@@ -9,71 +11,101 @@ namespace lina {
 // ---- binary, with broadcasting --------------------------------------------------------
 // The forward broadcasts a and b to a common shape; the backward therefore
 // sums each gradient back to its input's shape (sum_to).
-struct BinaryOp : Node {
-  using Node::Node;
-  BinaryFn fn = BinaryFn::Add;
-  Tensor a, b, out;  // saved: mul needs a, b; div needs b and out
+static std::vector<Tensor> sum_to_inputs(const Node& node, const Tensor& da, const Tensor& db) {
+  return {sum_to(da, node.inputs[0].shape()), sum_to(db, node.inputs[1].shape())};
+}
 
-  static Var apply(BinaryFn fn, OpKind kind, const Var& a, const Var& b) {
-    Tensor out = kernels::binary(fn, a.data(), b.data());
+struct AddOp : Node {
+  AddOp() : Node(OpKind::Add) {}
+
+  static Var apply(const Var& a, const Var& b) {
+    Tensor out = kernels::binary(BinaryFn::Add, a.data(), b.data());
     if (!needs_grad({a, b})) return Var(out);
-    auto node = std::make_shared<BinaryOp>(kind);
-    node->fn = fn;
-    if (fn == BinaryFn::Mul || fn == BinaryFn::Div) {
-      node->a = a.data();
-      node->b = b.data();
-    }
-    if (fn == BinaryFn::Div) node->out = out;
-    return record(out, node, {a, b});
+    return record(out, std::make_shared<AddOp>(), {a, b});
   }
 
+  // d(a+b) = (dout, dout)
   std::vector<Tensor> backward(const Tensor& dout) override {
-    const Shape& sa = inputs[0].shape();
-    const Shape& sb = inputs[1].shape();
-    Tensor da, db;
-    switch (fn) {
-      case BinaryFn::Add:  // d(a+b) = (dout, dout)
-        da = dout;
-        db = dout;
-        break;
-      case BinaryFn::Sub:  // d(a−b) = (dout, −dout)
-        da = dout;
-        db = kernels::unary(UnaryFn::Neg, dout);
-        break;
-      case BinaryFn::Mul:  // d(ab) = (dout·b, dout·a)
-        da = kernels::binary(BinaryFn::Mul, dout, b);
-        db = kernels::binary(BinaryFn::Mul, dout, a);
-        break;
-      case BinaryFn::Div:  // d(a/b) = (dout / b, −dout·(a/b) / b)
-        da = kernels::binary(BinaryFn::Div, dout, b);
-        db = kernels::unary(UnaryFn::Neg,
-                            kernels::binary(BinaryFn::Div, kernels::binary(BinaryFn::Mul, dout, out), b));
-        break;
-      case BinaryFn::Count: break;
-    }
-    return {sum_to(da, sa), sum_to(db, sb)};
+    return sum_to_inputs(*this, dout, dout);
   }
 };
 
-Var add(const Var& a, const Var& b) { return BinaryOp::apply(BinaryFn::Add, OpKind::Add, a, b); }
-Var sub(const Var& a, const Var& b) { return BinaryOp::apply(BinaryFn::Sub, OpKind::Sub, a, b); }
-Var mul(const Var& a, const Var& b) { return BinaryOp::apply(BinaryFn::Mul, OpKind::Mul, a, b); }
-Var div(const Var& a, const Var& b) { return BinaryOp::apply(BinaryFn::Div, OpKind::Div, a, b); }
+struct SubOp : Node {
+  SubOp() : Node(OpKind::Sub) {}
+
+  static Var apply(const Var& a, const Var& b) {
+    Tensor out = kernels::binary(BinaryFn::Sub, a.data(), b.data());
+    if (!needs_grad({a, b})) return Var(out);
+    return record(out, std::make_shared<SubOp>(), {a, b});
+  }
+
+  // d(a−b) = (dout, −dout)
+  std::vector<Tensor> backward(const Tensor& dout) override {
+    return sum_to_inputs(*this, dout, kernels::unary(UnaryFn::Neg, dout));
+  }
+};
+
+struct MulOp : Node {
+  MulOp() : Node(OpKind::Mul) {}
+  Tensor a, b;  // saved operands
+
+  static Var apply(const Var& a, const Var& b) {
+    Tensor out = kernels::binary(BinaryFn::Mul, a.data(), b.data());
+    if (!needs_grad({a, b})) return Var(out);
+    auto node = std::make_shared<MulOp>();
+    node->a = a.data();
+    node->b = b.data();
+    return record(out, node, {a, b});
+  }
+
+  // d(ab) = (dout·b, dout·a)
+  std::vector<Tensor> backward(const Tensor& dout) override {
+    return sum_to_inputs(*this, kernels::binary(BinaryFn::Mul, dout, b),
+                         kernels::binary(BinaryFn::Mul, dout, a));
+  }
+};
+
+struct DivOp : Node {
+  DivOp() : Node(OpKind::Div) {}
+  Tensor b, out;  // saved: the divisor and the quotient
+
+  static Var apply(const Var& a, const Var& b) {
+    Tensor out = kernels::binary(BinaryFn::Div, a.data(), b.data());
+    if (!needs_grad({a, b})) return Var(out);
+    auto node = std::make_shared<DivOp>();
+    node->b = b.data();
+    node->out = out;
+    return record(out, node, {a, b});
+  }
+
+  // d(a/b) = (dout / b, −dout·(a/b) / b)
+  std::vector<Tensor> backward(const Tensor& dout) override {
+    Tensor da = kernels::binary(BinaryFn::Div, dout, b);
+    Tensor db = kernels::unary(
+        UnaryFn::Neg, kernels::binary(BinaryFn::Div, kernels::binary(BinaryFn::Mul, dout, out), b));
+    return sum_to_inputs(*this, da, db);
+  }
+};
+
+Var add(const Var& a, const Var& b) { return AddOp::apply(a, b); }
+Var sub(const Var& a, const Var& b) { return SubOp::apply(a, b); }
+Var mul(const Var& a, const Var& b) { return MulOp::apply(a, b); }
+Var div(const Var& a, const Var& b) { return DivOp::apply(a, b); }
 
 // ---- unary ------------------------------------------------------------------------------
-// y = f(x; p). backward: dx = dy · f'(x), from math::<Fn>::backward.
+// y = f(x; p). backward: dx = dy · f'(x), from F::backward. F is one of the
+// math:: structs (math::Silu, ...); F::kFn says which function it is, and
+// op_kind_of (core/ops.h) which OpKind the node records.
+template <class F>
 struct UnaryOp : Node {
-  using Node::Node;
-  UnaryFn fn = UnaryFn::Neg;
+  UnaryOp() : Node(op_kind_of(F::kFn)) {}
   double p = 0.0;
   Tensor x, y;  // saved
 
-  static Var apply(UnaryFn fn, const Var& x, double p = 0.0) {
-    Tensor y = kernels::unary(fn, x.data(), p);
+  static Var apply(const Var& x, double p = 0.0) {
+    Tensor y = kernels::unary(F::kFn, x.data(), p);
     if (!needs_grad({x})) return Var(y);
-    // UnaryFn and OpKind list the unary ops in the same order, from Neg.
-    auto node = std::make_shared<UnaryOp>(OpKind(int(OpKind::Neg) + int(fn)));
-    node->fn = fn;
+    auto node = std::make_shared<UnaryOp>();
     node->p = p;
     node->x = x.data();
     node->y = y;
@@ -81,26 +113,24 @@ struct UnaryOp : Node {
   }
 
   std::vector<Tensor> backward(const Tensor& dy) override {
-    return {kernels::unary_backward(fn, x, y, dy, p)};
+    return {kernels::unary_backward(F::kFn, x, y, dy, p)};
   }
 };
-static_assert(int(OpKind::Relu) - int(OpKind::Neg) == int(UnaryFn::Relu),
-              "OpKind and UnaryFn must list the unary ops in the same order");
 
-Var neg(const Var& x) { return UnaryOp::apply(UnaryFn::Neg, x); }
-Var add_scalar(const Var& x, double c) { return UnaryOp::apply(UnaryFn::AddScalar, x, c); }
-Var mul_scalar(const Var& x, double c) { return UnaryOp::apply(UnaryFn::MulScalar, x, c); }
-Var pow_scalar(const Var& x, double p) { return UnaryOp::apply(UnaryFn::PowScalar, x, p); }
-Var exp(const Var& x) { return UnaryOp::apply(UnaryFn::Exp, x); }
-Var log(const Var& x) { return UnaryOp::apply(UnaryFn::Log, x); }
-Var sqrt(const Var& x) { return UnaryOp::apply(UnaryFn::Sqrt, x); }
-Var rsqrt(const Var& x) { return UnaryOp::apply(UnaryFn::Rsqrt, x); }
-Var tanh(const Var& x) { return UnaryOp::apply(UnaryFn::Tanh, x); }
-Var sigmoid(const Var& x) { return UnaryOp::apply(UnaryFn::Sigmoid, x); }
-Var log_sigmoid(const Var& x) { return UnaryOp::apply(UnaryFn::LogSigmoid, x); }
-Var silu(const Var& x) { return UnaryOp::apply(UnaryFn::Silu, x); }
-Var gelu(const Var& x) { return UnaryOp::apply(UnaryFn::Gelu, x); }
-Var elu(const Var& x, double alpha) { return UnaryOp::apply(UnaryFn::Elu, x, alpha); }
-Var relu(const Var& x) { return UnaryOp::apply(UnaryFn::Relu, x); }
+Var neg(const Var& x) { return UnaryOp<math::Neg>::apply(x); }
+Var add_scalar(const Var& x, double c) { return UnaryOp<math::AddScalar>::apply(x, c); }
+Var mul_scalar(const Var& x, double c) { return UnaryOp<math::MulScalar>::apply(x, c); }
+Var pow_scalar(const Var& x, double p) { return UnaryOp<math::PowScalar>::apply(x, p); }
+Var exp(const Var& x) { return UnaryOp<math::Exp>::apply(x); }
+Var log(const Var& x) { return UnaryOp<math::Log>::apply(x); }
+Var sqrt(const Var& x) { return UnaryOp<math::Sqrt>::apply(x); }
+Var rsqrt(const Var& x) { return UnaryOp<math::Rsqrt>::apply(x); }
+Var tanh(const Var& x) { return UnaryOp<math::Tanh>::apply(x); }
+Var sigmoid(const Var& x) { return UnaryOp<math::Sigmoid>::apply(x); }
+Var log_sigmoid(const Var& x) { return UnaryOp<math::LogSigmoid>::apply(x); }
+Var silu(const Var& x) { return UnaryOp<math::Silu>::apply(x); }
+Var gelu(const Var& x) { return UnaryOp<math::Gelu>::apply(x); }
+Var elu(const Var& x, double alpha) { return UnaryOp<math::Elu>::apply(x, alpha); }
+Var relu(const Var& x) { return UnaryOp<math::Relu>::apply(x); }
 
 }  // namespace lina

@@ -7,32 +7,60 @@
 
 namespace lina {
 
-struct ReduceOp : Node {
-  using Node::Node;
-  Shape kept_shape;  // the output shape with the reduced axes kept as size 1
-  double scale = 1.0;  // 1 for sum, 1/n for mean
+// The forward both ops share: the sum over one axis (or over all), the
+// shape with the reduced axes kept as size 1, and how many elements each
+// output element summed.
+struct AxisSum {
+  Tensor out;
+  Shape kept_shape;
+  int64_t n = 1;
+};
+static AxisSum axis_sum(const Tensor& x, int axis, bool all, bool keepdim, const char* op) {
+  AxisSum r;
+  if (all) {
+    r.out = sum_all(x);
+    r.kept_shape = Shape(size_t(x.ndim()), 1);
+    r.n = x.numel();
+  } else {
+    int a = normalize_axis(axis, x.ndim(), op);
+    r.out = sum_axis(x, a, keepdim);
+    r.kept_shape = x.shape();
+    r.kept_shape[size_t(a)] = 1;
+    r.n = x.shape()[size_t(a)];
+  }
+  return r;
+}
 
-  static Var apply(OpKind kind, const Var& x, int axis, bool all, bool keepdim) {
-    const Tensor& xd = x.data();
-    Tensor out;
-    Shape kept;
-    int64_t n;
-    if (all) {
-      out = sum_all(xd);
-      kept = Shape(size_t(xd.ndim()), 1);
-      n = xd.numel();
-    } else {
-      int a = normalize_axis(axis, xd.ndim(), op_name(kind));
-      out = sum_axis(xd, a, keepdim);
-      kept = xd.shape();
-      kept[size_t(a)] = 1;
-      n = xd.shape()[size_t(a)];
-    }
-    double scale = kind == OpKind::Mean ? 1.0 / double(std::max<int64_t>(n, 1)) : 1.0;
+struct SumOp : Node {
+  SumOp() : Node(OpKind::Sum) {}
+  Shape kept_shape;  // the output shape with the reduced axes kept as size 1
+
+  static Var apply(const Var& x, int axis, bool all, bool keepdim) {
+    AxisSum s = axis_sum(x.data(), axis, all, keepdim, op_name(OpKind::Sum));
+    if (!needs_grad({x})) return Var(s.out);
+    auto node = std::make_shared<SumOp>();
+    node->kept_shape = s.kept_shape;
+    return record(s.out, node, {x});
+  }
+
+  std::vector<Tensor> backward(const Tensor& dout) override {
+    return {expand(dout.reshape(kept_shape), inputs[0].shape())};
+  }
+};
+
+struct MeanOp : Node {
+  MeanOp() : Node(OpKind::Mean) {}
+  Shape kept_shape;    // the output shape with the reduced axes kept as size 1
+  double scale = 1.0;  // 1/n
+
+  static Var apply(const Var& x, int axis, bool all, bool keepdim) {
+    AxisSum s = axis_sum(x.data(), axis, all, keepdim, op_name(OpKind::Mean));
+    double scale = 1.0 / double(std::max<int64_t>(s.n, 1));
+    Tensor out = s.out;
     if (scale != 1.0) out = kernels::unary(UnaryFn::MulScalar, out, scale);
     if (!needs_grad({x})) return Var(out);
-    auto node = std::make_shared<ReduceOp>(kind);
-    node->kept_shape = kept;
+    auto node = std::make_shared<MeanOp>();
+    node->kept_shape = s.kept_shape;
     node->scale = scale;
     return record(out, node, {x});
   }
@@ -44,13 +72,9 @@ struct ReduceOp : Node {
   }
 };
 
-Var sum(const Var& x, int axis, bool keepdim) {
-  return ReduceOp::apply(OpKind::Sum, x, axis, false, keepdim);
-}
-Var mean(const Var& x, int axis, bool keepdim) {
-  return ReduceOp::apply(OpKind::Mean, x, axis, false, keepdim);
-}
-Var sum_all(const Var& x) { return ReduceOp::apply(OpKind::Sum, x, 0, true, false); }
-Var mean_all(const Var& x) { return ReduceOp::apply(OpKind::Mean, x, 0, true, false); }
+Var sum(const Var& x, int axis, bool keepdim) { return SumOp::apply(x, axis, false, keepdim); }
+Var mean(const Var& x, int axis, bool keepdim) { return MeanOp::apply(x, axis, false, keepdim); }
+Var sum_all(const Var& x) { return SumOp::apply(x, 0, true, false); }
+Var mean_all(const Var& x) { return MeanOp::apply(x, 0, true, false); }
 
 }  // namespace lina
