@@ -14,9 +14,9 @@ namespace lina::cpu {
 //   p  ← p − lr·m̂ / (√v̂ + eps)               m̂ = m / bc1, v̂ = v / bc2
 // The last line is computed as (lr / bc1)·m / (√v / √bc2 + eps), as PyTorch does.
 template <class T>
-void adamw_step(T* p, const T* g, T* m, T* v, int64_t n, T lr, T beta1, T beta2, T eps,
-                T weight_decay, T bias_correction1, T bias_correction2) {
-  const T decay_factor = T(1) - lr * weight_decay;
+void adamw_step(T* p, const T* g, T* m, T* v, const T* decay_mask, int64_t n, T lr, T beta1,
+                T beta2, T eps, T weight_decay, T bias_correction1, T bias_correction2) {
+  const T decay_factor = T(1) - lr * weight_decay;  // where decay_mask is 1 (or null)
   const T step_size = lr / bias_correction1;
   const T bias_correction2_sqrt = std::sqrt(bias_correction2);
   LINA_PARALLEL_FOR_IF(n > kParallelMin)
@@ -25,7 +25,8 @@ void adamw_step(T* p, const T* g, T* m, T* v, int64_t n, T lr, T beta1, T beta2,
     m[i] = beta1 * m[i] + (T(1) - beta1) * gi;
     v[i] = beta2 * v[i] + (T(1) - beta2) * gi * gi;
     T denom = std::sqrt(v[i]) / bias_correction2_sqrt + eps;
-    p[i] = p[i] * decay_factor - step_size * m[i] / denom;
+    T decay = decay_mask == nullptr || decay_mask[i] != T(0) ? decay_factor : T(1);
+    p[i] = p[i] * decay - step_size * m[i] / denom;
   }
 }
 
@@ -36,7 +37,7 @@ void scale(T* x, int64_t n, T factor) {
 }
 
 #define LINA_INSTANTIATE(T)                                                                   \
-  template void adamw_step<T>(T*, const T*, T*, T*, int64_t, T, T, T, T, T, T, T);             \
+  template void adamw_step<T>(T*, const T*, T*, T*, const T*, int64_t, T, T, T, T, T, T, T);  \
   template void scale<T>(T*, int64_t, T);
 LINA_INSTANTIATE(float)
 LINA_INSTANTIATE(double)

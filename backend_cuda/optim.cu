@@ -15,11 +15,11 @@ __global__ void scale_kernel(float* x, int64_t n, float factor) {
   for (int64_t i = first_index(); i < n; i += index_stride()) scale_thread(i, x, factor);
 }
 
-void adamw_step(float* p, const float* g, float* m, float* v, int64_t n, float lr, float beta1,
-                float beta2, float eps, float weight_decay, float bias_correction1,
-                float bias_correction2) {
+void adamw_step(float* p, const float* g, float* m, float* v, const float* decay_mask, int64_t n,
+                float lr, float beta1, float beta2, float eps, float weight_decay,
+                float bias_correction1, float bias_correction2) {
   if (n == 0) return;
-  AdamWArgs args = make_adamw_args(p, g, m, v, n, lr, beta1, beta2, eps, weight_decay,
+  AdamWArgs args = make_adamw_args(p, g, m, v, decay_mask, n, lr, beta1, beta2, eps, weight_decay,
                                    bias_correction1, bias_correction2);
   adamw_kernel<<<blocks_for(n), kThreads, 0, context().stream>>>(args);
   LINA_CHECK_LAUNCH("cuda::adamw_step");

@@ -18,6 +18,7 @@ struct AdamWArgs {
   const float* g;  // [n] gradient
   float* m;        // [n] first moment, updated
   float* v;        // [n] second moment, updated
+  const float* decay_mask;  // [n] 1 where weight decay applies, 0 where not; null: everywhere
   int64_t n;
   float beta1, beta2, eps;
   float decay_factor;           // 1 − lr·weight_decay
@@ -25,7 +26,8 @@ struct AdamWArgs {
   float bias_correction2_sqrt;  // √bias_correction2
 };
 
-inline AdamWArgs make_adamw_args(float* p, const float* g, float* m, float* v, int64_t n, float lr,
+inline AdamWArgs make_adamw_args(float* p, const float* g, float* m, float* v,
+                                 const float* decay_mask, int64_t n, float lr,
                                  float beta1, float beta2, float eps, float weight_decay,
                                  float bias_correction1, float bias_correction2) {
   AdamWArgs a;
@@ -33,6 +35,7 @@ inline AdamWArgs make_adamw_args(float* p, const float* g, float* m, float* v, i
   a.g = g;
   a.m = m;
   a.v = v;
+  a.decay_mask = decay_mask;
   a.n = n;
   a.beta1 = beta1;
   a.beta2 = beta2;
@@ -53,7 +56,8 @@ LINA_HD void adamw_thread(int64_t i, const AdamWArgs& a) {
   a.m[i] = mi;
   a.v[i] = vi;
   const float denom = ::sqrtf(vi) / a.bias_correction2_sqrt + a.eps;
-  a.p[i] = a.p[i] * a.decay_factor - a.step_size * mi / denom;
+  const float decay = a.decay_mask == nullptr || a.decay_mask[i] != 0.0f ? a.decay_factor : 1.0f;
+  a.p[i] = a.p[i] * decay - a.step_size * mi / denom;
 }
 
 // x[i] *= factor

@@ -16,9 +16,11 @@ using detail::on_cuda;
 // ---- optimiser (AdamW step) ----
 
 void adamw_step(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, double lr, double beta1,
-                double beta2, double eps, double weight_decay, int64_t step) {
-  const Tensor* others[] = {&grad, &m, &v};
+                double beta2, double eps, double weight_decay, int64_t step,
+                const Tensor& decay_mask) {
+  const Tensor* others[] = {&grad, &m, &v, &decay_mask};
   for (const Tensor* t : others) {
+    if (!t->defined()) continue;  // (only the mask may be undefined)
     check_same_shape(param, *t, "adamw_step");
     check_same_dtype_device(param, *t, "adamw_step");
   }
@@ -29,7 +31,8 @@ void adamw_step(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, double 
   on_backend(param, "adamw_step", [&](auto backend) {
     using B = decltype(backend);
     using T = typename B::type;
-    B::adamw_step(param.data<T>(), grad.data<T>(), m.data<T>(), v.data<T>(), param.numel(),
+    B::adamw_step(param.data<T>(), grad.data<T>(), m.data<T>(), v.data<T>(),
+                  decay_mask.defined() ? decay_mask.data<T>() : nullptr, param.numel(),
                   T(lr), T(beta1), T(beta2), T(eps), T(weight_decay), T(bias_correction1),
                   T(bias_correction2));
   });

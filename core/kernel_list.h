@@ -39,8 +39,10 @@
 //   token, zero left padding.
 // rope_apply: x, y [B, T, H, D], D even; rotates pair (j, j + D/2) by
 //   (pos0 + t)·base^(−2j/D), or by minus that angle when `inverse`.
-// adamw_step over n elements (PyTorch's single-tensor form):
-//   p −= lr·weight_decay·p;  m = β1 m + (1 − β1) g;  v = β2 v + (1 − β2) g²;
+// adamw_step over n elements (PyTorch's single-tensor form), one call over
+//   the whole parameter buffer; decay_mask [n] is 1 where weight decay
+//   applies and 0 where not (null: everywhere):
+//   p −= lr·weight_decay·p (where the mask is 1);  m = β1 m + (1 − β1) g;  v = β2 v + (1 − β2) g²;
 //   p −= (lr / bias_correction1) · m / (√v / √bias_correction2 + eps).
 // scale: x *= factor.
 // scan (core/kernel_args.h): token by token, states null or [B, H, T, d, d]
@@ -95,8 +97,9 @@
                                    int64_t T_len, int64_t C, int64_t K))                          \
   X(void, rope_apply, (const T* x, T* y, int64_t B, int64_t T_len, int64_t H, int64_t D,          \
                        int64_t pos0, double base, bool inverse))                                  \
-  X(void, adamw_step, (T * p, const T* g, T* m, T* v, int64_t n, T lr, T beta1, T beta2, T eps,   \
-                       T weight_decay, T bias_correction1, T bias_correction2))                   \
+  X(void, adamw_step, (T * p, const T* g, T* m, T* v, const T* decay_mask, int64_t n, T lr,       \
+                       T beta1, T beta2, T eps, T weight_decay, T bias_correction1,               \
+                       T bias_correction2))                                                       \
   X(void, scale, (T * x, int64_t n, T factor))
 
 // Kernels the CPU backend has and CUDA does not have yet (the scan): dispatch

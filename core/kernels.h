@@ -114,8 +114,11 @@ Tensor rope_apply(const Tensor& x, int64_t pos0, double base, bool inverse);
 // One AdamW update in place, PyTorch semantics; `step` counts from 1 and sets
 // the bias corrections 1 − β^step. param, grad, m (first moment), v (second
 // moment): same shape, dtype and device. weight_decay 0 turns decay off.
+// decay_mask: like param, 1 where weight decay applies, 0 where not;
+// undefined: everywhere. One launch over the whole buffer.
 void adamw_step(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, double lr, double beta1,
-                double beta2, double eps, double weight_decay, int64_t step);
+                double beta2, double eps, double weight_decay, int64_t step,
+                const Tensor& decay_mask = Tensor());
 void scale_inplace(Tensor& x, double factor);  // x *= factor
 
 // ---- scan: the linear / delta / gated-delta recurrence ----

@@ -1,5 +1,6 @@
 #include "models/optim.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/kernels.h"
@@ -12,11 +13,11 @@ AdamW::AdamW(ParameterStore& params, AdamWConfig config) : params_(params), conf
   check(params.finalized(), "AdamW: the parameter store must be finalized first");
   m_ = Tensor::zeros({params.count()}, params.dtype(), params.device());
   v_ = Tensor::zeros({params.count()}, params.dtype(), params.device());
-  for (const Parameter& p : params.parameters()) {
-    int64_t n = p.var.data().numel();
-    if (!runs_.empty() && runs_.back().decay == p.decay) runs_.back().numel += n;
-    else runs_.push_back({p.offset, n, p.decay});
-  }
+  // One update over the whole flat buffer: the mask says where decay applies.
+  std::vector<double> mask(size_t(params.count()), 0.0);
+  for (const Parameter& p : params.parameters())
+    if (p.decay) std::fill_n(mask.begin() + p.offset, p.var.data().numel(), 1.0);
+  decay_mask_ = Tensor::from_vector(mask, {params.count()}).to(params.dtype()).to(params.device());
 }
 
 void AdamW::step(double lr) {
@@ -26,14 +27,9 @@ void AdamW::step(double lr) {
             " (create the optimiser after moving the parameters)");
   params_.check_grads_in_buffer("AdamW::step");
   int64_t t = step_count_ + 1;  // bias corrections use the count including this update
-  for (const Run& r : runs_) {
-    Tensor p = Tensor::view_of(params_.data(), r.offset, {r.numel});
-    Tensor g = Tensor::view_of(params_.grad(), r.offset, {r.numel});
-    Tensor m = Tensor::view_of(m_, r.offset, {r.numel});
-    Tensor v = Tensor::view_of(v_, r.offset, {r.numel});
-    kernels::adamw_step(p, g, m, v, lr, config_.beta1, config_.beta2, config_.eps,
-                        r.decay ? config_.weight_decay : 0.0, t);
-  }
+  Tensor p = params_.data(), g = params_.grad();
+  kernels::adamw_step(p, g, m_, v_, lr, config_.beta1, config_.beta2, config_.eps,
+                      config_.weight_decay, t, decay_mask_);
   step_count_ = t;
 }
 

@@ -43,17 +43,12 @@ class AdamW {
   Tensor second_moment(const std::string& name) const;
 
  private:
-  // A contiguous run of parameters sharing one decay flag: one kernel call.
-  struct Run {
-    int64_t offset = 0, numel = 0;
-    bool decay = false;
-  };
   Tensor moment_view(const Tensor& buffer, const std::string& name) const;
 
   ParameterStore& params_;
   AdamWConfig config_;
-  std::vector<Run> runs_;
   Tensor m_, v_;
+  Tensor decay_mask_;  // [params.count()]: 1 where weight decay applies, else 0
   int64_t step_count_ = 0;
 };
 

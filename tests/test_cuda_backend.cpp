@@ -481,6 +481,16 @@ void add_norm_conv_rope_adamw_rows(std::vector<Row>& rows) {
                       kernels::adamw_step(param, grad, m, v, 1e-2, 0.9, 0.99, 1e-8, a.weight_decay, a.step);
                       return Outputs{param, m, v};
                     }});
+  // One launch over a whole buffer, weight decay only where the mask says.
+  rows.push_back({"adamw_step [1001] with a decay mask", [](Device d) {
+                    Inputs in(d);
+                    Tensor param = in.randn({1001}), grad = in.randn({1001}, 0.1);
+                    Tensor m = in.randn({1001}, 0.01), v = in.rand({1001}, 0.0, 1e-3);
+                    Tensor mask = in.rand({1001}, 0.0, 1.0);
+                    mask = kernels::unary(UnaryFn::Relu, kernels::unary(UnaryFn::AddScalar, mask, -0.5));
+                    kernels::adamw_step(param, grad, m, v, 1e-2, 0.9, 0.99, 1e-8, 0.1, 3, mask);
+                    return Outputs{param, m, v};
+                  }});
 }
 
 std::vector<Row> all_rows() {

@@ -257,10 +257,10 @@ TEST_CASE("cuda emulation: AdamW steps (with and without weight decay) match the
         Buffer g = randn(n, 0.5f);
         const float bc1 = 1.0f - std::pow(beta1, float(step));
         const float bc2 = 1.0f - std::pow(beta2, float(step));
-        lina::cpu::adamw_step<float>(p_want.data(), g.data(), m_want.data(), v_want.data(), n, lr,
+        lina::cpu::adamw_step<float>(p_want.data(), g.data(), m_want.data(), v_want.data(), nullptr, n, lr,
                                      beta1, beta2, eps, wd, bc1, bc2);
         AdamWArgs args =
-            make_adamw_args(p.data(), g.data(), m.data(), v.data(), n, lr, beta1, beta2, eps, wd,
+            make_adamw_args(p.data(), g.data(), m.data(), v.data(), nullptr, n, lr, beta1, beta2, eps, wd,
                             bc1, bc2);
         run_grid(n, [&](int64_t i) { adamw_thread(i, args); });
         if (step == 1) first_move = p[0] - p_before;
