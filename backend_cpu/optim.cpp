@@ -36,9 +36,17 @@ void scale(T* x, int64_t n, T factor) {
   for (int64_t i = 0; i < n; ++i) x[i] *= factor;
 }
 
+// The clip factor of clip_grad_norm (models/optim.h), from Σ g².
+template <class T>
+void clip_to_norm(T* x, int64_t n, const double* sum_of_squares, double max_norm) {
+  double factor = max_norm / (std::sqrt(*sum_of_squares) + 1e-6);
+  if (factor < 1.0) scale<T>(x, n, T(factor));
+}
+
 #define LINA_INSTANTIATE(T)                                                                   \
   template void adamw_step<T>(T*, const T*, T*, T*, const T*, int64_t, T, T, T, T, T, T, T);  \
-  template void scale<T>(T*, int64_t, T);
+  template void scale<T>(T*, int64_t, T);                                                     \
+  template void clip_to_norm<T>(T*, int64_t, const double*, double);
 LINA_INSTANTIATE(float)
 LINA_INSTANTIATE(double)
 #undef LINA_INSTANTIATE

@@ -25,7 +25,7 @@ void sum_middle(const T* x, T* out, int64_t outer, int64_t n, int64_t inner) {
 // not depend on the number of threads or their timing (a resumed run must
 // clip its gradients exactly as an uninterrupted one).
 template <class T>
-double sum_squares(const T* x, int64_t n) {
+void sum_squares(const T* x, int64_t n, double* out) {
   constexpr int64_t kBlock = 1 << 14;
   int64_t blocks = (n + kBlock - 1) / kBlock;
   std::vector<double> partial(size_t(blocks), 0.0);
@@ -37,12 +37,12 @@ double sum_squares(const T* x, int64_t n) {
   }
   double total = 0.0;
   for (double p : partial) total += p;
-  return total;
+  *out = total;
 }
 
 template void sum_middle<float>(const float*, float*, int64_t, int64_t, int64_t);
 template void sum_middle<double>(const double*, double*, int64_t, int64_t, int64_t);
-template double sum_squares<float>(const float*, int64_t);
-template double sum_squares<double>(const double*, int64_t);
+template void sum_squares<float>(const float*, int64_t, double*);
+template void sum_squares<double>(const double*, int64_t, double*);
 
 }  // namespace lina::cpu

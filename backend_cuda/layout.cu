@@ -79,13 +79,13 @@ __global__ void sum_squares_kernel(const float* x, int64_t n, double* block_tota
 }
 
 // One block adds the block totals in a fixed order (no atomics), so the same
-// input gives the same bits on every run; the sum goes to block_totals[blocks].
-__global__ void sum_block_totals_kernel(double* block_totals, int blocks) {
+// input gives the same bits on every run; the sum goes to *out.
+__global__ void sum_block_totals_kernel(const double* block_totals, int blocks, double* out) {
   __shared__ double partial[kThreads];
   double s = 0.0;
   for (int b = threadIdx.x; b < blocks; b += kThreads) s += block_totals[b];
   double total = block_sum(partial, s);
-  if (threadIdx.x == 0) block_totals[blocks] = total;
+  if (threadIdx.x == 0) *out = total;
 }
 
 // ---- launchers ----------------------------------------------------------------------
@@ -129,18 +129,19 @@ void sum_middle(const float* x, float* out, int64_t outer, int64_t n, int64_t in
   LINA_CHECK_LAUNCH("cuda::sum_middle");
 }
 
-double sum_squares(const float* x, int64_t n) {
-  if (n == 0) return 0.0;
+// *out (device memory) = Σ x², in double; nothing is read back here.
+void sum_squares(const float* x, int64_t n, double* out) {
   Context& ctx = context();
+  if (n == 0) {
+    LINA_CUDA_CHECK(cudaMemsetAsync(out, 0, sizeof(double), ctx.stream), "cuda::sum_squares");
+    return;
+  }
   unsigned blocks = blocks_for(n);
   if (blocks > unsigned(kMaxReductionBlocks)) blocks = kMaxReductionBlocks;  // threads then loop
   sum_squares_kernel<<<blocks, kThreads, 0, ctx.stream>>>(x, n, ctx.reduction_scratch);
   LINA_CHECK_LAUNCH("cuda::sum_squares");
-  sum_block_totals_kernel<<<1, kThreads, 0, ctx.stream>>>(ctx.reduction_scratch, int(blocks));
+  sum_block_totals_kernel<<<1, kThreads, 0, ctx.stream>>>(ctx.reduction_scratch, int(blocks), out);
   LINA_CHECK_LAUNCH("cuda::sum_squares (block totals)");
-  double result = 0.0;  // the one read back (counted by copy)
-  copy(&result, ctx.reduction_scratch + blocks, sizeof(double), CopyKind::DeviceToHost);
-  return result;
 }
 
 }  // namespace lina::cuda

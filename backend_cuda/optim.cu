@@ -11,6 +11,11 @@ __global__ void adamw_kernel(AdamWArgs args) {
   for (int64_t i = first_index(); i < args.n; i += index_stride()) adamw_thread(i, args);
 }
 
+__global__ void clip_to_norm_kernel(float* x, int64_t n, const double* sum_of_squares, double max_norm) {
+  for (int64_t i = first_index(); i < n; i += index_stride())
+    clip_to_norm_thread(i, x, sum_of_squares, max_norm);
+}
+
 __global__ void scale_kernel(float* x, int64_t n, float factor) {
   for (int64_t i = first_index(); i < n; i += index_stride()) scale_thread(i, x, factor);
 }
@@ -29,6 +34,12 @@ void scale(float* x, int64_t n, float factor) {
   if (n == 0) return;
   scale_kernel<<<blocks_for(n), kThreads, 0, context().stream>>>(x, n, factor);
   LINA_CHECK_LAUNCH("cuda::scale");
+}
+
+void clip_to_norm(float* x, int64_t n, const double* sum_of_squares, double max_norm) {
+  if (n == 0) return;
+  clip_to_norm_kernel<<<blocks_for(n), kThreads, 0, context().stream>>>(x, n, sum_of_squares, max_norm);
+  LINA_CHECK_LAUNCH("cuda::clip_to_norm");
 }
 
 }  // namespace lina::cuda

@@ -63,4 +63,12 @@ LINA_HD void adamw_thread(int64_t i, const AdamWArgs& a) {
 // x[i] *= factor
 LINA_HD void scale_thread(int64_t i, float* x, float factor) { x[i] *= factor; }
 
+// Gradient clipping: every thread computes the factor from Σ g² (read from
+// device memory) the way the CPU does, in double, and scales its element
+// when the factor is below 1.
+LINA_HD void clip_to_norm_thread(int64_t i, float* x, const double* sum_of_squares, double max_norm) {
+  double factor = max_norm / (::sqrt(*sum_of_squares) + 1e-6);
+  if (factor < 1.0) x[i] *= float(factor);
+}
+
 }  // namespace lina::cuda

@@ -172,15 +172,17 @@ void sum_middle(const Tensor& x, int64_t outer, int64_t n, int64_t inner, Tensor
   });
 }
 
-double sum_squares(const Tensor& x) {
-  double s = 0.0;
+Tensor sum_squares_on_device(const Tensor& x) {
+  Tensor out = Tensor::empty({}, DType::f64, x.device());
   on_backend(x, "sum_squares", [&](auto backend) {
     using B = decltype(backend);
     using T = typename B::type;
-    s = B::sum_squares(x.data<T>(), x.numel());
+    B::sum_squares(x.data<T>(), x.numel(), out.data<double>());
   });
-  return s;
+  return out;
 }
+
+double sum_squares(const Tensor& x) { return sum_squares_on_device(x).item(); }
 
 // ---- matrix products ----------------------------------------------------------------------
 

@@ -38,6 +38,18 @@ void adamw_step(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, double 
   });
 }
 
+void clip_to_norm(Tensor& x, const Tensor& sum_of_squares, double max_norm) {
+  check(sum_of_squares.dtype() == DType::f64 && sum_of_squares.numel() == 1 &&
+            sum_of_squares.device() == x.device(),
+        "clip_to_norm: the sum of squares must be one float64 on " +
+            std::string(device_name(x.device())) + ", got " + sum_of_squares.describe());
+  on_backend(x, "clip_to_norm", [&](auto backend) {
+    using B = decltype(backend);
+    using T = typename B::type;
+    B::clip_to_norm(x.data<T>(), x.numel(), sum_of_squares.data<double>(), max_norm);
+  });
+}
+
 void scale_inplace(Tensor& x, double factor) {
   on_backend(x, "scale_inplace", [&](auto backend) {
     using B = decltype(backend);

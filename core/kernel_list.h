@@ -20,7 +20,8 @@
 //   src[Σ i_k src_strides[k]] for i in shape; zero destination strides with
 //   accumulate sum several source elements into one (sum_to).
 // sum_middle: x [outer, n, inner] -> out[o, i] = Σ_j x[o, j, i].
-// sum_squares: Σ x², accumulated in double, in a fixed order.
+// sum_squares: *out = Σ x², accumulated in double, in a fixed order; out is
+//   one double in the backend's memory (on the GPU for CUDA: no read back).
 // gemm: for i < batch, C_i = alpha·op(A_i)·op(B_i) + beta·C_i, row-major,
 //   op(A_i) M×K, op(B_i) K×N, C_i M×N, op = transpose when ta / tb; a
 //   stride of 0 reuses one matrix for every batch entry.
@@ -45,6 +46,9 @@
 //   p −= lr·weight_decay·p (where the mask is 1);  m = β1 m + (1 − β1) g;  v = β2 v + (1 − β2) g²;
 //   p −= (lr / bias_correction1) · m / (√v / √bias_correction2 + eps).
 // scale: x *= factor.
+// clip_to_norm: x *= min(1, max_norm / (√sum_of_squares + 1e-6)), the factor
+//   computed by the backend from *sum_of_squares (in the backend's memory),
+//   so clipping gradients needs no read back before the update.
 // scan (core/kernel_args.h): token by token, states null or [B, H, T, d, d]
 //   receiving S_0 … S_{T−1}; chunked (chunks of C), chunk_states null or
 //   [B, H, ⌈T/C⌉, d, d] receiving the state entering each chunk; dout
@@ -68,7 +72,7 @@
                          const int64_t* dst_strides, const int64_t* shape, int ndim,              \
                          bool accumulate))                                                        \
   X(void, sum_middle, (const T* x, T* out, int64_t outer, int64_t n, int64_t inner))              \
-  X(double, sum_squares, (const T* x, int64_t n))                                                 \
+  X(void, sum_squares, (const T* x, int64_t n, double* out))                                      \
   X(void, gemm, (int64_t batch, int64_t M, int64_t N, int64_t K, const T* a, bool ta,             \
                  int64_t stride_a, const T* b, bool tb, int64_t stride_b, T* c, int64_t stride_c, \
                  T alpha, T beta))                                                                \
@@ -100,7 +104,8 @@
   X(void, adamw_step, (T * p, const T* g, T* m, T* v, const T* decay_mask, int64_t n, T lr,       \
                        T beta1, T beta2, T eps, T weight_decay, T bias_correction1,               \
                        T bias_correction2))                                                       \
-  X(void, scale, (T * x, int64_t n, T factor))
+  X(void, scale, (T * x, int64_t n, T factor))                                                   \
+  X(void, clip_to_norm, (T * x, int64_t n, const double* sum_of_squares, double max_norm))
 
 // Kernels the CPU backend has and CUDA does not have yet (the scan): dispatch
 // refuses a CUDA tensor for them with one clear error.

@@ -52,7 +52,9 @@ void copy_strided(const Tensor& src, const StridedView& sv, Tensor& dst, const S
 // ---- reductions ---------------------------------------------------------------
 // x viewed as [outer, n, inner]: out[o, i] = Σ_j x[o, j, i].
 void sum_middle(const Tensor& x, int64_t outer, int64_t n, int64_t inner, Tensor& out);
-double sum_squares(const Tensor& x);  // Σ x², accumulated in double
+double sum_squares(const Tensor& x);  // Σ x², accumulated in double (read back)
+// Σ x² as a float64 scalar tensor on x's device (nothing read back).
+Tensor sum_squares_on_device(const Tensor& x);
 
 // ---- matrix products ----------------------------------------------------------
 // c[i] = op(a[i]) · op(b[i]) for i over `batch`, op = transpose when ta/tb.
@@ -120,6 +122,9 @@ void adamw_step(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, double 
                 double beta2, double eps, double weight_decay, int64_t step,
                 const Tensor& decay_mask = Tensor());
 void scale_inplace(Tensor& x, double factor);  // x *= factor
+// x *= min(1, max_norm / (√sum_of_squares + 1e-6)), the factor computed on
+// x's device from the float64 scalar sum_of_squares (sum_squares_on_device).
+void clip_to_norm(Tensor& x, const Tensor& sum_of_squares, double max_norm);
 
 // ---- scan: the linear / delta / gated-delta recurrence ----
 // Per (batch, head), recurrence.md §1: S_t = α_t S_{t−1} + u_t k_tᵀ, o_t = S_t q_t,

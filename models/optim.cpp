@@ -50,13 +50,13 @@ Tensor AdamW::second_moment(const std::string& name) const { return moment_view(
 double clip_grad_norm(ParameterStore& params, double max_norm) {
   check(max_norm > 0, "clip_grad_norm: max_norm must be positive, got " + std::to_string(max_norm));
   params.check_grads_in_buffer("clip_grad_norm");
-  double norm = std::sqrt(kernels::sum_squares(params.grad()));
-  double clip_coef = max_norm / (norm + 1e-6);
-  if (clip_coef < 1.0) {
-    Tensor grad = params.grad();  // the whole gradient buffer
-    kernels::scale_inplace(grad, clip_coef);
-  }
-  return norm;
+  Tensor grad = params.grad();  // the whole gradient buffer
+  // Σ g² stays on the gradients' device and the clip factor is computed
+  // there: the update does not wait for a read back. The norm is returned
+  // for the log (on CUDA: the step's one read of the gradient norm).
+  Tensor sum_of_squares = kernels::sum_squares_on_device(grad);
+  kernels::clip_to_norm(grad, sum_of_squares, max_norm);
+  return std::sqrt(sum_of_squares.item());
 }
 
 // ---- learning-rate schedule -----------------------------------------------------------------

@@ -481,6 +481,14 @@ void add_norm_conv_rope_adamw_rows(std::vector<Row>& rows) {
                       kernels::adamw_step(param, grad, m, v, 1e-2, 0.9, 0.99, 1e-8, a.weight_decay, a.step);
                       return Outputs{param, m, v};
                     }});
+  // Gradient clipping: Σ x² stays on the device, the factor is computed there.
+  for (double max_norm : {1.0, 1e6})
+    rows.push_back({"clip_to_norm [5000] to " + std::to_string(max_norm), [max_norm](Device d) {
+                      Tensor x = Inputs(d).randn({5000});
+                      Tensor sum_of_squares = kernels::sum_squares_on_device(x);
+                      kernels::clip_to_norm(x, sum_of_squares, max_norm);
+                      return Outputs{x};
+                    }});
   // One launch over a whole buffer, weight decay only where the mask says.
   rows.push_back({"adamw_step [1001] with a decay mask", [](Device d) {
                     Inputs in(d);

@@ -49,11 +49,13 @@ void run_grid(int64_t n, PerThread per_thread, int64_t threads = 96) {
     for (int64_t i = t; i < n; i += threads) per_thread(i);
 }
 
-// max |got − want| ≤ rtol · max |want| (the GPU-vs-CPU criterion), NaN fails.
+// max |got − want| ≤ rtol · max(max |want|, min_scale) (the GPU-vs-CPU
+// criterion), NaN fails. A long sum passes min_scale = Σ|terms|: its rounding
+// scales with the terms, not with a total that may cancel to near zero.
 void check_close(const Buffer& got, const Buffer& want, const std::string& what,
-                 double rtol = 1e-5) {
+                 double rtol = 1e-5, double min_scale = 0.0) {
   REQUIRE(got.size() == want.size());
-  double scale = 0.0, worst = 0.0;
+  double scale = min_scale, worst = 0.0;
   int64_t worst_at = -1;
   for (size_t i = 0; i < want.size(); ++i) scale = std::max(scale, std::fabs(double(want[i])));
   for (size_t i = 0; i < want.size(); ++i) {
@@ -281,6 +283,21 @@ TEST_CASE("cuda emulation: scale matches the CPU backend") {
   CHECK(x[3] != 0.0f);
 }
 
+TEST_CASE("cuda emulation: clip_to_norm computes the factor like the CPU backend") {
+  for (double max_norm : {0.5, 1e6}) {  // clipped, and left alone
+    Buffer x = randn(1000), want = x;
+    double sum_of_squares = 0.0;
+    lina::cpu::sum_squares<float>(x.data(), 1000, &sum_of_squares);
+    lina::cpu::clip_to_norm<float>(want.data(), 1000, &sum_of_squares, max_norm);
+    run_grid(1000, [&](int64_t i) { clip_to_norm_thread(i, x.data(), &sum_of_squares, max_norm); });
+    CHECK(same_bits(x, want));
+    double after = 0.0;
+    lina::cpu::sum_squares<float>(x.data(), 1000, &after);
+    if (max_norm < 1) CHECK(std::sqrt(after) == doctest::Approx(max_norm).epsilon(1e-4));
+    else CHECK(after == sum_of_squares);
+  }
+}
+
 // ---- copy_strided without atomics ---------------------------------------------------------------
 
 TEST_CASE("cuda emulation: copy_strided accumulates over zero destination strides, one pass or chunked") {
@@ -304,6 +321,8 @@ TEST_CASE("cuda emulation: copy_strided accumulates over zero destination stride
     for (int64_t e : c.extent) n *= e;
     const int ndim = int(c.extent.size());
     Buffer src = randn(n), dst0 = randn(c.dst_size);
+    double sum_abs = 0.0;  // the scale of the sums' rounding
+    for (float x : src) sum_abs += std::fabs(double(x));
 
     Buffer want = dst0;
     lina::cpu::copy_strided<float>(src.data(), c.src_strides.data(), want.data(),
@@ -318,7 +337,7 @@ TEST_CASE("cuda emulation: copy_strided accumulates over zero destination stride
     Buffer one_pass = dst0;
     args.dst = one_pass.data();
     run_grid(args.kept_n, [&](int64_t k) { copy_strided_thread(k, args); });
-    check_close(one_pass, want, c.what + " (one pass)");
+    check_close(one_pass, want, c.what + " (one pass)", 1e-5, sum_abs);
 
     // chunked: the chunk count the launcher would pick, at least 2 here
     const int64_t chunks = std::max<int64_t>(2, copy_strided_chunks(args));
@@ -332,7 +351,7 @@ TEST_CASE("cuda emulation: copy_strided accumulates over zero destination stride
                threads);
     };
     run_chunked(96);
-    check_close(chunked, want, c.what + " (chunked)");
+    check_close(chunked, want, c.what + " (chunked)", 1e-5, sum_abs);
     // same bits whatever the grid
     Buffer first = chunked;
     chunked = dst0;
