@@ -34,6 +34,17 @@ struct Cache {
   HostMemoryStats stats;
 
   void note_peak() { stats.peak_bytes = std::max(stats.peak_bytes, stats.live_bytes + stats.cached_bytes); }
+
+  // Gives every cached (free) buffer back to malloc; the caller holds `mutex`.
+  void free_cached() {
+    for (auto& [cls, buffers] : free_by_class)
+      for (void* p : buffers) {
+        LINA_UNPOISON(p, cls);
+        std::free(p);
+      }
+    free_by_class.clear();
+    stats.cached_bytes = 0;
+  }
 };
 
 // Never destroyed: tensors with static storage duration may be freed after
@@ -78,11 +89,7 @@ void* host_alloc(size_t bytes) {
   } else {
     p = std::aligned_alloc(kAlign, cls);
     if (p == nullptr) {  // give the cache back and try once more before failing
-      for (auto& [size, buffers] : c.free_by_class) {
-        for (void* b : buffers) { LINA_UNPOISON(b, size); std::free(b); }
-        buffers.clear();
-      }
-      c.stats.cached_bytes = 0;
+      c.free_cached();
       p = std::aligned_alloc(kAlign, cls);
     }
     if (p == nullptr)
@@ -118,14 +125,7 @@ void host_free(void* ptr) {
 void release_cached() {
   Cache& c = cache();
   std::lock_guard<std::mutex> lock(c.mutex);
-  for (auto& [cls, buffers] : c.free_by_class) {
-    for (void* p : buffers) {
-      LINA_UNPOISON(p, cls);
-      std::free(p);
-    }
-  }
-  c.free_by_class.clear();
-  c.stats.cached_bytes = 0;
+  c.free_cached();
   malloc_trim(0);  // hand the freed pages back to the system now
 }
 

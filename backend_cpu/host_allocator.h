@@ -7,8 +7,8 @@
 // long run no longer fits. Here a freed buffer is kept in a free list for its
 // size class and handed out again for the next request of that class: after
 // the first step, a step allocates nothing from the system and resident
-// memory stays flat. release_cached() gives the kept buffers back (after a
-// phase with other shapes, such as the extrapolation evaluation).
+// memory stays flat. release_cached() gives the kept buffers back; a request
+// the system cannot serve does that first and tries again.
 //
 // Size classes: a request is rounded up to one of 8 evenly spaced sizes per
 // power of two (so at most 12.5 % is wasted), and at least 64 bytes. Every

@@ -17,7 +17,6 @@
 namespace lina::kernels {
 
 using detail::on_backend;
-using detail::on_cuda;
 
 namespace {
 

@@ -12,7 +12,6 @@
 namespace lina::kernels {
 
 using detail::on_backend;
-using detail::on_cuda;
 
 // ---- softmax, log-softmax, cross-entropy, embedding ----
 

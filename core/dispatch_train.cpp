@@ -11,7 +11,6 @@
 namespace lina::kernels {
 
 using detail::on_backend;
-using detail::on_cuda;
 
 // ---- optimiser (AdamW step) ----
 

@@ -358,7 +358,6 @@ TrainResult TrainingRun::run() {
     if (step_ % o_.checkpoint_every == 0 || last) save();
   }
   progress_->finish();
-  history_["train_seconds"] = previous_train_seconds_ + train_seconds_;
   if (interrupted_) {
     save();
   } else {
@@ -496,7 +495,6 @@ void TrainingRun::diverged(double loss, double grad_norm) {
   auto number = [](double v) { return std::isfinite(v) ? json(v) : json(std::to_string(v)); };
   diverged_ = {{"step", bad_step}, {"loss", number(loss)}, {"grad_norm", number(grad_norm)}};
   progress_->finish();
-  history_["train_seconds"] = previous_train_seconds_ + train_seconds_;
   write_json();
   char lower_lr[32], numbers[96];
   std::snprintf(lower_lr, sizeof lower_lr, "%g", o_.lr / 2);

@@ -24,6 +24,7 @@
 #include "core/printable.h"
 #include "core/safetensors.h"
 #include "experiments/checkpoint.h"
+#include "tests/checkpoint_models.h"
 #include "tests/temp_dir.h"
 
 using namespace lina;
@@ -251,9 +252,7 @@ TEST_CASE("fuzz: 10,000 mutated checkpoints load cleanly or end in one lina::Err
     load_checkpoint(f, model, &optimizer);
   }
 
-  // Models for the presets a mutant may name, built once.
-  std::map<std::pair<std::string, int>, std::unique_ptr<LanguageModel>> models;
-  std::map<std::pair<std::string, int>, std::unique_ptr<AdamW>> optimizers;
+  lina::test::CheckpointModels models;  // built once per preset a mutant names
 
   Mutator mutator(20261201);
   std::map<std::string, std::pair<int, int>> by_family;  // family → (loaded, rejected)
@@ -275,15 +274,9 @@ TEST_CASE("fuzz: 10,000 mutated checkpoints load cleanly or end in one lina::Err
       }
       // nothing was allocated from a size the file cannot hold
       CHECK(cpu::host_memory_stats().largest_request <= int64_t(bytes.size()));
-      CheckpointInfo got = checkpoint_info(f);
-      auto key = std::make_pair(got.preset, got.vocab);
-      if (!models.count(key)) {
-        models[key] = std::make_unique<LanguageModel>(make_config(got.preset, got.vocab), 1);
-        optimizers[key] = std::make_unique<AdamW>(models[key]->params());
-      }
-      load_checkpoint(f, *models[key], optimizers[key].get());
+      LanguageModel& loaded = models.load(f);
       // loaded: every parameter and moment came from a tensor of the expected name, shape, dtype
-      for (const Parameter& p : models[key]->params().parameters()) {
+      for (const Parameter& p : loaded.params().parameters()) {
         const Tensor* t = f.find(p.name);
         REQUIRE(t != nullptr);
         CHECK(t->shape() == p.var.shape());

@@ -5,29 +5,17 @@
 // the input that did it.
 #include <cstdint>
 #include <cstdlib>
-#include <map>
-#include <memory>
 #include <string>
 
 #include "core/printable.h"
-#include "core/safetensors.h"
-#include "experiments/checkpoint.h"
+#include "tests/checkpoint_models.h"
 
 using namespace lina;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  // Models are built once per (preset, vocabulary) a valid header names.
-  static std::map<std::pair<std::string, int>, std::unique_ptr<LanguageModel>> models;
-  static std::map<std::pair<std::string, int>, std::unique_ptr<AdamW>> optimizers;
+  static test::CheckpointModels models;
   try {
-    SafetensorsFile f = parse_safetensors(std::string_view(reinterpret_cast<const char*>(data), size), "input");
-    CheckpointInfo info = checkpoint_info(f);
-    auto key = std::make_pair(info.preset, info.vocab);
-    if (!models.count(key)) {
-      models[key] = std::make_unique<LanguageModel>(make_config(info.preset, info.vocab), 1);
-      optimizers[key] = std::make_unique<AdamW>(models[key]->params());
-    }
-    load_checkpoint(f, *models[key], optimizers[key].get());
+    models.load(parse_safetensors(std::string_view(reinterpret_cast<const char*>(data), size), "input"));
   } catch (const Error& e) {
     std::string message = e.what();
     if (message.empty() || printable(message, 100000) != message) std::abort();
