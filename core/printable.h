@@ -13,4 +13,9 @@ namespace lina {
 // at a character boundary and ends with "... (N more bytes)".
 std::string printable(std::string_view bytes, size_t max_bytes = 120);
 
+// printable() between single quotes: how a message quotes a value from a file.
+inline std::string in_quotes(std::string_view bytes, size_t max_bytes = 80) {
+  return "'" + printable(bytes, max_bytes) + "'";
+}
+
 }  // namespace lina

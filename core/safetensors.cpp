@@ -46,10 +46,10 @@ bool parse_format_dtype(const std::string& name, DType& out) {
   return false;
 }
 
-// A value read from the file, quoted safely in a message (core/printable.h).
-std::string quote_untrusted(const std::string& text) { return "'" + printable(text, 80) + "'"; }
-// A list or object is shown only when it is flat: dumping a deeply nested
-// value would recurse as deep as the file says.
+// A JSON value read from the file, quoted safely in a message (a string
+// value goes through in_quotes(), core/printable.h). A list or object is
+// shown only when it is flat: dumping a deeply nested value would recurse as
+// deep as the file says.
 std::string quote_untrusted(const nlohmann::json& value) {
   if (value.is_structured())
     for (const auto& element : value)
@@ -167,7 +167,7 @@ std::string read_whole_file(const std::string& path) {
 Entry parse_entry(const std::string& path, const std::string& name, const nlohmann::json& value,
                   uint64_t data_bytes) {
   auto fail = [&](const std::string& problem) { return checkpoint_error(path, problem); };
-  const std::string where = "tensor " + quote_untrusted(name) + ": ";
+  const std::string where = "tensor " + in_quotes(name) + ": ";
   if (!value.is_object()) throw fail(where + "entry is not a JSON object");
   for (const char* field : {"dtype", "shape", "data_offsets"})
     if (!value.contains(field)) throw fail(where + "missing \"" + field + "\"");
@@ -262,7 +262,7 @@ SafetensorsFile parse_safetensors(std::string_view bytes, const std::string& pat
       if (!value.is_object()) throw fail("__metadata__ is not a JSON object");
       for (const auto& [key, v] : value.items()) {
         if (!v.is_string())
-          throw fail("__metadata__ value of " + quote_untrusted(key) + " is not a string: " + quote_untrusted(v));
+          throw fail("__metadata__ value of " + in_quotes(key) + " is not a string: " + quote_untrusted(v));
         file.metadata[key] = v.get<std::string>();
       }
       continue;
@@ -277,9 +277,9 @@ SafetensorsFile parse_safetensors(std::string_view bytes, const std::string& pat
   uint64_t last_end = 0;
   for (size_t i = 0; i < entries.size(); ++i) {
     if (i > 0 && entries[i].begin < entries[i - 1].end)
-      throw fail("tensors " + quote_untrusted(entries[i - 1].name) + " " +
+      throw fail("tensors " + in_quotes(entries[i - 1].name) + " " +
                  offsets_str(entries[i - 1].begin, entries[i - 1].end) + " and " +
-                 quote_untrusted(entries[i].name) + " " + offsets_str(entries[i].begin, entries[i].end) +
+                 in_quotes(entries[i].name) + " " + offsets_str(entries[i].begin, entries[i].end) +
                  " overlap");
     last_end = std::max(last_end, entries[i].end);
   }

@@ -76,16 +76,16 @@ CheckpointInfo checkpoint_info(const SafetensorsFile& f) {
   try {
     const std::string& format = meta_value(f, "format");
     if (format != "lina-checkpoint-1")
-      throw fail("unknown format '" + printable(format, 40) + "'");
+      throw fail("unknown format " + in_quotes(format, 40));
     info.preset = meta_value(f, "preset");
     try {
       make_config(info.preset, 1);
     } catch (const Error&) {
-      throw fail("unknown preset '" + printable(info.preset, 60) + "'");
+      throw fail("unknown preset " + in_quotes(info.preset, 60));
     }
     info.task = meta_value(f, "task");
     if (info.task != "lm" && info.task != "recall")
-      throw fail("unknown task '" + printable(info.task, 40) + "'");
+      throw fail("unknown task " + in_quotes(info.task, 40));
 
     info.vocab = std::stoi(meta_value(f, "vocab"));
     if (info.vocab < 1 || info.vocab > kMaxCheckpointVocab)
