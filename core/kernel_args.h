@@ -3,6 +3,8 @@
 #pragma once
 #include <cstdint>
 
+#include "core/elementwise_math.h"  // LINA_HD
+
 namespace lina {
 
 // ---- scan: the linear / delta / gated-delta recurrence ----
@@ -10,9 +12,22 @@ namespace lina {
 //   Linear      S_t = S_{t−1} + v_t k_tᵀ
 //   Delta       S_t = S_{t−1}(I − β_t k_t k_tᵀ) + β_t v_t k_tᵀ
 //   GatedDelta  S_t = α_t S_{t−1}(I − β_t k_t k_tᵀ) + β_t v_t k_tᵀ
+// A rule is described to the kernels by two properties, never by its name:
+// whether it corrects its write (β and the delta term) and how its state
+// decays between tokens. A new rule adds a value here and answers these two.
 enum class ScanRule { Linear, Delta, GatedDelta };
-constexpr bool uses_beta(ScanRule r) { return r != ScanRule::Linear; }     // β_t [B, T, H]
-constexpr bool uses_gate(ScanRule r) { return r == ScanRule::GatedDelta; }  // g_t = log α_t [B, T, H]
+
+// How the state decays: not at all, or by α_t = exp(g_t) with one learned
+// log-gate per head and token, g [B, T, H]. (The kernels that read the gate
+// go through scan_log_decay below, so a decay per key channel, g [B, T, H, d],
+// or a fixed one per head, is one more case there.)
+enum class DecayKind { None, PerHeadGate };
+
+constexpr bool uses_beta(ScanRule r) { return r != ScanRule::Linear; }  // β_t [B, T, H]
+constexpr DecayKind decay_kind(ScanRule r) {
+  return r == ScanRule::GatedDelta ? DecayKind::PerHeadGate : DecayKind::None;
+}
+constexpr bool uses_gate(ScanRule r) { return decay_kind(r) != DecayKind::None; }  // g [B, T, H]
 constexpr const char* scan_rule_name(ScanRule r) {
   return r == ScanRule::Linear ? "linear rule" : r == ScanRule::Delta ? "delta rule" : "gated delta rule";
 }
@@ -32,5 +47,12 @@ template <class T> struct ScanInputs {
 template <class T> struct ScanInputGrads {
   T *dq, *dk, *dv, *dbeta, *dg, *ds0;
 };
+
+// log α of `token` (an index into [B, T, H]) for key channel j: the one place
+// a kernel reads the decay, so kernels written with it take any DecayKind.
+template <class T>
+LINA_HD T scan_log_decay(ScanRule rule, const T* g, int64_t token, int64_t /*j*/) {
+  return decay_kind(rule) == DecayKind::PerHeadGate ? g[token] : T(0);
+}
 
 }  // namespace lina
