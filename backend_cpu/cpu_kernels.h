@@ -15,7 +15,6 @@ namespace lina::cpu {
 
 #define LINA_DECLARE_CPU_KERNEL(ret, name, params) template <class T> ret name params;
 LINA_KERNELS(LINA_DECLARE_CPU_KERNEL, T)
-LINA_CPU_ONLY_KERNELS(LINA_DECLARE_CPU_KERNEL, T)
 #undef LINA_DECLARE_CPU_KERNEL
 
 }  // namespace lina::cpu

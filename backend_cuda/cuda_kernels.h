@@ -19,11 +19,11 @@ void free(void* ptr);
 enum class CopyKind { HostToDevice, DeviceToHost, DeviceToDevice };
 void copy(void* dst, const void* src, size_t bytes, CopyKind kind);
 void synchronize();
-// Counted since the process started: allocation calls, device→host copies;
-// and the bytes the stream-ordered pool now holds from the driver (a step
+// Counted since the process started: kernel launches (cuBLAS calls
+// included), allocation calls, device→host copies; and the bytes the stream-ordered pool now holds from the driver (a step
 // that reuses the pool's blocks leaves it unchanged).
 struct Counters {
-  int64_t allocations = 0, device_to_host_copies = 0, pool_reserved_bytes = 0;
+  int64_t launches = 0, allocations = 0, device_to_host_copies = 0, pool_reserved_bytes = 0;
 };
 Counters counters();
 

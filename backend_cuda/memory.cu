@@ -46,7 +46,10 @@ void check_cuda(cudaError_t err, const std::string& what, const char* file, int 
                    located(what, file, line));
 }
 
+static Counters g_counters;
+
 void check_launch(const char* kernel, const char* file, int line) {
+  g_counters.launches++;
   check_cuda(cudaGetLastError(), std::string("launching ") + kernel, file, line);
   Context& ctx = context();
   if (ctx.sync_after_launch)
@@ -110,7 +113,6 @@ int device_count() {
 }
 
 // What a training step asks of the device beyond launching kernels.
-static Counters g_counters;
 
 Counters counters() {
   Counters c = g_counters;

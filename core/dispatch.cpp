@@ -60,7 +60,7 @@ bool cuda_available() { return cuda::device_count() > 0; }
 DeviceCounters cuda_counters() {
   if (!cuda_available()) return {};
   cuda::Counters c = cuda::counters();
-  return {c.allocations, c.device_to_host_copies, c.pool_reserved_bytes};
+  return {c.launches, c.allocations, c.device_to_host_copies, c.pool_reserved_bytes};
 }
 
 void require_device(Device device) {

@@ -66,7 +66,6 @@ namespace {
 ScanShape check_scan_inputs(const ScanConfig& c, const Tensor& q, const Tensor& k,
                                  const Tensor& v, const Tensor& beta, const Tensor& log_alpha) {
   check(q.defined() && k.defined() && v.defined(), "scan: q, k and v are required");
-  if (q.device() == Device::cuda) throw Error("scan: not implemented on cuda yet");
   check(q.ndim() == 4 && q.numel() > 0,
         "scan: q must be a non-empty [B, T, H, d], got " + shape_str(q.shape()));
   check(k.shape() == q.shape() && v.shape() == q.shape(),

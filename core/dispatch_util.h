@@ -42,7 +42,6 @@ struct CpuBackend {
 #define LINA_FORWARD_TO_CPU(ret, name, params) \
   template <class... A> static ret name(A&&... a) { return cpu::name<T>(std::forward<A>(a)...); }
   LINA_KERNELS(LINA_FORWARD_TO_CPU, T)
-  LINA_CPU_ONLY_KERNELS(LINA_FORWARD_TO_CPU, T)
 #undef LINA_FORWARD_TO_CPU
 };
 
@@ -52,13 +51,6 @@ struct CudaBackend {
   template <class... A> static ret name(A&&... a) { return cuda::name(std::forward<A>(a)...); }
   LINA_KERNELS(LINA_FORWARD_TO_CUDA, float)
 #undef LINA_FORWARD_TO_CUDA
-  // Kernels CUDA does not have yet (core/kernel_list.h): one clear error.
-#define LINA_NOT_ON_CUDA(ret, name, params) \
-  template <class... A> [[noreturn]] static ret name(A&&...) { \
-    throw Error(#name ": not implemented on cuda yet"); \
-  }
-  LINA_CPU_ONLY_KERNELS(LINA_NOT_ON_CUDA, float)
-#undef LINA_NOT_ON_CUDA
 };
 
 // Calls call(CudaBackend{}) for a CUDA tensor (float32 only), else

@@ -105,11 +105,7 @@
                        T beta1, T beta2, T eps, T weight_decay, T bias_correction1,               \
                        T bias_correction2))                                                       \
   X(void, scale, (T * x, int64_t n, T factor))                                                   \
-  X(void, clip_to_norm, (T * x, int64_t n, const double* sum_of_squares, double max_norm))
-
-// Kernels the CPU backend has and CUDA does not have yet (the scan): dispatch
-// refuses a CUDA tensor for them with one clear error.
-#define LINA_CPU_ONLY_KERNELS(X, T)                                                               \
+  X(void, clip_to_norm, (T * x, int64_t n, const double* sum_of_squares, double max_norm))        \
   X(void, scan_sequential_forward, (const ScanShape& s, const ScanInputs<T>& in, const T* s0,     \
                                     T* o, T* s_final, T* states))                                 \
   X(void, scan_sequential_backward, (const ScanShape& s, const ScanInputs<T>& in,                 \

@@ -21,11 +21,11 @@ void device_free(void* ptr, Device device);
 void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes);
 bool cuda_available();    // compiled with CUDA and a GPU is present
 void require_device(Device device);  // throws a one-line error if `device` cannot be used
-// CUDA: allocation calls and device→host copies so far, and the bytes the
+// CUDA: kernel launches, allocation calls and device→host copies so far, and the bytes the
 // memory pool holds (zeros without CUDA). A training step after the first
 // makes two reads (loss and gradient norm) and grows no pool.
 struct DeviceCounters {
-  int64_t allocations = 0, device_to_host_copies = 0, pool_reserved_bytes = 0;
+  int64_t launches = 0, allocations = 0, device_to_host_copies = 0, pool_reserved_bytes = 0;
 };
 DeviceCounters cuda_counters();
 

@@ -286,6 +286,7 @@ class TrainingRun {
   int last_checkpoint_step_ = -1;
   bool interrupted_ = false;
   double previous_train_seconds_ = 0, train_seconds_ = 0;
+  json cuda_step_counts_;  // what one CUDA training step launched (train_one_step)
   Clock::time_point wall_start_ = Clock::now();
   std::unique_ptr<Progress> progress_;
   InjectedFault fault_ = InjectedFault::from_environment();
@@ -368,6 +369,10 @@ TrainResult TrainingRun::run() {
 }
 
 void TrainingRun::train_one_step() {
+  // On CUDA, the second step of this process is counted: launches,
+  // allocations and reads back of one whole training step.
+  const bool count_this_step = o_.device == Device::cuda && step_ - first_step_ == 1;
+  const kernels::DeviceCounters before = count_this_step ? kernels::cuda_counters() : kernels::DeviceCounters{};
   auto t0 = Clock::now();
   Batch b = task_.train_batch(o_, rng_);
   model_->params().zero_grad();
@@ -382,6 +387,12 @@ void TrainingRun::train_one_step() {
   if (!std::isfinite(loss_value) || !std::isfinite(grad_norm)) diverged(loss_value, grad_norm);
   optimizer_->step(lr);
   train_seconds_ += seconds_since(t0);
+  if (count_this_step) {
+    const kernels::DeviceCounters after = kernels::cuda_counters();
+    cuda_step_counts_ = {{"launches", after.launches - before.launches},
+                         {"allocations", after.allocations - before.allocations},
+                         {"device_to_host_copies", after.device_to_host_copies - before.device_to_host_copies}};
+  }
   ++step_;
   history_["loss_curve"].push_back({{"step", step_}, {"loss", loss_value}, {"lr", lr},
                                     {"grad_norm", grad_norm}});
@@ -485,6 +496,7 @@ void TrainingRun::write_json() {
   j["ms_per_step"] = done_here > 0 ? 1000.0 * train_seconds_ / done_here : 0.0;
   j["tokens_per_s"] = train_seconds_ > 0 ? double(o_.batch) * o_.context * done_here / train_seconds_ : 0.0;
   j["peak_rss_mb"] = resident_memory().peak_mb;
+  if (!cuda_step_counts_.is_null()) j["cuda_step"] = cuda_step_counts_;
   write_json_atomically(json_path_, j);
 }
 

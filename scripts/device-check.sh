@@ -4,9 +4,13 @@
 # scripts/device-deps.sh).
 #   scripts/device-check.sh OUT
 # Builds lina with CUDA (arch 90, Release) into build/device, runs the CUDA
-# test table and the CPU suite, times a few training steps of every preset
-# on the lm task on cuda and on cpu, and writes into OUT at most four files:
-# build.log, tests.log, train.log and device-summary.json.
+# tests and (time allowing) the CPU suite, times a few training steps of
+# every preset on the lm task on cuda, trains attn and gdn on cuda for as
+# many steps as the budget allows (5000 at most), recording losses, ms/step
+# and kernel launches per step, times the CPU beside it, and writes into OUT
+# at most four files: build.log, tests.log, train.log and device-summary.json.
+# Without a GPU the summary says so and lists the kernels that ran only
+# through the host emulator.
 # Everything ends within LINA_CHECK_BUDGET_S seconds (default 280).
 # Exit status: 0 all ran and the tests passed (a preset that cannot train on
 # cuda yet is recorded, not fatal); 1 no dependencies or no usable cmake;
@@ -118,6 +122,12 @@ say "built in $((SECONDS - t0)) s"
 gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 || true)
 if [[ -z $gpu ]]; then
   note gpu none
+  # What has run then: the per-thread logic of every kernel through the host
+  # emulator (tests/test_cuda_emulation_*.cpp, test_cuda_host_emulation.cpp),
+  # except gemm, which is cuBLAS; nothing on a GPU.
+  note kernels.ran_only_through_the_host_emulator \
+    "$(grep -oE '^  X\(void, [a-z0-9_]+' core/kernel_list.h | awk '{print $2}' | grep -vx gemm | paste -sd' ')"
+  note kernels.not_run "gemm (cuBLAS)"
   finish no-gpu 3 "NO GPU HERE (nvidia-smi absent or lists no GPU): built lina, lina_tests and lina_cuda_tests, skipped the GPU stages"
 fi
 note gpu "$gpu"
@@ -148,8 +158,8 @@ say "CUDA tests: $result ${line:-}"
 
 # The CPU suite, in what time the training stage can spare (CI runs it in
 # full anyway); a run cut short still reports the tests that finished.
-limit=$(($(left) - 110))
-((limit > 90)) && limit=90
+limit=$(($(left) - 160))
+((limit > 60)) && limit=60
 ((limit < 20)) && limit=20
 { echo; echo "==== ctest (CPU suite, at most $limit s) ===="; } >>"$out/tests.log"
 total=$(cd "$build" && "$ctest" -N -E '^cuda_backend$' | grep -oE 'Total Tests: [0-9]+' | grep -oE '[0-9]+' || echo 0)
@@ -177,67 +187,82 @@ else
 fi
 say "CPU suite of $total: $passed passed, $failed failed, $timed_out timed out, $skipped skipped (ctest exit $rc)"
 
-# ---- training: ms/step per preset, cuda and cpu --------------------------------
+# ---- training: every preset probed on cuda, then attn and gdn trained long ----
 runs=$(mktemp -d)
-train() {  # train DEVICE PRESET STEPS TIMEOUT: ms/step on stdout, or the error
+# train DEVICE PRESET STEPS TIMEOUT: trains lm; prints "ms_per_step train_loss
+# val_loss launches_per_step" from the run's json, or the error.
+train() {
   local dir="$runs/$1-$2-$3" rc=0
   timeout "$4" "$build/lina" train --preset "$2" --task lm --steps "$3" --device "$1" \
-    --data data/tinyshakespeare.txt --eval-every 100000 --eval-batches 1 --extrap-batches 0 \
-    --quiet --out "$dir" >"$dir.log" 2>&1 || rc=$?
+    --data data/tinyshakespeare.txt --eval-every 100000 --eval-batches 4 --extrap-batches 0 \
+    --checkpoint-every 100000 --quiet --out "$dir" >"$dir.log" 2>&1 || rc=$?
   { echo "==== $1 $2 $3 steps: exit $rc"; cat "$dir.log"; } >>"$out/train.log"
   if ((rc == 0)); then
-    python3 -c 'import json,sys; print(round(json.load(open(sys.argv[1]))["ms_per_step"], 3))' "$dir/$1/lm_$2.json"
+    python3 - "$dir/$1/lm_$2.json" <<'EOF2'
+import json, sys
+j = json.load(open(sys.argv[1]))
+final = j.get("final", {})
+print(round(j["ms_per_step"], 3), final.get("train_loss", "nan"), final.get("val_loss", "nan"),
+      j.get("cuda_step", {}).get("launches", -1))
+EOF2
     return 0
   fi
   ((rc == 124 || rc == 137)) && echo "timed out after $4 s" && return 1
   grep -E 'error' "$dir.log" | tail -1 || tail -1 "$dir.log"
   return 1
 }
+record() {  # record PRESET DEVICE "ms train val launches" [PREFIX]
+  local ms tl vl launches
+  read -r ms tl vl launches <<<"$3"
+  note "presets.$1.$2.${4:-}ms_per_step" "$ms"
+  [[ -n ${4:-} ]] && return 0
+  note "presets.$1.$2.train_loss" "$tl"
+  note "presets.$1.$2.val_loss" "$vl"
+  ((launches >= 0)) && note "presets.$1.$2.launches_per_step" "$launches"
+  return 0
+}
 probe_steps=3
 : >"$out/train.log"
 declare -A cuda_ms=()
-probe_limit() {  # seconds for one probe: the time left shared by the probes still to come
-  local t=$((($(left) - 20) / $1))
-  ((t > 40)) && t=40
-  ((t < 5)) && t=5
-  echo $t
-}
-n=$((2 * ${#presets[@]}))
 for p in "${presets[@]}"; do
-  if ms=$(train cuda "$p" $probe_steps "$(probe_limit $n)"); then
-    cuda_ms[$p]=$ms
-    note "presets.$p.cuda.probe_ms_per_step" "$ms"
+  if result=$(train cuda "$p" $probe_steps 40); then
+    cuda_ms[$p]=${result%% *}
+    record "$p" cuda "$result" probe_
+    say "$p, $probe_steps steps on cuda: ${cuda_ms[$p]} ms/step"
   else
-    note "presets.$p.cuda.error" "$ms"
+    note "presets.$p.cuda.error" "$result"
+    say "$p on cuda: $result"
   fi
-  cuda_said=${cuda_ms[$p]:-"$ms"}
-  if ms=$(train cpu "$p" $probe_steps "$(probe_limit $((n - 1)))"); then
-    note "presets.$p.cpu.ms_per_step" "$ms"
-  else
-    note "presets.$p.cpu.error" "$ms"
-  fi
-  n=$((n - 2))
-  say "$p, $probe_steps steps: cuda: $cuda_said | cpu: $ms"
 done
 
-# The presets that train on cuda, again, each for as many steps as its share
-# of the time left allows (at most 20 s, at most 1000 steps).
-if ((${#cuda_ms[@]})); then
-  share=$(( ($(left) - 15) / ${#cuda_ms[@]} ))
-  ((share > 20)) && share=20
-  for p in "${presets[@]}"; do
-    [[ -n ${cuda_ms[$p]:-} ]] || continue
-    ((share >= 3)) || break
-    steps=$(python3 -c "print(max($probe_steps, min(1000, int(0.6 * $share * 1000 / max(${cuda_ms[$p]}, 0.01)))))")
-    if ms=$(train cuda "$p" "$steps" "$share"); then
-      note "presets.$p.cuda.steps" "$steps"
-      note "presets.$p.cuda.ms_per_step" "$ms"
-      say "$p: cuda $ms ms/step over $steps steps"
-    else
-      note "presets.$p.cuda.long_run_error" "$ms"
-    fi
-  done
-fi
+# attn and gdn, each as many steps as half the time left allows (5000 at most):
+# the final losses, ms/step and launches per step.
+long_runs=(attn gdn)
+for i in "${!long_runs[@]}"; do
+  p=${long_runs[$i]}
+  [[ -n ${cuda_ms[$p]:-} ]] || continue
+  share=$(( ($(left) - 20) / (${#long_runs[@]} - i) ))
+  ((share >= 10)) || break
+  # 70 % of the share for the steps: startup, evaluation and the json take the rest
+  steps=$(python3 -c "print(max($probe_steps, min(5000, int(0.7 * ($share - 5) * 1000 / max(${cuda_ms[$p]}, 0.01)))))")
+  if result=$(train cuda "$p" "$steps" "$share"); then
+    note "presets.$p.cuda.steps" "$steps"
+    record "$p" cuda "$result"
+    say "$p: $steps steps on cuda: $result (ms/step train_loss val_loss launches/step)"
+  else
+    note "presets.$p.cuda.long_run_error" "$result"
+  fi
+done
+
+# The CPU beside it, a few steps per preset, in what time is left.
+for p in "${presets[@]}"; do
+  (($(left) > 25)) || break
+  if result=$(train cpu "$p" $probe_steps 20); then
+    record "$p" cpu "$result" ""
+  else
+    note "presets.$p.cpu.error" "$result"
+  fi
+done
 rm -rf "$runs"
 
 ((tests_ok)) || finish tests-failed 4 "done in $((SECONDS - start)) s, but a test failed, or the CUDA tests skipped (see tests.log)"

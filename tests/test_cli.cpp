@@ -11,6 +11,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "core/kernels.h"
 #include "tests/cli_run.h"
 
 namespace fs = std::filesystem;
@@ -39,7 +40,6 @@ TEST_CASE("bad input: one line, non-zero exit") {
   std::ofstream(d / "short.txt") << "To be, or not to be: that is the question.\n";
   expect_error("train --preset gdn --task lm --context 64 --data " + (d / "short.txt").string() + out,
                "context");
-  expect_error("train --preset gdn --task recall --device cuda" + out, "CUDA");
   expect_error("train --preset gdn --task recall --device tpu" + out, "unknown device 'tpu'");
   expect_error("train --task recall" + out, "--preset is required (or --resume CKPT)");
   expect_error("train --preset gdn" + out, "--task is required (or --resume CKPT)");
@@ -47,6 +47,29 @@ TEST_CASE("bad input: one line, non-zero exit") {
   expect_error("state-size --context 0", "--context must be positive");
   expect_error("eval --checkpoint " + (d / "none.safetensors").string() + " --text x --context 8",
                "none.safetensors");
+}
+
+// --device cuda: one clear line where lina was built without CUDA or no GPU
+// is present, a short run that trains where one is.
+TEST_CASE("--device cuda: built without CUDA, no GPU present, GPU present") {
+  fs::path d = temp_dir("cuda");
+  const std::string train = "train --preset gdn --task recall --batch 4 --steps 2 --eval-every 2"
+                            " --device cuda --out " + d.string();
+#ifndef LINA_WITH_CUDA
+  MESSAGE("lina was built without CUDA: expecting that error");
+  expect_error(train, "lina was built without CUDA");
+#else
+  if (!lina::kernels::cuda_available()) {
+    MESSAGE("built with CUDA, no GPU present: expecting that error");
+    expect_error(train, "no CUDA GPU is available (no device found)");
+  } else {
+    MESSAGE("GPU present: expecting a run that trains");
+    Result r = run(train);
+    INFO(r.output);
+    CHECK(r.code == 0);
+    CHECK(fs::exists(d / "recall_gdn.json"));
+  }
+#endif
 }
 
 TEST_CASE("state-size prints spec 1.3's numbers") {

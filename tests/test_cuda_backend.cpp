@@ -8,8 +8,7 @@
 // (core/kernels.h, directly or through core/layout.h) and returns every
 // output, forward and backward. The table test runs each row on the CPU and
 // on the GPU and compares the outputs one tensor at a time. Every entry point
-// of core/kernels.h has at least one row, except the scan, which has no CUDA
-// kernel yet.
+// of core/kernels.h has at least one row.
 //
 // The one tolerance of this file, per output tensor (float32 on both sides;
 // summation orders and math libraries differ):
@@ -17,8 +16,10 @@
 //     max |cuda − cpu| ≤ 1e-4 · max |cpu| + 1e-8      (integer outputs: equal)
 //
 // Then: some rows must give the same bits on every CUDA run; a whole training
-// step of the attention model matches the CPU; and after the first step a
-// training step reads back exactly two numbers and grows no memory.
+// step of every preset matches the CPU, 20 steps follow its losses, two runs
+// give the same bits, generation token by token equals the parallel forward;
+// and after the first step a training step reads back exactly two numbers
+// and grows no memory.
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 
@@ -501,6 +502,48 @@ void add_norm_conv_rope_adamw_rows(std::vector<Row>& rows) {
                   }});
 }
 
+// The scan: every rule × form, forward and backward, with a carried initial
+// state and a gradient of the final state, T not a multiple of the chunk,
+// once with a strong decay (log α ≈ −5 … −20) to show float32 stays finite.
+void add_scan_rows(std::vector<Row>& rows) {
+  struct Size {
+    int64_t B, T, H, d, chunk;
+    double gate_lo, gate_hi;
+  };
+  const Size sizes[] = {{2, 13, 2, 8, 4, -1.0, -0.01}, {2, 70, 4, 32, 64, -1.0, -0.01},
+                        {1, 40, 2, 32, 16, -20.0, -5.0}};
+  for (ScanRule rule : {ScanRule::Linear, ScanRule::Delta, ScanRule::GatedDelta})
+    for (bool chunked : {false, true})
+      for (const Size& z : sizes) {
+        if (z.gate_lo < -2 && !uses_gate(rule)) continue;
+        const std::string name = std::string("scan ") + scan_rule_name(rule) +
+                                 (chunked ? ", chunked C=" + std::to_string(z.chunk) : ", token by token") +
+                                 " [" + std::to_string(z.B) + ", " + std::to_string(z.T) + ", " +
+                                 std::to_string(z.H) + ", " + std::to_string(z.d) + "]" +
+                                 (z.gate_lo < -2 ? " strong decay" : "");
+        rows.push_back({name, [=](Device dev) {
+                          Inputs in(dev);
+                          const double k_scale = 1.0 / std::sqrt(double(z.d));
+                          Tensor q = in.randn({z.B, z.T, z.H, z.d}, k_scale);
+                          Tensor k = in.randn({z.B, z.T, z.H, z.d}, k_scale);
+                          Tensor v = in.randn({z.B, z.T, z.H, z.d});
+                          Tensor beta = uses_beta(rule) ? in.rand({z.B, z.T, z.H}, 0.1, 0.9) : Tensor();
+                          Tensor g = uses_gate(rule) ? in.rand({z.B, z.T, z.H}, z.gate_lo, z.gate_hi) : Tensor();
+                          Tensor s0 = in.randn({z.B, z.H, z.d, z.d}, 0.1);
+                          Tensor dout = in.randn({z.B, z.T, z.H, z.d});
+                          Tensor ds_final = in.randn({z.B, z.H, z.d, z.d}, 0.1);
+                          kernels::ScanConfig config{rule, chunked, z.chunk};
+                          Tensor s_final, saved;
+                          Tensor o = kernels::scan_forward(config, q, k, v, beta, g, s0, s_final, &saved);
+                          kernels::ScanGrads gr = kernels::scan_backward(config, q, k, v, beta, g, saved,
+                                                                         dout, ds_final);
+                          return Outputs{o, s_final, saved, gr.dq, gr.dk, gr.dv, gr.dbeta,
+                                         gr.dlog_alpha, gr.dinitial_state};
+                        },
+                        /*same_bits=*/true});
+      }
+}
+
 std::vector<Row> all_rows() {
   std::vector<Row> rows;
   add_elementwise_rows(rows);
@@ -508,6 +551,7 @@ std::vector<Row> all_rows() {
   add_gemm_rows(rows);
   add_softmax_loss_rows(rows);
   add_norm_conv_rope_adamw_rows(rows);
+  add_scan_rows(rows);
   return rows;
 }
 
@@ -615,32 +659,56 @@ TEST_CASE("cuda: cross-entropy, embedding, norm and conv gradients, sum_to, sum_
 
 // ---- a whole training step ------------------------------------------------------------
 
-TEST_CASE("cuda: one training step of the attn model matches the CPU (loss, gradients, AdamW)") {
+const char* const kPresets[] = {"attn", "linear", "delta", "gdn", "hybrid"};
+
+// The model of `preset` on `device`, with the scan in `form`.
+ModelConfig config_of(const std::string& preset, ScanForm form) {
+  ModelConfig c = make_config(preset, kVocab);
+  c.scan_form = form;
+  return c;
+}
+
+// One training step of every preset, both scan forms, from the same weights
+// and batch on both devices: the loss and every parameter's gradient agree.
+TEST_CASE("cuda: one training step of every preset matches the CPU (loss, every gradient)") {
+  const uint64_t seed = 1234;
+  for (const char* preset : kPresets)
+    for (ScanForm form : {ScanForm::Chunked, ScanForm::Sequential}) {
+      if (std::string(preset) == "attn" && form == ScanForm::Sequential) continue;  // no scan
+      INFO("preset ", preset, form == ScanForm::Chunked ? ", chunked scan" : ", token-by-token scan");
+      LanguageModel cpu_model(config_of(preset, form), seed, DType::f32, Device::cpu);
+      LanguageModel gpu_model(config_of(preset, form), seed, DType::f32, Device::cuda);
+      const std::vector<Parameter>& cpu_params = cpu_model.params().parameters();
+      const std::vector<Parameter>& gpu_params = gpu_model.params().parameters();
+      REQUIRE(cpu_params.size() == gpu_params.size());
+      // the initial values are drawn on the host, so both models start equal
+      for (size_t i = 0; i < cpu_params.size(); ++i) {
+        REQUIRE(gpu_params[i].name == cpu_params[i].name);
+        CHECK(host_bytes(gpu_params[i].var.data()) == host_bytes(cpu_params[i].var.data()));
+      }
+      auto [x, y] = random_batch(4, 70, seed);  // T = 70: not a multiple of the chunk (64)
+      Var cpu_loss = cross_entropy(cpu_model.forward(x), y);
+      Var gpu_loss = cross_entropy(gpu_model.forward(x.to(Device::cuda)), y.to(Device::cuda));
+      cpu_loss.backward();
+      gpu_loss.backward();
+      check_output(gpu_loss.data(), cpu_loss.data(), "loss");
+      for (size_t i = 0; i < cpu_params.size(); ++i)
+        check_output(gpu_params[i].var.grad(), cpu_params[i].var.grad(),
+                     "gradient of " + cpu_params[i].name);
+    }
+}
+
+TEST_CASE("cuda: clipping and one AdamW update of the attn model match the CPU") {
   const uint64_t seed = 1234;
   LanguageModel cpu_model(make_config("attn", kVocab), seed, DType::f32, Device::cpu);
   LanguageModel gpu_model(make_config("attn", kVocab), seed, DType::f32, Device::cuda);
   const std::vector<Parameter>& cpu_params = cpu_model.params().parameters();
   const std::vector<Parameter>& gpu_params = gpu_model.params().parameters();
-  REQUIRE(cpu_params.size() == gpu_params.size());
-
-  // the initial values are drawn on the host, so both models start equal
-  for (size_t i = 0; i < cpu_params.size(); ++i) {
-    INFO("parameter ", cpu_params[i].name);
-    REQUIRE(gpu_params[i].name == cpu_params[i].name);
-    CHECK(gpu_params[i].var.device() == Device::cuda);
-    CHECK(host_bytes(gpu_params[i].var.data()) == host_bytes(cpu_params[i].var.data()));
-  }
-
-  // forward and backward: B = 4, T = 33
   auto [x, y] = random_batch(4, 33, seed);
   Var cpu_loss = cross_entropy(cpu_model.forward(x), y);
   Var gpu_loss = cross_entropy(gpu_model.forward(x.to(Device::cuda)), y.to(Device::cuda));
   cpu_loss.backward();
   gpu_loss.backward();
-  check_output(gpu_loss.data(), cpu_loss.data(), "loss");
-  for (size_t i = 0; i < cpu_params.size(); ++i)
-    check_output(gpu_params[i].var.grad(), cpu_params[i].var.grad(),
-                 "gradient of " + cpu_params[i].name);
 
   // the gradient norm of each device's own gradients
   double cpu_sq = kernels::sum_squares(cpu_model.params().grad());
@@ -662,6 +730,73 @@ TEST_CASE("cuda: one training step of the attn model matches the CPU (loss, grad
   for (size_t i = 0; i < cpu_params.size(); ++i)
     check_output(gpu_params[i].var.data(), cpu_params[i].var.data(),
                  "parameter after the update: " + cpu_params[i].name);
+}
+
+// `steps` training steps on one fixed-seed batch stream: the loss of every
+// step, and the final parameters.
+struct Trained {
+  std::vector<double> losses;
+  std::vector<unsigned char> params;
+};
+Trained train_steps(const std::string& preset, Device device, int steps) {
+  LanguageModel model(make_config(preset, kVocab), 77, DType::f32, device);
+  AdamW opt(model.params());
+  Trained out;
+  for (int step = 0; step < steps; ++step) {
+    auto [x, y] = random_batch(8, 64, 1000 + uint64_t(step));
+    model.params().zero_grad();
+    Var loss = cross_entropy(model.forward(x.to(device)), y.to(device));
+    loss.backward();
+    clip_grad_norm(model.params(), 1.0);
+    out.losses.push_back(loss.item());
+    opt.step(3e-3);
+  }
+  out.params = host_bytes(model.params().data());
+  return out;
+}
+
+TEST_CASE("cuda: 20 training steps of every preset follow the CPU's losses within 1e-3") {
+  for (const char* preset : kPresets) {
+    INFO("preset ", preset);
+    Trained cpu = train_steps(preset, Device::cpu, 20), gpu = train_steps(preset, Device::cuda, 20);
+    double worst = 0;
+    for (size_t i = 0; i < cpu.losses.size(); ++i)
+      worst = std::max(worst, std::fabs(cpu.losses[i] - gpu.losses[i]));
+    INFO("max |Δloss| = ", worst, " (first ", cpu.losses.front(), ", last ", cpu.losses.back(), ")");
+    CHECK(worst <= 1e-3);
+    CHECK(cpu.losses.back() < cpu.losses.front());
+  }
+}
+
+TEST_CASE("cuda: two training runs of every preset give identical bits") {
+  for (const char* preset : kPresets) {
+    INFO("preset ", preset);
+    Trained first = train_steps(preset, Device::cuda, 3), second = train_steps(preset, Device::cuda, 3);
+    CHECK(first.losses == second.losses);
+    CHECK(first.params == second.params);
+  }
+}
+
+TEST_CASE("cuda: step-by-step inference equals the parallel forward, every preset") {
+  for (const char* preset : kPresets) {
+    INFO("preset ", preset);
+    LanguageModel model(make_config(preset, kVocab), 5, DType::f32, Device::cuda);
+    auto [x_host, unused] = random_batch(2, 24, 5);
+    Tensor x = x_host.to(Device::cuda);
+    Tensor full = model.forward(x).data();  // [2, 24, vocab]
+    InferenceState state = model.new_state(2);
+    double worst = 0, largest = 0;
+    std::vector<double> all = host_doubles(full);
+    for (double v : all) largest = std::max(largest, std::fabs(v));
+    for (int64_t t = 0; t < 24; ++t) {
+      std::vector<double> step = host_doubles(model.forward(slice(x, 1, t, 1), &state).data());
+      std::vector<double> want = host_doubles(slice(full, 1, t, 1));
+      for (size_t i = 0; i < step.size(); ++i) worst = std::max(worst, std::fabs(step[i] - want[i]));
+    }
+    INFO("max |step − parallel| = ", worst, ", max |logit| = ", largest);
+    CHECK(worst <= kRelTol * largest + kAbsFloor);
+    CHECK(state.position == 24);
+  }
 }
 
 TEST_CASE("cuda: after the first training step, a step reads back 2 numbers and grows no memory") {
