@@ -117,33 +117,41 @@ Batch CharDataset::sample_batch(Split split, int batch, int context, Rng& rng,
 
 // ---- key–value recall -----------------------------------------------------------------
 
-std::vector<int32_t> RecallTask::sample_sequence(Rng& rng) const {
-  // 32 distinct keys: the first 32 places of a Fisher–Yates shuffle of 0..63.
-  std::array<int32_t, kNumKeys> keys;
-  std::iota(keys.begin(), keys.end(), 0);
-  for (int i = 0; i < kPairs; ++i) std::swap(keys[i], keys[i + rng.randint(kNumKeys - i)]);
+RecallTask::RecallTask(int pairs, int keys) : pairs_(pairs), keys_(keys) {
+  check(pairs >= 1 && pairs <= 4096, "--pairs must be in [1, 4096], got " + std::to_string(pairs));
+  check(keys >= pairs && keys <= 4096,
+        "--keys must be at least --pairs (" + std::to_string(pairs) + ") and at most 4096, got " +
+            std::to_string(keys));
+}
 
-  std::array<int32_t, kNumKeys> value_of_key{};
-  for (int i = 0; i < kPairs; ++i) value_of_key[keys[i]] = kNumKeys + int32_t(rng.randint(kNumValues));
+std::vector<int32_t> RecallTask::sample_sequence(Rng& rng) const {
+  // P distinct keys: the first P places of a Fisher–Yates shuffle of 0..K−1.
+  std::vector<int32_t> order(static_cast<size_t>(keys_));
+  std::iota(order.begin(), order.end(), 0);
+  for (int i = 0; i < pairs_; ++i) std::swap(order[size_t(i)], order[size_t(i + rng.randint(keys_ - i))]);
+
+  std::vector<int32_t> value_of_key(static_cast<size_t>(keys_), 0);
+  for (int i = 0; i < pairs_; ++i)
+    value_of_key[size_t(order[size_t(i)])] = keys_ + int32_t(rng.randint(kNumValues));
 
   std::vector<int32_t> seq;
-  seq.reserve(kSeqLen);
-  for (int i = 0; i < kPairs; ++i) {
-    seq.push_back(keys[i]);
-    seq.push_back(value_of_key[keys[i]]);
+  seq.reserve(size_t(seq_len()));
+  for (int i = 0; i < pairs_; ++i) {
+    seq.push_back(order[size_t(i)]);
+    seq.push_back(value_of_key[size_t(order[size_t(i)])]);
   }
-  // The same keys in a new random order (full Fisher–Yates of the 32).
-  for (int i = kPairs - 1; i > 0; --i) std::swap(keys[i], keys[rng.randint(i + 1)]);
-  for (int i = 0; i < kPairs; ++i) {
-    seq.push_back(keys[i]);
-    seq.push_back(value_of_key[keys[i]]);
+  // The same keys in a new random order (full Fisher–Yates of the P).
+  for (int i = pairs_ - 1; i > 0; --i) std::swap(order[size_t(i)], order[size_t(rng.randint(i + 1))]);
+  for (int i = 0; i < pairs_; ++i) {
+    seq.push_back(order[size_t(i)]);
+    seq.push_back(value_of_key[size_t(order[size_t(i)])]);
   }
   return seq;
 }
 
 Batch RecallTask::sample_batch(int batch, Rng& rng, Device device) const {
   check(batch > 0, "recall sample_batch: batch must be positive, got " + std::to_string(batch));
-  const size_t T = kContext;
+  const size_t T = size_t(context());
   std::vector<int32_t> x(size_t(batch) * T), y(x.size());
   std::vector<float> mask(x.size(), 0.0f);
   for (int b = 0; b < batch; ++b) {
@@ -151,13 +159,13 @@ Batch RecallTask::sample_batch(int batch, Rng& rng, Device device) const {
     const size_t row = size_t(b) * T;
     std::copy_n(seq.begin(), T, x.begin() + int64_t(row));
     std::copy_n(seq.begin() + 1, T, y.begin() + int64_t(row));
-    // y_t = seq[t + 1]; second-half values sit at seq[2·kPairs + 2j + 1].
-    for (int j = 0; j < kPairs; ++j) mask[row + size_t(2 * kPairs + 2 * j)] = 1.0f;
+    // y_t = seq[t + 1]; second-half values sit at seq[2P + 2j + 1].
+    for (int j = 0; j < pairs_; ++j) mask[row + size_t(2 * pairs_ + 2 * j)] = 1.0f;
   }
   Batch out;
-  out.x = Tensor::from_vector(x, {batch, kContext}, device);
-  out.y = Tensor::from_vector(y, {batch, kContext}, device);
-  out.mask = Tensor::from_vector(mask, {batch, kContext}, device);
+  out.x = Tensor::from_vector(x, {batch, int64_t(T)}, device);
+  out.y = Tensor::from_vector(y, {batch, int64_t(T)}, device);
+  out.mask = Tensor::from_vector(mask, {batch, int64_t(T)}, device);
   return out;
 }
 

@@ -66,27 +66,35 @@ class CharDataset {
   std::vector<int32_t> train_, val_;
 };
 
-// Exact key–value recall (spec §2.2). Tokens 0..63 are keys, 64..79 values.
-// A sequence of 128 tokens: 32 distinct keys (drawn without replacement),
-// each followed by its value (drawn uniformly, with replacement); then the
-// same 32 keys in a new random order, each followed by the same value.
+// Exact key–value recall (spec §2.2), with P pairs out of K keys (spec:
+// P = 32, K = 64; values are always 16). Tokens 0..K−1 are keys, K..K+15
+// values. A sequence of 4P tokens: P distinct keys (drawn without
+// replacement), each followed by its value (drawn uniformly, with
+// replacement); then the same P keys in a new random order, each followed by
+// the same value.
 //
-// The model reads x = seq[0, 127) and predicts y = seq[1, 128), so T = 127:
-// the last token (the final value) is only ever a target, and the first
-// token (a key that nothing precedes) only ever an input. The loss counts
-// exactly where the target y_t is a value of the second half, i.e. t = 64,
-// 66, ..., 126 (where x_t is a repeated key): 32 positions a sequence.
+// The model reads x = seq[0, 4P−1) and predicts y = seq[1, 4P), so T = 4P−1
+// (127 at the spec's sizes): the last token (the final value) is only ever a
+// target, and the first token (a key that nothing precedes) only ever an
+// input. The loss counts exactly where the target y_t is a value of the
+// second half, i.e. t = 2P, 2P+2, …, 4P−2 (where x_t is a repeated key): P
+// positions a sequence.
 class RecallTask {
  public:
-  static constexpr int kNumKeys = 64;
   static constexpr int kNumValues = 16;
-  static constexpr int kVocab = kNumKeys + kNumValues;  // 80
-  static constexpr int kPairs = 32;                     // key–value pairs per half
-  static constexpr int kSeqLen = 4 * kPairs;            // 128 tokens
-  static constexpr int kContext = kSeqLen - 1;          // T = 127
+  static constexpr int kDefaultPairs = 32, kDefaultKeys = 64;
 
-  static bool is_key(int32_t token) { return token >= 0 && token < kNumKeys; }
-  static bool is_value(int32_t token) { return token >= kNumKeys && token < kVocab; }
+  // Throws lina::Error unless 1 ≤ pairs ≤ keys ≤ 4096.
+  explicit RecallTask(int pairs = kDefaultPairs, int keys = kDefaultKeys);
+
+  int pairs() const { return pairs_; }
+  int keys() const { return keys_; }
+  int vocab() const { return keys_ + kNumValues; }   // 80 at the spec's sizes
+  int seq_len() const { return 4 * pairs_; }         // 128
+  int context() const { return seq_len() - 1; }      // T = 127
+
+  bool is_key(int32_t token) const { return token >= 0 && token < keys_; }
+  bool is_value(int32_t token) const { return token >= keys_ && token < vocab(); }
 
   // One full sequence of kSeqLen tokens.
   std::vector<int32_t> sample_sequence(Rng& rng) const;
@@ -98,6 +106,9 @@ class RecallTask {
   // in every run and for every preset.
   std::vector<Batch> heldout(int n_batches, int batch, uint64_t seed,
                              Device device = Device::cpu) const;
+
+ private:
+  int pairs_, keys_;
 };
 
 }  // namespace lina

@@ -36,10 +36,17 @@ static bool was_given(const TrainOptions& o, const char* flag) {
   return std::find(o.given.begin(), o.given.end(), flag) != o.given.end();
 }
 
+std::string run_name(const TrainOptions& o) {
+  std::string name = o.task + "_" + o.preset;
+  if (o.task == "recall" && o.pairs != RecallTask::kDefaultPairs) name += "_p" + std::to_string(o.pairs);
+  if (o.task == "recall" && o.keys != RecallTask::kDefaultKeys) name += "_k" + std::to_string(o.keys);
+  return name;
+}
+
 std::string run_path(const TrainOptions& o, const std::string& extension) {
   if (!o.resume.empty() && !was_given(o, "--out"))
     return fs::path(o.resume).replace_extension(extension).string();
-  return o.out + "/" + device_name(o.device) + "/" + o.task + "_" + o.preset + extension;
+  return o.out + "/" + device_name(o.device) + "/" + run_name(o) + extension;
 }
 
 void validate(TrainOptions& o) {
@@ -50,6 +57,9 @@ void validate(TrainOptions& o) {
   check(o.steps > 0, "--steps must be positive, got " + std::to_string(o.steps));
   check(o.batch > 0, "--batch must be positive, got " + std::to_string(o.batch));
   check(o.context > 0, "--context must be positive, got " + std::to_string(o.context));
+  check(o.task == "recall" || (!was_given(o, "--pairs") && !was_given(o, "--keys")),
+        "--pairs and --keys are for --task recall");
+  if (o.task == "recall") (void)RecallTask(o.pairs, o.keys);  // throws for impossible sizes
   check(o.lr > 0 && std::isfinite(o.lr), "--lr must be a positive number");
   check(o.warmup >= 0, "--warmup must not be negative");
   if (o.eval_every <= 0) o.eval_every = o.task == "lm" ? 500 : 100;
@@ -124,6 +134,8 @@ void adopt_checkpoint_options(TrainOptions& o, const CheckpointInfo& info, const
   }
   adopt("--batch", "batch", o.batch);
   adopt("--context", "context", o.context);
+  adopt("--pairs", "pairs", o.pairs);
+  adopt("--keys", "keys", o.keys);
   adopt("--warmup", "warmup", o.warmup);
   adopt("--seed", "seed", o.seed);
   adopt("--eval-every", "eval_every", o.eval_every);
@@ -167,8 +179,9 @@ Task make_task(TrainOptions& o) {
     task.vocab = task.text->vocab_size();
     task.val = val_batches(*task.text, o.eval_batches, o.batch, o.context, o.seed + 1, o.device);
   } else {
-    o.context = RecallTask::kContext;
-    task.vocab = RecallTask::kVocab;
+    task.recall = RecallTask(o.pairs, o.keys);
+    o.context = task.recall.context();
+    task.vocab = task.recall.vocab();
     task.val = task.recall.heldout(o.eval_batches, o.batch, o.seed + 1, o.device);
   }
   return task;
@@ -211,7 +224,7 @@ json options_json(const TrainOptions& o) {
           {"steps", o.steps}, {"batch", o.batch}, {"context", o.context}, {"lr", o.lr},
           {"min_lr", o.lr / 10}, {"warmup", o.warmup}, {"clip", o.clip}, {"seed", o.seed},
           {"data", o.data}, {"eval_every", o.eval_every}, {"eval_batches", o.eval_batches},
-          {"checkpoint_every", o.checkpoint_every},
+          {"checkpoint_every", o.checkpoint_every}, {"pairs", o.pairs}, {"keys", o.keys},
           {"weight_decay", 0.1}, {"betas", {0.9, 0.99}}, {"eps", 1e-8}};
 }
 

@@ -16,7 +16,9 @@ struct TrainOptions {
   Device device = Device::cpu;
   int steps = -1;      // updates; −1: the task's default (lm 5000, recall 2000)
   int batch = 64;
-  int context = 64;    // lm only (recall sequences are 127 tokens)
+  int context = 64;    // lm only (recall sequences are 4·pairs − 1 tokens)
+  int pairs = 32;      // recall: key–value pairs per sequence
+  int keys = 64;       // recall: distinct key tokens (values are always 16)
   double lr = 1e-3;    // peak; the cosine ends at lr / 10 (1e-4 at the default)
   int warmup = 100;
   double clip = 1.0;

@@ -41,6 +41,8 @@ TEST_CASE("bad input: one line, non-zero exit") {
   expect_error("train --preset gdn --task lm --context 64 --data " + (d / "short.txt").string() + out,
                "context");
   expect_error("train --preset gdn --task recall --device tpu" + out, "unknown device 'tpu'");
+  expect_error("train --preset gdn --task lm --pairs 8" + out, "--pairs and --keys are for --task recall");
+  expect_error("train --preset gdn --task recall --pairs 40 --keys 30" + out, "--keys must be at least --pairs (40)");
   expect_error("train --task recall" + out, "--preset is required (or --resume CKPT)");
   expect_error("train --preset gdn" + out, "--task is required (or --resume CKPT)");
   expect_error("train --preset gdn --task recall --extend-to 9" + out, "--extend-to needs --resume");
@@ -70,6 +72,20 @@ TEST_CASE("--device cuda: built without CUDA, no GPU present, GPU present") {
     CHECK(fs::exists(d / "recall_gdn.json"));
   }
 #endif
+}
+
+TEST_CASE("recall --pairs/--keys: recorded in the json and in the file name") {
+  fs::path d = temp_dir("pairs");
+  Result r = run("train --preset gdn --task recall --pairs 8 --keys 16" + kTiny + " --out " + d.string());
+  INFO(r.output);
+  REQUIRE(r.code == 0);
+  const fs::path json_path = d / "cpu" / "recall_gdn_p8_k16.json";
+  REQUIRE(fs::exists(json_path));
+  nlohmann::json j = nlohmann::json::parse(std::ifstream(json_path));
+  CHECK(j["config"]["train"]["pairs"] == 8);
+  CHECK(j["config"]["train"]["keys"] == 16);
+  CHECK(j["config"]["train"]["context"] == 31);
+  CHECK(j["config"]["model"]["vocab"] == 32);
 }
 
 TEST_CASE("state-size prints spec 1.3's numbers") {

@@ -165,7 +165,7 @@ TEST_CASE("CharDataset: the tiny shakespeare file has 65 characters and 1,115,39
 TEST_CASE("RecallTask: sequences repeat 32 distinct keys with their values, mask on recalls") {
   RecallTask task;
   Rng rng(1337);
-  const int B = 64, T = RecallTask::kContext;
+  const int B = 64, T = task.context();
   Batch b = task.sample_batch(B, rng);
   REQUIRE(T == 127);
   CHECK(b.x.shape() == Shape{B, T});
@@ -188,8 +188,8 @@ TEST_CASE("RecallTask: sequences repeat 32 distinct keys with their values, mask
     std::map<int32_t, int32_t> first_value;
     std::vector<int32_t> first_order, second_order;
     for (int i = 0; i < 128; i += 2) {
-      REQUIRE(RecallTask::is_key(seq[i]));
-      REQUIRE(RecallTask::is_value(seq[i + 1]));
+      REQUIRE(task.is_key(seq[i]));
+      REQUIRE(task.is_value(seq[i + 1]));
       keys_seen.insert(seq[i]);
       values_seen.insert(seq[i + 1]);
       if (i < 64) {
@@ -212,7 +212,7 @@ TEST_CASE("RecallTask: sequences repeat 32 distinct keys with their values, mask
     float row_sum = 0;
     for (int t = 0; t < T; ++t) {
       // y_t is a second-half token exactly when t + 1 >= 64.
-      const bool recall_target = t + 1 >= 64 && RecallTask::is_value(y[r * T + t]);
+      const bool recall_target = t + 1 >= 64 && task.is_value(y[r * T + t]);
       CHECK(mask[r * T + t] == (recall_target ? 1.0f : 0.0f));
       row_sum += mask[r * T + t];
     }
@@ -242,4 +242,31 @@ TEST_CASE("RecallTask: same seed, same batch; held-out set is fixed by its seed"
   CHECK(!same_batch(h1[0], h1[1]));
   CHECK_THROWS_WITH_AS(task.sample_batch(0, a), doctest::Contains("batch must be positive"),
                        lina::Error);
+}
+
+TEST_CASE("RecallTask: --pairs and --keys resize the task") {
+  RecallTask task(8, 16);
+  CHECK(task.context() == 31);
+  CHECK(task.vocab() == 32);
+  Rng rng(3);
+  Batch b = task.sample_batch(5, rng);
+  CHECK(b.x.shape() == Shape{5, 31});
+  const auto x = b.x.to_vector<int32_t>(), y = b.y.to_vector<int32_t>();
+  const auto mask = b.mask.to_vector<float>();
+  for (int r = 0; r < 5; ++r) {
+    float row_sum = 0;
+    for (int t = 0; t < 31; ++t) {
+      const int32_t token = x[size_t(r * 31 + t)];
+      CHECK(token >= 0);
+      CHECK(token < 32);
+      CHECK(task.is_key(token) == (t % 2 == 0));  // keys at even places, values at odd
+      const bool recall_target = t + 1 >= 16 && t % 2 == 0;
+      CHECK(mask[size_t(r * 31 + t)] == (recall_target ? 1.0f : 0.0f));
+      if (recall_target) CHECK(task.is_value(y[size_t(r * 31 + t)]));
+      row_sum += mask[size_t(r * 31 + t)];
+    }
+    CHECK(row_sum == 8.0f);
+  }
+  CHECK_THROWS_WITH_AS(RecallTask(0, 64), doctest::Contains("--pairs must be in [1, 4096]"), Error);
+  CHECK_THROWS_WITH_AS(RecallTask(32, 16), doctest::Contains("--keys must be at least --pairs (32)"), Error);
 }
