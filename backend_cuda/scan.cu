@@ -31,7 +31,7 @@ void scan_chunked_forward(const ScanShape& s, int64_t C, const ScanInputs<float>
   ScanArgs args;
   args.s = s, args.chunk = C, args.in = in, args.s0 = s0, args.o = o, args.s_final = s_final;
   args.saved_out = chunk_states;
-  throw Error("cuda::scan_chunked_forward: not written yet");  // TEMPORARY
+  launch_block_program<ScanChunkedForward>(args, "cuda::scan_chunked_forward");
 }
 
 void scan_chunked_backward(const ScanShape& s, int64_t C, const ScanInputs<float>& in,
@@ -40,7 +40,7 @@ void scan_chunked_backward(const ScanShape& s, int64_t C, const ScanInputs<float
   ScanArgs args;
   args.s = s, args.chunk = C, args.in = in, args.saved = chunk_states, args.dout = dout;
   args.ds_final = ds_final, args.grads = grads;
-  throw Error("cuda::scan_chunked_backward: not written yet");  // TEMPORARY
+  launch_block_program<ScanChunkedBackward>(args, "cuda::scan_chunked_backward");
 }
 
 }  // namespace lina::cuda
