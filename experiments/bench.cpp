@@ -1,6 +1,7 @@
 // `lina bench`: options, the child processes, the tables and the json.
 #include "experiments/bench.h"
 
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -8,6 +9,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -104,6 +106,7 @@ json run_child(std::vector<std::string> args, const std::string& out, const std:
   pid_t pid = fork();
   check(pid >= 0, "bench: fork failed");
   if (pid == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGTERM);  // a killed bench leaves no child behind
     execv("/proc/self/exe", argv.data());
     _exit(127);
   }
@@ -131,6 +134,15 @@ struct Scratch {
   }
 };
 
+// The 1-minute load average (/proc/loadavg), −1 where unknown: a bench on a
+// busy machine measures the contention too, so the json records it.
+double load_average() {
+  std::ifstream f("/proc/loadavg");
+  double load = -1;
+  if (!(f >> load)) return -1;
+  return load;
+}
+
 std::string fmt(const char* f, double v) {
   char b[64];
   std::snprintf(b, sizeof b, f, v);
@@ -144,6 +156,7 @@ std::string fmt(const char* f, double v) {
 std::string run_bench(const BenchOptions& o) {
   auto t0 = std::chrono::steady_clock::now();
   Scratch scratch;
+  const double load_before = load_average();
   std::ostringstream out;
   auto say = [&](const std::string& line) {
     out << line << "\n";
@@ -170,6 +183,7 @@ std::string run_bench(const BenchOptions& o) {
       if (o.profile) args.push_back("--profile");
       json r = run_child(args, (scratch.dir / (std::to_string(child++) + ".json")).string(),
                          p + " training at " + shape_name(s));
+      std::fprintf(stderr, "  %s %s: %.1f ms/step\n", p.c_str(), shape_name(s).c_str(), double(r["ms_per_step"]));
       double flops = model_flops_per_step(c, s.batch, s.context), ms = r["ms_per_step"];
       r["preset"] = p;
       r["shape"] = shape_name(s);
@@ -258,8 +272,10 @@ std::string run_bench(const BenchOptions& o) {
   }
 
   double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double load_after = load_average();
   say("");
-  say("wall time " + fmt("%.1f", wall) + " s");
+  say("wall time " + fmt("%.1f", wall) + " s; load average " + fmt("%.2f", load_before) + " before, " +
+      fmt("%.2f", load_after) + " after, on " + std::to_string(std::thread::hardware_concurrency()) + " CPUs");
   if (!o.json.empty()) {
     json gemm = {{"M", g.M}, {"K", g.K}, {"N", g.N}, {"dtype", "float32"}, {"lina_gflops", g.lina_gflops},
                  {"lina_ms", g.lina_ms}, {"openblas", g.openblas_gflops < 0 ? "not installed" : "installed"},
@@ -270,7 +286,8 @@ std::string run_bench(const BenchOptions& o) {
     json doc = {{"schema", "lina-bench-1"}, {"quick", o.quick}, {"profile", o.profile},
                 {"steps", o.steps}, {"warmup", o.warmup}, {"infer_steps", o.infer_steps},
                 {"presets", o.presets}, {"shapes", shapes}, {"contexts", o.contexts},
-                {"cpus", std::thread::hardware_concurrency()}, {"gemm", gemm}, {"train", train},
+                {"cpus", std::thread::hardware_concurrency()},
+                {"load_average", {{"before", load_before}, {"after", load_after}}}, {"gemm", gemm}, {"train", train},
                 {"inference", infer}, {"ratios", ratios}, {"wall_seconds", wall}};
     std::ofstream f(o.json);
     check(bool(f), "bench: cannot write --json " + o.json);
