@@ -164,6 +164,10 @@ std::string run_bench(const BenchOptions& o) {
     std::fflush(stdout);
   };
 
+  const unsigned cpus = std::max(1u, std::thread::hardware_concurrency());
+  if (load_before > 0.5 * cpus)
+    say("note: load average " + fmt("%.2f", load_before) + " on " + std::to_string(cpus) +
+        " CPUs before the run: other processes compete for the cores, and every timing includes it");
   // The machine's GEMM rate, through the same entry point the model uses.
   GemmRate g = measure_gemm(o.quick ? 3 : 5);
   say("GEMM " + std::to_string(g.M) + "x" + std::to_string(g.K) + "x" + std::to_string(g.N) +
