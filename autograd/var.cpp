@@ -6,6 +6,7 @@
 #include <unordered_set>
 
 #include "core/kernels.h"
+#include "core/profile.h"
 
 namespace lina {
 
@@ -74,6 +75,7 @@ static void accumulate(VarImpl* v, const Tensor& g) {
 void Var::backward() const {
   check(impl_ && impl_->requires_grad, "backward: this Var does not require grad");
   check(data().numel() == 1, "backward: needs a scalar, got " + data().describe());
+  profile::PhaseScope backward_phase(profile::Phase::Backward);  // kernel profiling: "backward"
   std::vector<VarImpl*> order = topological_order(impl_.get());
   std::unordered_map<VarImpl*, Tensor> pending;  // gradients of non-leaf Vars
   pending[impl_.get()] = Tensor::ones(data().shape(), dtype(), device());

@@ -1,10 +1,12 @@
 // Internal to the core/dispatch*.cpp files: dtype and device selection.
 #pragma once
+#include <chrono>
 #include <string>
 #include <utility>
 
 #include "backend_cpu/cpu_kernels.h"
 #include "backend_cuda/cuda_kernels.h"
+#include "core/profile.h"
 #include "core/tensor.h"
 
 namespace lina::kernels::detail {
@@ -56,12 +58,32 @@ struct CudaBackend {
 // Calls call(CudaBackend{}) for a CUDA tensor (float32 only), else
 // call(CpuBackend<float or double>{}); throws for other dtypes.
 template <class Call>
-void on_backend(const Tensor& t, const char* op, Call&& call) {
+void on_backend_untimed(const Tensor& t, const char* op, Call&& call) {
   if (on_cuda(t, op)) {
     call(CudaBackend{});
     return;
   }
   with_float_type(t, op, [&](auto zero) { call(CpuBackend<decltype(zero)>{}); });
+}
+
+// on_backend_untimed, timed by op name when profiling is on (core/profile.h).
+// Off, the cost is one predictable branch on a global bool.
+template <class Call>
+void on_backend(const Tensor& t, const char* op, Call&& call) {
+  if (!profile::enabled()) {
+    on_backend_untimed(t, op, std::forward<Call>(call));
+    return;
+  }
+  using Clock = std::chrono::steady_clock;
+  bool outermost = profile::begin_call();
+  auto t0 = Clock::now();
+  try {
+    on_backend_untimed(t, op, std::forward<Call>(call));
+  } catch (...) {
+    profile::end_call(nullptr, 0);
+    throw;
+  }
+  profile::end_call(outermost ? op : nullptr, std::chrono::duration<double>(Clock::now() - t0).count());
 }
 
 }  // namespace lina::kernels::detail

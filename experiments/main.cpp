@@ -3,6 +3,7 @@
 //   lina eval --checkpoint F --text FILE --context N
 //   lina sample --checkpoint F --prompt "ROMEO:" --tokens 200
 //   lina state-size --context 4096
+//   lina bench [--quick] [--presets attn,gdn] [--profile] [--json F]
 // Every failure ends with one line "lina: error: ..." and exit code 1 (2 for
 // a bad command line). SIGINT (Ctrl-C) and SIGTERM stop a training run after
 // it wrote its checkpoint and json; the exit code is then 128 + the signal.
@@ -15,6 +16,7 @@
 
 #include "core/error.h"
 #include "core/printable.h"
+#include "experiments/bench.h"
 #include "experiments/commands.h"
 #include "experiments/train.h"
 
@@ -90,6 +92,25 @@ int main(int argc, char** argv) {
   auto* state_size = app.add_subcommand("state-size", "floats each preset keeps at a context length");
   state_size->add_option("--context", size_context, "context length");
 
+  lina::BenchOptions bo;
+  std::string worker_job, worker_out;
+  auto* bench = app.add_subcommand("bench", "time, FLOP rate and memory of every preset on this machine");
+  auto* worker = app.add_subcommand("bench-worker", "internal: one child process of bench");
+  worker->group("");  // hidden from --help
+  for (CLI::App* sub : {bench, worker}) {
+    sub->add_option("--presets", bo.presets_arg, "comma-separated presets (default: all five)");
+    sub->add_option("--shapes", bo.shapes_arg, "training shapes BATCHxCONTEXT (default: 64x64,16x256)");
+    sub->add_option("--contexts", bo.contexts_arg, "inference contexts (default: 64,256,1024,4096)");
+    sub->add_option("--steps", bo.steps, "timed training steps per shape (default 10; --quick 3)");
+    sub->add_option("--warmup", bo.warmup, "untimed steps first (default 2; --quick 1)");
+    sub->add_option("--infer-steps", bo.infer_steps, "timed tokens per inference context (default 8; --quick 3)");
+    sub->add_flag("--profile", bo.profile, "time every kernel entry point (forward/backward) and count allocations");
+  }
+  bench->add_flag("--quick", bo.quick, "fewer steps and tokens, no inference context 4096 (at most 2 minutes)");
+  bench->add_option("--json", bo.json, "write the results to this json file");
+  worker->add_option("--job", worker_job, "train | infer")->required();
+  worker->add_option("--out", worker_out, "result json")->required();
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -129,6 +150,12 @@ int main(int argc, char** argv) {
                   lina::sample_checkpoint(checkpoint, prompt, tokens, temperature, seed).c_str());
     } else if (*state_size) {
       std::printf("%s", lina::state_size_table(size_context).c_str());
+    } else if (*bench) {
+      lina::finish_bench_options(bo);
+      lina::run_bench(bo);
+    } else if (*worker) {
+      lina::finish_bench_options(bo);
+      lina::run_bench_worker(bo, worker_job, worker_out);
     }
   } catch (const std::exception& e) {
     // One line, whatever bytes a file put into the message.

@@ -1,0 +1,59 @@
+// Optional per-kernel profiling: time spent in each backend entry point.
+//
+// Every kernel entry point goes through kernels::detail::on_backend
+// (core/dispatch_util.h) with its op name. When profiling is on, that call is
+// timed and added to a table keyed by (op name, phase); when it is off, the
+// cost is one test of a global bool. The phase is Forward unless autograd's
+// backward walk (Var::backward) or the caller (an optimiser step) set it.
+//
+//   profile::set_enabled(true);
+//   ... training steps ...
+//   for (const profile::Entry& e : profile::entries()) ...  // sorted, slowest first
+//
+// Only the outermost entry point of nested calls is timed, so the totals do
+// not count a kernel twice. CUDA calls are timed on the host (asynchronous
+// launches are not waited for).
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace lina::profile {
+
+enum class Phase { Forward, Backward, Optimizer };
+const char* phase_name(Phase p);  // "forward", "backward", "optimizer"
+
+// The switch. A plain global (read on every kernel call): set it from the
+// main thread between steps, not while kernels run.
+extern bool g_enabled;
+inline bool enabled() { return g_enabled; }
+void set_enabled(bool on);
+
+Phase phase();
+// Sets the phase for its lifetime and restores the previous one.
+class PhaseScope {
+ public:
+  explicit PhaseScope(Phase p);
+  ~PhaseScope();
+  PhaseScope(const PhaseScope&) = delete;
+  PhaseScope& operator=(const PhaseScope&) = delete;
+
+ private:
+  Phase previous_;
+};
+
+struct Entry {
+  std::string op;
+  Phase phase = Phase::Forward;
+  int64_t calls = 0;
+  double seconds = 0;
+};
+std::vector<Entry> entries();  // sorted by seconds, largest first
+void reset();                  // forgets every entry
+
+// Used by on_backend: the start of a call (returns false when an enclosing
+// entry point is already being timed) and its end.
+bool begin_call();
+void end_call(const char* op, double seconds);
+
+}  // namespace lina::profile

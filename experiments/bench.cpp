@@ -1,0 +1,305 @@
+// `lina bench`: options, the child processes, the tables and the json.
+#include "experiments/bench.h"
+
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "core/error.h"
+
+namespace lina {
+
+using nlohmann::json;
+
+// ---- options --------------------------------------------------------------------
+
+namespace {
+
+std::vector<std::string> split(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  for (std::string item; std::getline(ss, item, ',');) out.push_back(item);
+  return out;
+}
+
+// A whole positive decimal number, or nullopt-like -1.
+long long parse_count(const std::string& s) {
+  if (s.empty() || s.size() > 9 || s.find_first_not_of("0123456789") != std::string::npos) return -1;
+  return std::stoll(s);
+}
+
+}  // namespace
+
+void finish_bench_options(BenchOptions& o) {
+  const std::vector<std::string> names = preset_names();
+  for (const std::string& p : split(o.presets_arg)) o.presets.push_back(p);
+  for (const std::string& item : split(o.shapes_arg)) {
+    size_t x = item.find('x');
+    long long b = x == std::string::npos ? -1 : parse_count(item.substr(0, x));
+    long long t = x == std::string::npos ? -1 : parse_count(item.substr(x + 1));
+    check(b > 0 && t > 0, "--shapes: '" + item + "' is not BATCHxCONTEXT (e.g. 64x64,16x256)");
+    o.shapes.push_back({int(b), int(t)});
+  }
+  for (const std::string& item : split(o.contexts_arg)) {
+    long long c = parse_count(item);
+    check(c > 0, "--contexts: '" + item + "' is not a positive number");
+    o.contexts.push_back(int(c));
+  }
+  if (o.presets.empty()) o.presets = names;
+  for (const std::string& p : o.presets)
+    check(std::find(names.begin(), names.end(), p) != names.end(),
+          "--presets: unknown preset '" + p + "': use attn, linear, delta, gdn, hybrid");
+  // --quick keeps both training shapes but takes 3 timed steps after 1
+  // warm-up step (not 10 after 2), 3 timed tokens per context (not 8), and
+  // drops inference context 4096.
+  if (o.shapes.empty()) o.shapes = {{64, 64}, {16, 256}};
+  if (o.contexts.empty())
+    o.contexts = o.quick ? std::vector<int>{64, 256, 1024} : std::vector<int>{64, 256, 1024, 4096};
+  if (o.steps < 0) o.steps = o.quick ? 3 : 10;
+  if (o.warmup < 0) o.warmup = o.quick ? 1 : 2;
+  if (o.infer_steps < 0) o.infer_steps = o.quick ? 3 : 8;
+  check(o.warmup >= 0, "--warmup must not be negative");
+  check(o.steps > 0, "--steps must be positive, got " + std::to_string(o.steps));
+  check(o.infer_steps > 0, "--infer-steps must be positive, got " + std::to_string(o.infer_steps));
+  for (const BenchShape& s : o.shapes)
+    check(s.batch > 0 && s.context > 0 && s.batch <= 4096 && s.context <= 16384,
+          "--shapes: batch and context must be positive (at most 4096 and 16384)");
+  for (int c : o.contexts)
+    check(c > 0 && c <= 65536, "--contexts: each context must be in 1..65536, got " + std::to_string(c));
+}
+
+// ---- one child process per (preset, job) -------------------------------------------
+
+namespace {
+
+std::string shape_name(const BenchShape& s) {
+  return std::to_string(s.batch) + "x" + std::to_string(s.context);
+}
+
+std::string join(const std::vector<int>& v) {
+  std::string s;
+  for (int x : v) s += (s.empty() ? "" : ",") + std::to_string(x);
+  return s;
+}
+
+// Runs `lina bench-worker <args>` as this same binary and returns its json.
+json run_child(std::vector<std::string> args, const std::string& out, const std::string& what) {
+  args.insert(args.begin(), {"lina", "bench-worker"});
+  args.insert(args.end(), {"--out", out});
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  std::fflush(stdout);
+  std::fflush(stderr);
+  pid_t pid = fork();
+  check(pid >= 0, "bench: fork failed");
+  if (pid == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGTERM);  // a killed bench leaves no child behind
+    execv("/proc/self/exe", argv.data());
+    _exit(127);
+  }
+  int status = 0;
+  check(waitpid(pid, &status, 0) == pid, "bench: waitpid failed");
+  check(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+        "bench: the child measuring " + what + " failed (" +
+            (WIFEXITED(status) ? "exit " + std::to_string(WEXITSTATUS(status)) : std::string("killed")) + ")");
+  std::ifstream f(out);
+  check(bool(f), "bench: the child measuring " + what + " wrote no result");
+  return json::parse(f);
+}
+
+// A private scratch folder for the children's results, removed at the end.
+struct Scratch {
+  std::filesystem::path dir;
+  Scratch() {
+    std::string tmpl = (std::filesystem::temp_directory_path() / "lina-bench-XXXXXX").string();
+    check(mkdtemp(tmpl.data()) != nullptr, "bench: cannot create a temporary folder");
+    dir = tmpl;
+  }
+  ~Scratch() {
+    std::error_code ec;
+    std::filesystem::remove_all(dir, ec);
+  }
+};
+
+// The 1-minute load average (/proc/loadavg), −1 where unknown: a bench on a
+// busy machine measures the contention too, so the json records it.
+double load_average() {
+  std::ifstream f("/proc/loadavg");
+  double load = -1;
+  if (!(f >> load)) return -1;
+  return load;
+}
+
+std::string fmt(const char* f, double v) {
+  char b[64];
+  std::snprintf(b, sizeof b, f, v);
+  return b;
+}
+
+}  // namespace
+
+// ---- the run -------------------------------------------------------------------------
+
+std::string run_bench(const BenchOptions& o) {
+  auto t0 = std::chrono::steady_clock::now();
+  Scratch scratch;
+  const double load_before = load_average();
+  std::ostringstream out;
+  auto say = [&](const std::string& line) {
+    out << line << "\n";
+    std::printf("%s\n", line.c_str());
+    std::fflush(stdout);
+  };
+
+  const unsigned cpus = std::max(1u, std::thread::hardware_concurrency());
+  if (load_before > 0.5 * cpus)
+    say("note: load average " + fmt("%.2f", load_before) + " on " + std::to_string(cpus) +
+        " CPUs before the run: other processes compete for the cores, and every timing includes it");
+  // The machine's GEMM rate, through the same entry point the model uses.
+  GemmRate g = measure_gemm(o.quick ? 3 : 5);
+  say("GEMM " + std::to_string(g.M) + "x" + std::to_string(g.K) + "x" + std::to_string(g.N) +
+      " float32: lina kernels::gemm " + fmt("%.1f", g.lina_gflops) + " GFLOP/s (" +
+      fmt("%.1f", g.lina_ms) + " ms); OpenBLAS " +
+      (g.openblas_gflops < 0 ? std::string("not installed")
+                             : fmt("%.1f", g.openblas_gflops) + " GFLOP/s (" + fmt("%.1f", g.openblas_ms) + " ms)"));
+
+  json train = json::array(), infer = json::array();
+  int child = 0;
+  for (const std::string& p : o.presets) {
+    ModelConfig c = make_config(p, 65);
+    for (const BenchShape& s : o.shapes) {
+      std::vector<std::string> args = {"--presets", p, "--job", "train", "--shapes", shape_name(s),
+                                       "--steps", std::to_string(o.steps), "--warmup",
+                                       std::to_string(o.warmup)};
+      if (o.profile) args.push_back("--profile");
+      json r = run_child(args, (scratch.dir / (std::to_string(child++) + ".json")).string(),
+                         p + " training at " + shape_name(s));
+      std::fprintf(stderr, "  %s %s: %.1f ms/step\n", p.c_str(), shape_name(s).c_str(), double(r["ms_per_step"]));
+      double flops = model_flops_per_step(c, s.batch, s.context), ms = r["ms_per_step"];
+      r["preset"] = p;
+      r["shape"] = shape_name(s);
+      r["tokens_per_s"] = double(s.batch) * s.context / (ms / 1e3);
+      r["model_flops_per_step"] = flops;
+      r["model_gflops"] = flops / (ms * 1e6);
+      r["fraction_of_gemm"] = flops / (ms * 1e6) / g.lina_gflops;
+      train.push_back(r);
+    }
+    json r = run_child({"--presets", p, "--job", "infer", "--contexts", join(o.contexts), "--infer-steps",
+                        std::to_string(o.infer_steps)},
+                       (scratch.dir / (std::to_string(child++) + ".json")).string(), p + " inference");
+    for (json& row : r["contexts"]) {
+      row["preset"] = p;
+      row["peak_rss_mb"] = r["peak_rss_mb"];
+      infer.push_back(row);
+    }
+  }
+
+  // Ratios to attn at the same shape (null without attn in --presets).
+  json ratios = json::object();
+  for (json& r : train) {
+    r["ratio_to_attn"] = nullptr;
+    for (const json& a : train)
+      if (a["preset"] == "attn" && a["shape"] == r["shape"])
+        r["ratio_to_attn"] = double(r["ms_per_step"]) / double(a["ms_per_step"]);
+    if (r["preset"] == "gdn" && !r["ratio_to_attn"].is_null())
+      ratios["gdn_over_attn"][r["shape"].get<std::string>()] = r["ratio_to_attn"];
+  }
+
+  // ---- tables ----
+  char line[400];
+  say("");
+  say("Training step (random lm batches; median of " + std::to_string(o.steps) + " steps after " +
+      std::to_string(o.warmup) + " warm-up)");
+  std::snprintf(line, sizeof line, "%-7s %-7s %9s %9s %8s %10s %8s %7s %7s %7s", "preset", "BxT", "ms/step",
+                "tok/s", "peakMB", "GFLOP/step", "GFLOP/s", "%gemm", "/attn", "allocs");
+  say(line);
+  for (const json& r : train) {
+    std::snprintf(line, sizeof line, "%-7s %-7s %9.1f %9.0f %8.0f %10.3f %8.2f %6.1f%% %7s %7.0f",
+                  r["preset"].get<std::string>().c_str(), r["shape"].get<std::string>().c_str(),
+                  double(r["ms_per_step"]), double(r["tokens_per_s"]), double(r["peak_rss_mb"]),
+                  double(r["model_flops_per_step"]) / 1e9, double(r["model_gflops"]),
+                  100 * double(r["fraction_of_gemm"]),
+                  r["ratio_to_attn"].is_null() ? "-" : fmt("%.2f", double(r["ratio_to_attn"])).c_str(),
+                  double(r["allocs_per_step"]));
+    say(line);
+  }
+  const json gdn_over_attn = ratios.value("gdn_over_attn", json::object());
+  for (auto& [shape, v] : gdn_over_attn.items())
+    say("gdn/attn at " + shape + ": " + fmt("%.2f", double(v)));
+
+  say("");
+  say("Inference (batch 1, token by token with InferenceState; median of " + std::to_string(o.infer_steps) +
+      " tokens at each context)");
+  std::snprintf(line, sizeof line, "%-7s %8s %12s %14s %12s", "preset", "context", "ms/token", "floats/seq",
+                "bytes/seq");
+  say(line);
+  for (const json& r : infer) {
+    long long floats = r["kv_floats"].get<long long>() + r["state_floats"].get<long long>() +
+                       r["conv_floats"].get<long long>();
+    std::snprintf(line, sizeof line, "%-7s %8d %12.3f %14lld %12lld", r["preset"].get<std::string>().c_str(),
+                  r["context"].get<int>(), double(r["ms_per_token"]), floats,
+                  r["bytes_per_sequence"].get<long long>());
+    say(line);
+  }
+
+  if (o.profile) {
+    for (const json& r : train) {
+      say("");
+      say("Profile " + r["preset"].get<std::string>() + " " + r["shape"].get<std::string>() + " (summed over " +
+          std::to_string(o.steps) + " steps; allocations per step " +
+          fmt("%.0f", double(r["allocs_per_step"])) + ", from the system " +
+          fmt("%.1f", double(r["system_allocs_per_step"])) + ")");
+      std::snprintf(line, sizeof line, "  %-24s %-9s %8s %10s %7s", "op", "phase", "calls", "ms", "share");
+      say(line);
+      double total = 0;
+      for (const json& e : r["profile"]["entries"]) total += double(e["ms"]);
+      for (const json& e : r["profile"]["entries"]) {
+        std::snprintf(line, sizeof line, "  %-24s %-9s %8lld %10.2f %6.1f%%", e["op"].get<std::string>().c_str(),
+                      e["phase"].get<std::string>().c_str(), e["calls"].get<long long>(), double(e["ms"]),
+                      total > 0 ? 100 * double(e["ms"]) / total : 0.0);
+        say(line);
+      }
+    }
+  }
+
+  double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double load_after = load_average();
+  say("");
+  say("wall time " + fmt("%.1f", wall) + " s; load average " + fmt("%.2f", load_before) + " before, " +
+      fmt("%.2f", load_after) + " after, on " + std::to_string(std::thread::hardware_concurrency()) + " CPUs");
+  if (!o.json.empty()) {
+    json gemm = {{"M", g.M}, {"K", g.K}, {"N", g.N}, {"dtype", "float32"}, {"lina_gflops", g.lina_gflops},
+                 {"lina_ms", g.lina_ms}, {"openblas", g.openblas_gflops < 0 ? "not installed" : "installed"},
+                 {"openblas_gflops", g.openblas_gflops < 0 ? json(nullptr) : json(g.openblas_gflops)},
+                 {"openblas_ms", g.openblas_ms < 0 ? json(nullptr) : json(g.openblas_ms)}};
+    std::vector<std::string> shapes;
+    for (const BenchShape& s : o.shapes) shapes.push_back(shape_name(s));
+    json doc = {{"schema", "lina-bench-1"}, {"quick", o.quick}, {"profile", o.profile},
+                {"steps", o.steps}, {"warmup", o.warmup}, {"infer_steps", o.infer_steps},
+                {"presets", o.presets}, {"shapes", shapes}, {"contexts", o.contexts},
+                {"cpus", std::thread::hardware_concurrency()},
+                {"load_average", {{"before", load_before}, {"after", load_after}}}, {"gemm", gemm}, {"train", train},
+                {"inference", infer}, {"ratios", ratios}, {"wall_seconds", wall}};
+    std::ofstream f(o.json);
+    check(bool(f), "bench: cannot write --json " + o.json);
+    f << doc.dump(1) << "\n";
+    check(bool(f), "bench: cannot write --json " + o.json);
+    say("wrote " + o.json);
+  }
+  return out.str();
+}
+
+}  // namespace lina

@@ -1,0 +1,71 @@
+// `lina bench`: training-step time, model-FLOP rate, peak memory and
+// inference cost of every preset, measured on this machine in one run.
+//
+// The parent (run_bench) measures the GEMM rate itself, then runs every
+// (preset, job) in a fresh child process — /proc/self/exe with the hidden
+// subcommand `bench-worker` — so each peak resident memory is its own, and
+// reads back the child's json (run_bench_worker writes it).
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "models/config.h"
+
+namespace lina {
+
+struct BenchShape {
+  int batch = 0, context = 0;
+};
+
+struct BenchOptions {
+  // As given on the command line (comma-separated; "" = the default):
+  std::string presets_arg;   // "attn,gdn"
+  std::string shapes_arg;    // "64x64,16x256" (batch x context)
+  std::string contexts_arg;  // "64,256,1024,4096"
+  // Parsed by finish_bench_options:
+  std::vector<std::string> presets;      // default: preset_names()
+  std::vector<BenchShape> shapes;        // training shapes; default B64×T64, B16×T256
+  std::vector<int> contexts;             // inference contexts; default 64, 256, 1024, 4096
+  // −1 = the default (normal / --quick): 10 / 3, 2 / 1, 8 / 3.
+  int steps = -1;                        // timed training steps per shape
+  int warmup = -1;                       // untimed steps before them
+  int infer_steps = -1;                  // timed generated tokens per context
+  bool quick = false;
+  bool profile = false;
+  std::string json;                      // where to write the json ("" = nowhere)
+};
+
+// Fills the defaults (and the --quick ones) left empty, checks the rest;
+// throws a one-line lina::Error on bad input.
+void finish_bench_options(BenchOptions& o);
+
+// Runs everything, prints the tables, writes o.json. Returns the printed text.
+std::string run_bench(const BenchOptions& o);
+
+// What one child measures: job "train" (o.shapes[0], o.steps, o.warmup,
+// o.profile) or job "infer" (o.contexts, o.infer_steps), for o.presets[0].
+// Writes its result as json to `out`.
+void run_bench_worker(const BenchOptions& o, const std::string& job, const std::string& out);
+
+// Model FLOPs of one training step (forward + backward) of `c` on B×T
+// tokens, fixed by the config (see README "Benchmarks"):
+//   per token: 6 × (weights in matrix products: projections, MLP, head;
+//              not the embedding)
+//            + per attention layer 6 × n_head × head_size × T
+//            + per recurrent layer 12 × n_head × head_size²
+double model_flops_per_step(const ModelConfig& c, int batch, int context);
+// The weights in matrix products per token (the first term's sum).
+long long matmul_weights(const ModelConfig& c);
+
+// GEMM rate in GFLOP/s of C = A·B, A M×K, B K×N, float32: through
+// kernels::gemm (lina's path), and through OpenBLAS's cblas_sgemm when
+// libopenblas.so.0 can be dlopen'ed (negative when it cannot).
+struct GemmRate {
+  int64_t M = 4096, K = 512, N = 2048;
+  double lina_gflops = 0, lina_ms = 0;
+  double openblas_gflops = -1, openblas_ms = -1;
+};
+GemmRate measure_gemm(int repeats);
+
+}  // namespace lina

@@ -1,0 +1,91 @@
+// `lina bench`: the json a quick run writes, and bad input. No timed
+// assertions: the machine's speed is what the command measures.
+#include <doctest/doctest.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "tests/cli_run.h"
+
+using lina::test::expect_error;
+using lina::test::run;
+using lina::test::temp_dir;
+using nlohmann::json;
+
+namespace {
+
+// Model FLOPs of one training step at B×T from the spec's numbers (§1):
+// n_embd 128, 4 heads of 32, 2 KV heads, MLP 512, vocab 65, 4 layers.
+double spec_flops(bool attention, double B, double T) {
+  const double C = 128, H = 4, d = 32, kv = 2 * 32, mlp = 512, vocab = 65;
+  double layer = attention ? C * C + 2 * C * kv + C * C  // wq, wk, wv, wo
+                           : 4 * C * C + 2 * C * H;      // wq, wk, wv, wo, b_proj, a_proj (gdn)
+  layer += 2 * C * mlp;
+  double weights = 4 * layer + C * vocab;  // + the head; the embedding is not a product
+  double per_token = 6 * weights + 4 * (attention ? 6 * H * d * T : 12 * H * d * d);
+  return per_token * B * T;
+}
+
+}  // namespace
+
+TEST_CASE("bench --quick: json keys, FLOPs per step, GEMM rate, profile") {
+  auto d = temp_dir("bench");
+  std::string out = (d / "bench.json").string();
+  auto r = run("bench --quick --presets attn,gdn --steps 1 --warmup 0 --shapes 64x64 --contexts 64,128 "
+               "--infer-steps 1 --profile --json " + out);
+  INFO(r.output);
+  REQUIRE(r.code == 0);
+  CHECK(r.output.find("ms/step") != std::string::npos);
+  std::ifstream f(out);
+  REQUIRE(bool(f));
+  json j = json::parse(f);
+  for (const char* key : {"schema", "gemm", "train", "inference", "ratios", "steps", "wall_seconds"})
+    CHECK_MESSAGE(j.contains(key), key);
+  CHECK(double(j["gemm"]["lina_gflops"]) > 0);
+  CHECK(j["gemm"].contains("openblas"));
+  REQUIRE(j["train"].size() == 2);
+  for (const json& t : j["train"]) {
+    std::string preset = t["preset"];
+    INFO(preset);
+    CHECK(t["shape"] == "64x64");
+    CHECK(double(t["ms_per_step"]) > 0);
+    CHECK(double(t["tokens_per_s"]) > 0);
+    CHECK(double(t["peak_rss_mb"]) > 0);
+    CHECK(double(t["model_gflops"]) > 0);
+    CHECK(double(t["fraction_of_gemm"]) > 0);
+    CHECK(double(t["model_flops_per_step"]) == doctest::Approx(spec_flops(preset == "attn", 64, 64)).epsilon(1e-12));
+    CHECK(!t["ratio_to_attn"].is_null());
+    const json& entries = t["profile"]["entries"];
+    REQUIRE(!entries.empty());
+    bool has_matmul = false, has_scan = false, has_backward = false;
+    for (const json& e : entries) {
+      has_matmul |= e["op"] == "matmul";  // the kernels::gemm entry point
+      has_scan |= e["op"] == "scan";
+      has_backward |= e["phase"] == "backward";
+      CHECK(int(e["calls"]) > 0);
+    }
+    CHECK(has_matmul);
+    CHECK(has_scan == (preset == "gdn"));
+    CHECK(has_backward);
+    CHECK(double(t["allocs_per_step"]) > 0);
+  }
+  CHECK(j["ratios"]["gdn_over_attn"].contains("64x64"));
+  // Inference: memory per sequence as spec §1.3 counts it.
+  REQUIRE(j["inference"].size() == 4);
+  for (const json& i : j["inference"]) {
+    CHECK(double(i["ms_per_token"]) > 0);
+    long long ctx = i["context"];
+    if (i["preset"] == "attn") CHECK(i["kv_floats"].get<long long>() == 2 * 2 * 32 * 4 * ctx);
+    else CHECK(i["state_floats"].get<long long>() == 4 * 32 * 32 * 4);
+  }
+  std::filesystem::remove_all(d);
+}
+
+TEST_CASE("bench bad input: one line, non-zero exit") {
+  expect_error("bench --presets attn,transformer", "unknown preset 'transformer'");
+  expect_error("bench --steps 0", "--steps must be positive");
+  expect_error("bench --shapes 64by64", "--shapes");
+  expect_error("bench --contexts 64,-3", "--contexts");
+  expect_error("bench --frobnicate", "frobnicate");
+  expect_error("bench-worker --presets gdn --job dance --out /dev/null", "unknown job 'dance'");
+}
