@@ -1,9 +1,11 @@
 // Elementwise CPU kernels. The per-element maths lives in
 // core/elementwise_math.h, shared with the CUDA kernels.
+#include <type_traits>
 #include <vector>
 
 #include "backend_cpu/cpu_kernels.h"
 #include "backend_cpu/parallel.h"
+#include "backend_cpu/unary_fast.h"
 
 namespace lina::cpu {
 
@@ -15,6 +17,8 @@ void fill(T* x, int64_t n, T value) {
 
 template <class T>
 void unary_forward(UnaryFn f, const T* x, T* y, int64_t n, T p) {
+  if constexpr (std::is_same_v<T, float>)
+    if (unary_forward_fast(f, x, y, n)) return;  // vectorised (unary_fast.h)
   math::visit_unary(f, [&](auto fn) {
     using Fn = decltype(fn);
     LINA_PARALLEL_FOR_IF(n > kParallelMin)
@@ -24,6 +28,8 @@ void unary_forward(UnaryFn f, const T* x, T* y, int64_t n, T p) {
 
 template <class T>
 void unary_backward(UnaryFn f, const T* x, const T* y, const T* dy, T* dx, int64_t n, T p) {
+  if constexpr (std::is_same_v<T, float>)
+    if (unary_backward_fast(f, x, y, dy, dx, n)) return;  // vectorised (unary_fast.h)
   math::visit_unary(f, [&](auto fn) {
     using Fn = decltype(fn);
     LINA_PARALLEL_FOR_IF(n > kParallelMin)

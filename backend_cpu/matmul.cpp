@@ -1,11 +1,13 @@
 // Matrix products on Eigen's GEMM. Raw row-major buffers are mapped (no
 // copies); a transposed operand is a transposed map, which Eigen's GEMM reads
 // directly. One large product uses Eigen's own OpenMP threads; a batch of
-// small ones is spread over threads, one product per thread.
+// small ones is spread over threads, one product per thread, when the
+// batch is large enough to pay for them.
 #include <Eigen/Core>
 
 #include "backend_cpu/cpu_kernels.h"
 #include "backend_cpu/eigen_maps.h"
+#include "backend_cpu/parallel.h"
 
 namespace lina::cpu {
 
@@ -32,7 +34,11 @@ void gemm(int64_t batch, int64_t M, int64_t N, int64_t K, const T* a, bool ta, i
     gemm_one(M, N, K, a, ta, b, tb, c, alpha, beta);
     return;
   }
-#pragma omp parallel for schedule(static)
+  // Threads only for a batch with enough work: below about a million
+  // multiply-adds (a generation step's attention, say) waking the second
+  // thread costs more than it saves.
+  const bool threaded = batch * M * N * K >= 32 * kParallelMin;
+#pragma omp parallel for schedule(static) if (threaded)
   for (int64_t i = 0; i < batch; ++i)
     gemm_one(M, N, K, a + i * stride_a, ta, b + i * stride_b, tb, c + i * stride_c, alpha, beta);
 }

@@ -1,0 +1,102 @@
+// Vectorised unary functions (see unary_fast.h). The work is cut into blocks
+// of kBlock elements, spread over threads; inside a block Eigen evaluates the
+// array expression a SIMD register at a time, with its own vectorised tanh,
+// exp and logistic (σ). Each block is computed the same way whatever thread
+// takes it, so the result does not depend on the number of threads.
+#include "backend_cpu/unary_fast.h"
+
+#include <Eigen/Core>
+#include <algorithm>
+
+#include "backend_cpu/parallel.h"
+
+namespace lina::cpu {
+
+namespace {
+
+using Array = Eigen::Array<float, Eigen::Dynamic, 1>;
+using In = Eigen::Map<const Array>;
+using Out = Eigen::Map<Array>;
+
+constexpr int64_t kBlock = 1 << 14;
+constexpr float kGeluC = 0.7978845608028654f;  // √(2/π)
+constexpr float kGeluA = 0.044715f;
+
+// Calls body(offset, length) for every block of [0, n), in parallel when n
+// is large enough to pay for the threads.
+template <class Body>
+void for_blocks(int64_t n, Body body) {
+  const int64_t blocks = (n + kBlock - 1) / kBlock;
+  LINA_PARALLEL_FOR_IF(n > kParallelMin)
+  for (int64_t b = 0; b < blocks; ++b) body(b * kBlock, std::min(kBlock, n - b * kBlock));
+}
+
+}  // namespace
+
+bool unary_forward_fast(UnaryFn f, const float* x, float* y, int64_t n) {
+  switch (f) {
+    case UnaryFn::Gelu:  // ½x(1 + tanh(√(2/π)(x + 0.044715x³)))
+      for_blocks(n, [&](int64_t o, int64_t m) {
+        In X(x + o, m);
+        Out(y + o, m) = 0.5f * X * (1.0f + (kGeluC * (X + kGeluA * X.cube())).tanh());
+      });
+      return true;
+    case UnaryFn::Silu:  // x σ(x)
+      for_blocks(n, [&](int64_t o, int64_t m) {
+        In X(x + o, m);
+        Out(y + o, m) = X * X.logistic();
+      });
+      return true;
+    case UnaryFn::Sigmoid:
+      for_blocks(n, [&](int64_t o, int64_t m) { Out(y + o, m) = In(x + o, m).logistic(); });
+      return true;
+    case UnaryFn::Exp:
+      for_blocks(n, [&](int64_t o, int64_t m) { Out(y + o, m) = In(x + o, m).exp(); });
+      return true;
+    case UnaryFn::Tanh:
+      for_blocks(n, [&](int64_t o, int64_t m) { Out(y + o, m) = In(x + o, m).tanh(); });
+      return true;
+    default:
+      return false;
+  }
+}
+
+bool unary_backward_fast(UnaryFn f, const float* x, const float* y, const float* dy, float* dx,
+                         int64_t n) {
+  switch (f) {
+    case UnaryFn::Gelu:  // th = tanh u: ½(1 + th) + ½x(1 − th²)·√(2/π)(1 + 3·0.044715x²)
+      for_blocks(n, [&](int64_t o, int64_t m) {
+        In X(x + o, m), dY(dy + o, m);
+        Array th = (kGeluC * (X + kGeluA * X.cube())).tanh();
+        Out(dx + o, m) = dY * (0.5f * (1.0f + th) + 0.5f * X * (1.0f - th.square()) * kGeluC *
+                                                         (1.0f + 3.0f * kGeluA * X.square()));
+      });
+      return true;
+    case UnaryFn::Silu:  // σ(x)(1 + x(1 − σ(x)))
+      for_blocks(n, [&](int64_t o, int64_t m) {
+        In X(x + o, m), dY(dy + o, m);
+        Array s = X.logistic();
+        Out(dx + o, m) = dY * s * (1.0f + X * (1.0f - s));
+      });
+      return true;
+    case UnaryFn::Sigmoid:  // y(1 − y)
+      for_blocks(n, [&](int64_t o, int64_t m) {
+        In Y(y + o, m), dY(dy + o, m);
+        Out(dx + o, m) = dY * Y * (1.0f - Y);
+      });
+      return true;
+    case UnaryFn::Exp:  // y
+      for_blocks(n, [&](int64_t o, int64_t m) { Out(dx + o, m) = In(dy + o, m) * In(y + o, m); });
+      return true;
+    case UnaryFn::Tanh:  // 1 − y²
+      for_blocks(n, [&](int64_t o, int64_t m) {
+        In Y(y + o, m);
+        Out(dx + o, m) = In(dy + o, m) * (1.0f - Y.square());
+      });
+      return true;
+    default:
+      return false;
+  }
+}
+
+}  // namespace lina::cpu

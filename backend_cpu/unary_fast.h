@@ -1,0 +1,23 @@
+// Vectorised float32 versions of the unary functions a training step spends
+// its time in (GELU in the MLP, SiLU after the convolutions, σ for β and
+// the gates, exp, tanh), on Eigen's packet math: whole SIMD registers at a
+// time instead of one scalar libm call per element. The scalar maths of
+// core/elementwise_math.h stays the reference: double always uses it, and
+// tests/test_unary_fast.cpp compares these with it.
+//
+// Each function returns false when it has no fast version of f, and the
+// caller takes the scalar loop.
+#pragma once
+#include <cstdint>
+
+#include "core/elementwise_math.h"
+
+namespace lina::cpu {
+
+// y = f(x) over [0, n)
+bool unary_forward_fast(UnaryFn f, const float* x, float* y, int64_t n);
+// dx = dy · f'(x) over [0, n); y = f(x) from the forward
+bool unary_backward_fast(UnaryFn f, const float* x, const float* y, const float* dy, float* dx,
+                         int64_t n);
+
+}  // namespace lina::cpu
