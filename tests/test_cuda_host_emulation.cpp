@@ -92,8 +92,9 @@ TEST_CASE("cuda host emulation: every unary forward and backward matches the CPU
     float p = f == UnaryFn::PowScalar ? 1.5f : 0.7f;
     Tensor x = rand32({5, 37}, positive_only ? 0.2 : -3.0, 3.0);
     Tensor dy = randn32({5, 37});
-    Tensor y_want = kernels::unary(f, x, p);
-    Tensor dx_want = kernels::unary_backward(f, x, y_want, dy, p);
+    // The reference: the CPU backend's scalar maths in float64 (its float32
+    // path may take the vectorised functions of backend_cpu/unary_fast.h),
+    // rounded to float32; the backward from the GPU's own y, as in training.
     Tensor y = Tensor::empty(x.shape()), dx = Tensor::empty(x.shape());
     math::visit_unary(f, [&](auto fn) {
       using Fn = decltype(fn);
@@ -103,8 +104,12 @@ TEST_CASE("cuda host emulation: every unary forward and backward matches the CPU
                                   dx.data<float>(), p);
       });
     });
+    Tensor x64 = x.to(DType::f64);
+    Tensor y_want = kernels::unary(f, x64, p).to(DType::f32);
+    Tensor dx_want = kernels::unary_backward(f, x64, y.to(DType::f64), dy.to(DType::f64), p).to(DType::f32);
     check_close(y, y_want, 1e-6, 1e-7, "unary forward " + std::to_string(k));
-    check_close(dx, dx_want, 1e-6, 1e-7, "unary backward " + std::to_string(k));
+    // (GELU's derivative cancels where tanh nears −1: float32 keeps ~6e-7·|dy| there)
+    check_close(dx, dx_want, 1e-5, 1e-7, "unary backward " + std::to_string(k));
   }
 }
 
