@@ -6,6 +6,7 @@
 #   recall × attn, linear, delta, gdn
 #
 #   scripts/run_nine.sh [--device cpu|cuda] [--steps N] [--batch N] [--out DIR]
+#                       [--eval-batches N]
 #
 # --steps N gives every run N updates (evaluations then come every N/10 on
 # lm, N/20 on recall, as in the spec's 500/5000 and 100/2000). Resumable:
@@ -13,24 +14,27 @@
 # goes on from its checkpoint (lina train --resume). After each recall run,
 # `lina eval --task recall` writes <run>.predictions.json beside it (a few
 # held-out sequences and the model's answers, for the report's explorer).
+# --eval-batches N (for quick looks) also sets lm's --extrap-batches.
 # One line per run. LINA=path/to/lina overrides build/release/lina.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-device=cpu steps="" batch="" out=runs
+device=cpu steps="" batch="" out=runs eval_batches=""
 die() { echo "run_nine: $*" >&2; exit 2; }
 while (($#)); do
   case "$1" in
     --device) device=${2:-}; shift 2 || die "--device needs a value" ;;
     --steps) steps=${2:-}; shift 2 || die "--steps needs a value" ;;
     --batch) batch=${2:-}; shift 2 || die "--batch needs a value" ;;
+    --eval-batches) eval_batches=${2:-}; shift 2 || die "--eval-batches needs a value" ;;
     --out) out=${2:-}; shift 2 || die "--out needs a value" ;;
-    -h|--help) sed -n 2,17p "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n 2,20p "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown argument '$1' (see --help)" ;;
   esac
 done
 [[ $device == cpu || $device == cuda ]] || die "--device must be cpu or cuda, got '$device'"
 [[ -z $steps || $steps =~ ^[1-9][0-9]*$ ]] || die "--steps must be a positive integer, got '$steps'"
 [[ -z $batch || $batch =~ ^[1-9][0-9]*$ ]] || die "--batch must be a positive integer, got '$batch'"
+[[ -z $eval_batches || $eval_batches =~ ^[1-9][0-9]*$ ]] || die "--eval-batches must be a positive integer, got '$eval_batches'"
 [[ -n $out ]] || die "--out must not be empty"
 lina=${LINA:-build/release/lina}
 [[ -x $lina ]] || die "$lina not found: build it first (scripts/build.sh)"
@@ -60,6 +64,8 @@ for r in "${runs[@]}"; do
       args+=(--steps "$steps" --eval-every $((every > 0 ? every : 1)))
     fi
     [[ -n $batch ]] && args+=(--batch "$batch")
+    [[ -n $eval_batches ]] && args+=(--eval-batches "$eval_batches")
+    [[ -n $eval_batches && $task == lm ]] && args+=(--extrap-batches "$eval_batches")
     "$lina" "${args[@]}" >/dev/null
     what="trained"
   fi

@@ -146,14 +146,14 @@ def course_table(runs, course, noise):
                  "compare only at equal settings"))
     rows.append(("lm hybrid extrapolation loss at 64 (40 batches)", f4(c["hybrid_extrap_64"]),
                  f4(extrap(h).get(64) if h else None), "compare only at equal settings"))
-    rows.append(("noise: largest |val − extrap@64| over the lm runs", f4(c["noise"]), f4(noise), ""))
+    rows.append(("noise: largest gap val vs extrap@64 over the lm runs", f4(c["noise"]), f4(noise), ""))
     for a, b, key in (("attn", "linear", "attn_below_linear"), ("attn", "gdn", "attn_below_gdn")):
         d = diff(a, b)
         rows.append((f"lm {a} − {b} val loss", f"−{c[key]:.4f}", "—" if d is None else f"{d:+.4f}",
                      verdict_signed(-c[key], d, noise, a, b)))
     for a, b, key in (("gdn", "delta", "gdn_delta_gap_unsigned"), ("attn", "hybrid", "attn_hybrid_gap_unsigned")):
         d = diff(a, b)
-        rows.append((f"lm |{a} − {b}| val loss", f"{c[key]:.4f} (noise)", "—" if d is None else f"{abs(d):.4f}",
+        rows.append((f"lm gap {a} vs {b} (unsigned) val loss", f"{c[key]:.4f} (noise)", "—" if d is None else f"{abs(d):.4f}",
                      verdict_noise(c[key], d, noise)))
     t = c["train_seconds"]
     if "attn" in lm and "gdn" in lm and lm["attn"].get("ms_per_step") and lm["gdn"].get("ms_per_step"):
