@@ -116,10 +116,10 @@ def alpha_plot(runs, out):
     a1.set(ylabel="mean α per head (on evaluation text)", ylim=(0, 1), title="α: one bar per head")
     a1.legend(fontsize=7)
     n = list(range(0, 513, 4))
-    for r in rows:
+    for i, r in enumerate(rows):
         for layer in r["alpha"]:
             for h, a in enumerate(layer["mean_alpha"]):
-                a2.plot(n, [a ** k for k in n], color=color(r), lw=0.8, alpha=0.7,
+                a2.plot(n, [a ** k for k in n], color=color(r), lw=0.9, alpha=0.7, ls=["-", "--", ":", "-."][i % 4],
                         label=r["_label"] if layer is r["alpha"][0] and h == 0 else None)
     a2.set(yscale="log", ylim=(1e-6, 1.1), xlabel="tokens since the write (n)",
            ylabel="fraction of a memory left, αⁿ (mean α)", title="α decay, every head of every recurrent layer")
