@@ -87,7 +87,8 @@ def write_report(runs, out, course):
     md += runs_table(runs)
     md += ["", "## Noise", ""]
     if spreads:
-        md.append("Val loss (200 batches) against the extrapolation loss at context 64 (40 batches) of the same run — "
+        md.append("Val loss (the run's evaluation batches; 200 in the spec) against the extrapolation loss at context 64 "
+                  "(40 batches in the spec) of the same run — "
                   "two estimates of one number:")
         md.append("")
         md += [f"- {l}: {v:.4f} vs {e:.4f}, spread {s:.4f}" for l, v, e, s in spreads]
