@@ -8,6 +8,7 @@
 #include "core/kernels.h"
 #include "experiments/checkpoint.h"
 #include "experiments/data.h"
+#include <nlohmann/json.hpp>
 
 namespace lina {
 
@@ -99,6 +100,73 @@ std::string sample_checkpoint(const std::string& checkpoint, const std::string& 
     logits = m.model->forward(Tensor::from_vector<int32_t>({next}, {1, 1}), &state);
   }
   return m.chars->decode(out);
+}
+
+RecallEvalResult eval_recall_checkpoint(const std::string& checkpoint, const std::string& predictions,
+                                        int batches, int show) {
+  using nlohmann::json;
+  check(!predictions.empty(), "eval --task recall needs --predictions FILE.json");
+  LoadedModel m = load_model(checkpoint);
+  check(m.info.task == "recall", "eval --task recall needs a recall checkpoint; " + checkpoint +
+                                     " was trained on " + m.info.task);
+  const json& o = m.info.options;
+  RecallTask task(o.value("pairs", RecallTask::kDefaultPairs), o.value("keys", RecallTask::kDefaultKeys));
+  check(task.vocab() == m.info.vocab, "checkpoint " + checkpoint + ": vocabulary " +
+                                          std::to_string(m.info.vocab) + " does not fit its recall task");
+  int batch = o.value("batch", 0);
+  check(batch > 0, "checkpoint " + checkpoint + ": bad batch size in its options");
+  if (batches <= 0) batches = o.value("eval_batches", 8);
+  check(batches > 0 && batches <= 10000, "--batches must be between 1 and 10000");
+  uint64_t seed = o.value("seed", uint64_t(1337)) + 1;  // the run's held-out set (train.cpp make_task)
+
+  NoGradGuard no_grad;
+  RecallEvalResult r;
+  double correct = 0, counted = 0;
+  json examples = json::array();
+  const int T = task.context();
+  for (const Batch& b : task.heldout(batches, batch, seed)) {
+    Var logits = m.model->forward(b.x);
+    r.loss += cross_entropy(logits, b.y, b.mask).item() / batches;
+    std::vector<int32_t> pred = kernels::argmax_last(logits.data()).to_vector<int32_t>();
+    std::vector<int32_t> x = b.x.to_vector<int32_t>(), y = b.y.to_vector<int32_t>();
+    std::vector<float> mask = b.mask.to_vector<float>();
+    for (size_t i = 0; i < y.size(); ++i) {
+      counted += mask[i];
+      correct += mask[i] * (pred[i] == y[i]);
+    }
+    for (int s = 0; s < batch && int(examples.size()) < show; ++s) {
+      // tokens: the whole sequence (inputs plus the last target); position
+      // p is scored when tokens[p] is a value of the second half, answered
+      // from tokens[0..p−1].
+      json tokens = json::array(), positions = json::array(), targets = json::array(), answers = json::array();
+      for (int t = 0; t < T; ++t) tokens.push_back(x[size_t(s * T + t)]);
+      tokens.push_back(y[size_t(s * T + T - 1)]);
+      for (int t = 0; t < T; ++t) {
+        size_t i = size_t(s * T + t);
+        if (mask[i] == 0) continue;
+        positions.push_back(t + 1);
+        targets.push_back(y[i]);
+        answers.push_back(pred[i]);
+      }
+      examples.push_back({{"tokens", tokens}, {"positions", positions}, {"targets", targets},
+                          {"answers", answers}});
+    }
+  }
+  r.accuracy = counted > 0 ? correct / counted : 0.0;
+  r.sequences = batches * batch;
+  json out = {{"checkpoint", checkpoint}, {"preset", m.info.preset}, {"task", "recall"},
+              {"step", m.info.step}, {"pairs", task.pairs()}, {"keys", task.keys()},
+              {"values", RecallTask::kNumValues}, {"heldout_seed", seed}, {"batches", batches},
+              {"batch", batch}, {"sequences", r.sequences}, {"loss", r.loss},
+              {"accuracy", r.accuracy}, {"examples", examples}};
+  std::string tmp = predictions + ".tmp";
+  std::ofstream f(tmp);
+  check(bool(f), "cannot write " + tmp);
+  f << out.dump(1) << "\n";
+  f.close();
+  check(bool(f), "error writing " + tmp);
+  check(std::rename(tmp.c_str(), predictions.c_str()) == 0, "cannot rename " + tmp + " to " + predictions);
+  return r;
 }
 
 std::string state_size_table(int64_t context) {

@@ -16,6 +16,19 @@ double eval_checkpoint(const std::string& checkpoint, const std::string& text_pa
 std::string sample_checkpoint(const std::string& checkpoint, const std::string& prompt, int tokens,
                               double temperature, uint64_t seed);
 
+// A recall checkpoint on its run's own held-out set (RecallTask::heldout
+// with the run's pairs, keys and batch, seed = run seed + 1, as in training):
+// `batches` batches (≤ 0: the run's eval_batches). Writes `predictions`
+// (json): the mean loss and accuracy where values of the second half are
+// scored, and for the first `show` sequences the tokens, the scored
+// positions, the targets and the model's argmax answers.
+struct RecallEvalResult {
+  double loss = 0, accuracy = 0;
+  int sequences = 0;
+};
+RecallEvalResult eval_recall_checkpoint(const std::string& checkpoint, const std::string& predictions,
+                                        int batches, int show = 4);
+
 // The memory table of spec §1.3 for every preset at `context` tokens.
 std::string state_size_table(int64_t context);
 

@@ -1,6 +1,7 @@
 // lina — the experiment binary.
 //   lina train --preset gdn --task recall      train one preset on one task
 //   lina eval --checkpoint F --text FILE --context N
+//   lina eval --task recall --checkpoint F --predictions P.json [--batches N]
 //   lina sample --checkpoint F --prompt "ROMEO:" --tokens 200
 //   lina state-size --context 4096
 //   lina bench [--quick] [--presets attn,gdn] [--profile] [--json F]
@@ -76,10 +77,15 @@ int main(int argc, char** argv) {
   int context = 64, tokens = 200;
   double temperature = 1.0;
   uint64_t seed = 1337;
-  auto* eval = app.add_subcommand("eval", "mean cross-entropy of a checkpoint over a text file");
-  eval->add_option("--checkpoint", checkpoint, "an lm checkpoint")->required();
-  eval->add_option("--text", text, "text file")->required();
-  eval->add_option("--context", context, "window length");
+  std::string eval_task = "lm", predictions;
+  int eval_batches = 0;
+  auto* eval = app.add_subcommand("eval", "lm: mean cross-entropy over a text file; recall: held-out accuracy and predictions");
+  eval->add_option("--checkpoint", checkpoint, "a checkpoint of the task")->required();
+  eval->add_option("--task", eval_task, "lm (default) | recall");
+  eval->add_option("--text", text, "lm: text file");
+  eval->add_option("--context", context, "lm: window length");
+  eval->add_option("--predictions", predictions, "recall: write a few held-out sequences and the answers here (json)");
+  eval->add_option("--batches", eval_batches, "recall: held-out batches (default: the run's eval batches)");
 
   auto* sample = app.add_subcommand("sample", "generate text with the constant-state recurrent form");
   sample->add_option("--checkpoint", checkpoint, "an lm checkpoint")->required();
@@ -143,7 +149,17 @@ int main(int argc, char** argv) {
                      lina::printable(result.checkpoint_path, 200).c_str());
         return 128 + sig;
       }
+    } else if (*eval && eval_task == "recall") {
+      if (eval->count("--text") || eval->count("--context"))
+        throw lina::Error("--text and --context are for eval --task lm");
+      lina::RecallEvalResult r = lina::eval_recall_checkpoint(checkpoint, predictions, eval_batches);
+      std::printf("recall held-out: %d sequences, loss %.6f, accuracy %.6f; wrote %s\n", r.sequences,
+                  r.loss, r.accuracy, predictions.c_str());
     } else if (*eval) {
+      if (eval_task != "lm") throw lina::Error("unknown task '" + eval_task + "': use lm or recall");
+      if (text.empty()) throw lina::Error("eval --task lm needs --text FILE");
+      if (eval->count("--predictions") || eval->count("--batches"))
+        throw lina::Error("--predictions and --batches are for eval --task recall");
       std::printf("%.6f\n", lina::eval_checkpoint(checkpoint, text, context));
     } else if (*sample) {
       std::printf("%s%s\n", prompt.c_str(),

@@ -1,0 +1,1 @@
+"""Helpers of scripts/report.py: memory formulas, plots, findings."""

@@ -1,0 +1,42 @@
+"""explorer.html: the template with the run data embedded as JSON."""
+import json
+
+from . import memory
+from .runs import extrap
+
+
+def thin(points, n=300):
+    """At most about n points of a curve (every k-th, and the last)."""
+    k = max(1, len(points) // n)
+    out = points[::k]
+    if points and out[-1] is not points[-1]:
+        out.append(points[-1])
+    return out
+
+
+def run_data(r):
+    keep = ("preset", "task", "device", "steps_done", "finished", "params", "kv_per_token", "state_const",
+            "conv_cache", "ms_per_step", "tokens_per_s", "final", "alpha", "eval")
+    d = {k: r.get(k) for k in keep}
+    d["label"] = r["_label"]
+    d["commit"] = str(r.get("git_commit", ""))[:10]
+    d["loss_curve"] = [[p["step"], p["loss"]] for p in thin(r.get("loss_curve") or [])]
+    d["extrapolation"] = extrap(r)
+    p = r.get("_predictions")
+    if p:
+        d["predictions"] = {k: p.get(k) for k in ("pairs", "keys", "values", "accuracy", "step", "examples")}
+    return d
+
+
+def write(runs, out, template_path):
+    data = {"runs": [run_data(r) for r in runs],
+            "presets": {p: memory.lina_memory(l) for p, l in memory.PRESET_LAYERS.items()},
+            "real": memory.real_layouts()}
+    blob = json.dumps(data, separators=(",", ":")).replace("</", "<\\/")
+    with open(template_path) as f:
+        html = f.read()
+    marker = "/*__LINA_DATA__*/null"
+    if marker not in html:
+        raise OSError(f"{template_path}: no data marker {marker}")
+    with open(f"{out}/explorer.html", "w") as f:
+        f.write(html.replace(marker, blob))

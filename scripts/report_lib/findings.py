@@ -1,0 +1,260 @@
+"""The findings section: generated from the numbers, never written by hand.
+
+Differences are ranked only when larger than the noise: for lm, the largest
+spread between a run's val loss (200 batches) and its extrapolation loss at
+context 64 (40 batches), two estimates of the same quantity; for recall
+accuracy, twice the binomial standard error of the difference.
+"""
+import math
+
+from .runs import extrap, final, scored_per_eval, train_cfg
+
+
+def lm_noise(runs):
+    """(largest spread or None, [(label, val, ext64, spread)])."""
+    rows = []
+    for r in runs:
+        v, e = final(r, "val_loss"), extrap(r).get(64)
+        if r["task"] == "lm" and v is not None and e is not None:
+            rows.append((r["_label"], v, e, abs(v - e)))
+    return (max(x[3] for x in rows) if rows else None), rows
+
+
+def acc_noise(a, b):
+    pa, pb = final(a, "val_accuracy"), final(b, "val_accuracy")
+    var = pa * (1 - pa) / scored_per_eval(a) + pb * (1 - pb) / scored_per_eval(b)
+    return 2 * math.sqrt(max(var, 1e-12))
+
+
+def by_preset(runs, task):
+    out = {}
+    for r in runs:
+        if r["task"] == task and r["preset"] not in out:
+            out[r["preset"]] = r
+    return out
+
+
+def drop_step(r, threshold=0.5):
+    """First evaluation step with held-out accuracy ≥ threshold (None: never)."""
+    for e in r.get("eval") or []:
+        if (e.get("val_accuracy") or 0) >= threshold:
+            return e["step"]
+    return None
+
+
+def acc_at(r, step):
+    for e in r.get("eval") or []:
+        if e["step"] == step and "val_accuracy" in e:
+            return e["val_accuracy"]
+    return None
+
+
+def f4(x):
+    return "—" if x is None else f"{x:.4f}"
+
+
+def lm_findings(runs, noise):
+    lm = [r for r in runs if r["task"] == "lm" and final(r, "val_loss") is not None]
+    if not lm:
+        return ["- lm: no run with a val loss yet."]
+    out = []
+    steps = sorted({r.get("steps_done") for r in lm})
+    if len(steps) > 1:
+        out.append(f"- lm runs differ in length ({', '.join(map(str, steps))} steps): rankings compare unequal runs.")
+    lm.sort(key=lambda r: final(r, "val_loss"))
+    best = lm[0]
+    parts = []
+    for r in lm[1:]:
+        d = final(r, "val_loss") - final(best, "val_loss")
+        tag = "noise" if noise is not None and d <= noise else ("above noise" if noise is not None else "no noise estimate")
+        parts.append(f"{r['preset']} +{d:.4f} ({tag})")
+    nz = f"noise {noise:.4f}" if noise is not None else "no noise estimate yet (needs an extrapolation at 64)"
+    out.append(f"- lm: lowest val loss {best['preset']} {final(best, 'val_loss'):.4f}; "
+               + ("; ".join(parts) if parts else "no other lm run") + f" ({nz}).")
+    rises = [(r["preset"], extrap(r)[512] - extrap(r)[64]) for r in lm if 64 in extrap(r) and 512 in extrap(r)]
+    if rises:
+        rises.sort(key=lambda x: x[1])
+        out.append("- Extrapolation (trained at context 64): val loss at 512 minus at 64 — "
+                   + ", ".join(f"{p} {d:+.4f}" for p, d in rises)
+                   + f"; least change: {rises[0][0]}"
+                   + (" (within noise of the next)" if noise is not None and len(rises) > 1
+                      and rises[1][1] - rises[0][1] <= noise else "") + ".")
+    for r in lm + [r for r in runs if r["task"] == "recall"]:
+        for layer in r.get("alpha") or []:
+            a = layer.get("mean_alpha") or []
+            if a:
+                half = [math.log(0.5) / math.log(x) if 0 < x < 1 else float("inf") for x in a]
+                out.append(f"- α, {r['_label']} layer {layer['layer']}: mean per head {min(a):.3f}–{max(a):.3f}; "
+                           f"half of a memory is left after {min(half):.1f}–{max(half):.1f} tokens.")
+    return out
+
+
+def recall_findings(runs):
+    rec = [r for r in runs if r["task"] == "recall" and final(r, "val_accuracy") is not None]
+    if not rec:
+        return ["- recall: no run with a held-out accuracy yet."]
+    rec.sort(key=lambda r: -final(r, "val_accuracy"))
+    best = rec[0]
+    parts = []
+    for r in rec[1:]:
+        d = final(best, "val_accuracy") - final(r, "val_accuracy")
+        n = acc_noise(best, r)
+        parts.append(f"{r['preset']} −{d:.3f} ({'noise' if d <= n else 'above noise'}, noise {n:.3f})")
+    out = [f"- recall: highest held-out accuracy {best['preset']} {final(best, 'val_accuracy'):.3f}; "
+           + ("; ".join(parts) if parts else "no other recall run") + "."]
+    for r in rec:
+        s = drop_step(r)
+        out.append(f"- recall {r['preset']}: " + (f"held-out accuracy first ≥ 0.5 at step {s}" if s is not None
+                   else f"never reaches accuracy 0.5 in {r.get('steps_done')} steps (final loss {final(r, 'val_loss'):.3f})") + ".")
+    return out
+
+
+def verdict_signed(course_diff, lina_diff, noise, a, b):
+    """course_diff, lina_diff: loss(a) − loss(b)."""
+    if lina_diff is None:
+        return "not measured"
+    if noise is None:
+        return "no noise estimate"
+    if abs(lina_diff) <= noise:
+        return f"noise in lina (|{lina_diff:.4f}| ≤ {noise:.4f}); the course ranks it"
+    if (lina_diff < 0) == (course_diff < 0):
+        return "agrees"
+    return f"DISAGREES: lina has {a} {'lower' if lina_diff < 0 else 'higher'} than {b}"
+
+
+def verdict_noise(course_gap, lina_diff, noise):
+    if lina_diff is None:
+        return "not measured"
+    if noise is None:
+        return "no noise estimate"
+    return "agrees (noise)" if abs(lina_diff) <= noise else f"DISAGREES: {abs(lina_diff):.4f} is above lina's noise {noise:.4f}"
+
+
+def settings_gap(runs, task, steps, batch):
+    """'' when every run of the task has the course's length and batch, else a note."""
+    got = sorted({(r.get("steps_done"), train_cfg(r).get("batch")) for r in runs if r["task"] == task})
+    if not got or all(g == (steps, batch) for g in got):
+        return ""
+    return (" — runs of " + ", ".join(f"{s} steps at batch {b}" for s, b in got)
+            + f", not the course's {steps} at {batch}: indicative only")
+
+
+def course_table(runs, course, noise):
+    """Rows (what, course reported, lina measured, verdict)."""
+    rows = course_rows(runs, course, noise)
+    st = course["settings"]
+    gaps = {"lm": settings_gap(runs, "lm", st["lm_steps"], st["batch"]),
+            "recall": settings_gap(runs, "recall", st["recall_steps"], st["batch"])}
+    out = []
+    for what, a, b, v in rows:
+        task = what.split()[0]
+        if task in gaps and gaps[task] and v and v != "not measured" and not what.startswith("memory"):
+            v += gaps[task]
+        out.append((what, a, b, v))
+    return out
+
+
+def course_rows(runs, course, noise):
+    lm, rc, c = by_preset(runs, "lm"), by_preset(runs, "recall"), course["lm"]
+
+    def loss(p):
+        return final(lm[p], "val_loss") if p in lm else None
+
+    def diff(a, b):
+        return None if loss(a) is None or loss(b) is None else loss(a) - loss(b)
+
+    rows = []
+    h = lm.get("hybrid")
+    def same_value(course_v, lina_v):
+        if lina_v is None:
+            return "not measured"
+        d = lina_v - course_v
+        if noise is not None and abs(d) <= noise:
+            return f"agrees ({d:+.4f}, within noise)"
+        return f"DISAGREES: lina {'higher' if d > 0 else 'lower'} by {abs(d):.4f}"
+
+    rows.append(("lm hybrid val loss (200 batches)", f4(c["hybrid_val_loss"]), f4(loss("hybrid")),
+                 same_value(c["hybrid_val_loss"], loss("hybrid"))))
+    e64 = extrap(h).get(64) if h else None
+    rows.append(("lm hybrid extrapolation loss at 64 (40 batches)", f4(c["hybrid_extrap_64"]), f4(e64),
+                 same_value(c["hybrid_extrap_64"], e64)))
+    rows.append(("lm noise: largest gap val vs extrap@64 over the runs", f4(c["noise"]), f4(noise),
+                 "" if noise is None else ("lina's is larger" if noise > c["noise"] else "lina's is smaller")))
+    for a, b, key in (("attn", "linear", "attn_below_linear"), ("attn", "gdn", "attn_below_gdn")):
+        d = diff(a, b)
+        rows.append((f"lm {a} − {b} val loss", f"−{c[key]:.4f}", "—" if d is None else f"{d:+.4f}",
+                     verdict_signed(-c[key], d, noise, a, b)))
+    for a, b, key in (("gdn", "delta", "gdn_delta_gap_unsigned"), ("attn", "hybrid", "attn_hybrid_gap_unsigned")):
+        d = diff(a, b)
+        rows.append((f"lm gap {a} vs {b} (unsigned) val loss", f"{c[key]:.4f} (noise)", "—" if d is None else f"{abs(d):.4f}",
+                     verdict_noise(c[key], d, noise)))
+    t = c["train_seconds"]
+    if "attn" in lm and "gdn" in lm and lm["attn"].get("ms_per_step") and lm["gdn"].get("ms_per_step"):
+        ratio = lm["gdn"]["ms_per_step"] / lm["attn"]["ms_per_step"]
+        rows.append(("lm training time gdn / attn", f"{t['gdn'] / t['attn']:.2f}× ({t['gdn']} s / {t['attn']} s, Python loop)",
+                     f"{ratio:.2f}× (ms/step, {lm['gdn'].get('device')})",
+                     "lina's chunked scan is faster relative to attn" if ratio < t["gdn"] / t["attn"] else "lina is relatively slower"))
+    g = lm.get("gdn")
+    a0 = next((l["mean_alpha"] for l in (g or {}).get("alpha") or [] if l.get("layer") == 0), None)
+    lo, hi = c["alpha_layer1_range"]
+    rows.append(("lm gdn mean α per head, first layer", f"{lo}–{hi}",
+                 "—" if not a0 else f"{min(a0):.3f}–{max(a0):.3f}",
+                 "not measured" if not a0 else ("agrees" if min(a0) >= lo - 0.05 and max(a0) <= hi + 0.05 else "DISAGREES")))
+    lin = rc.get("linear")
+    if lin and lin.get("eval"):
+        ev = lin["eval"]
+        s = drop_step(lin)
+        rows.append(("recall linear: no sudden drop", "loss 2.60 → 2.47, stays",
+                     f"loss {ev[0]['val_loss']:.2f} → {ev[-1]['val_loss']:.2f}, " + ("accuracy ≥ 0.5 at step %d" % s if s else "no drop"),
+                     "agrees" if s is None else "DISAGREES: linear retrieves"))
+    else:
+        rows.append(("recall linear: no sudden drop", "loss 2.60 → 2.47, stays", "—", "not measured"))
+    for p in course["recall"]["drops"]:
+        r = rc.get(p)
+        s = drop_step(r) if r else None
+        rows.append((f"recall {p}: sudden drop", "yes (no step given)",
+                     "—" if not r else ("accuracy ≥ 0.5 at step %d" % s if s else f"no drop in {r.get('steps_done')} steps"),
+                     "not measured" if not r else ("agrees" if s else "DISAGREES (so far: maybe too few steps)")))
+    m = course["memory"]
+    for p, key, want in (("attn", "kv_per_token", m["attn_kv_per_token"]), ("gdn", "state_const", m["gdn_state_const"]),
+                         ("hybrid", "kv_per_token", m["hybrid_kv_per_token"]), ("hybrid", "state_const", m["hybrid_state_const"])):
+        r = lm.get(p) or rc.get(p)
+        got = r.get(key) if r else None
+        rows.append((f"memory {p} {key}", str(want), "—" if got is None else str(got),
+                     "not measured" if got is None else ("agrees" if got == want else "DISAGREES")))
+    return rows
+
+
+def spec_expectations(runs, course):
+    """Lines comparing the spec's "what to expect" with lina's runs (only at matching settings)."""
+    e, out = course["spec_expect"], []
+    lm, rc = by_preset(runs, "lm"), by_preset(runs, "recall")
+    g = rc.get("gdn")
+    if g:
+        t = train_cfg(g)
+        measured = {s: acc_at(g, int(s)) for s in e["recall_gdn_reference_accuracy"]}
+        got = ", ".join(f"{s}: {'—' if v is None else f'{v:.2f}'}" for s, v in measured.items())
+        same = t.get("steps") == 2000 and t.get("batch") == 64 and t.get("seed") == 1337
+        ref = ", ".join(f"{s}: {v}" for s, v in e["recall_gdn_reference_accuracy"].items())
+        lina = ", ".join(f"{s}: {v}" for s, v in e["recall_gdn_lina_accuracy"].items())
+        out.append(f"- recall gdn held-out accuracy by step — spec reference {ref}; spec's lina {lina}; measured {got}"
+                   + ("" if same else f" (this run: {t.get('steps')} steps, batch {t.get('batch')}, seed {t.get('seed')}; the spec's figures are for 2000 steps, batch 64, seed 1337: not comparable)") + ".")
+        if same:
+            for s, v in measured.items():
+                want = e["recall_gdn_lina_accuracy"].get(s)
+                if v is not None and want is not None and abs(v - want) > 0.1:
+                    out.append(f"- DISAGREES with the spec: gdn accuracy at step {s} is {v:.2f}, the spec's lina figure {want}.")
+        first = (g.get("eval") or [{}])[0]
+        if "val_loss" in first:
+            lo, hi = e["recall_plateau_loss"]
+            out.append(f"- recall gdn first evaluation (step {first['step']}): loss {first['val_loss']:.3f} "
+                       f"(chance {e['recall_chance_loss']:.2f}, spec's plateau {lo}–{hi}).")
+    for p, want in e["lm_500_steps_val_loss"].items():
+        r = lm.get(p)
+        if r and train_cfg(r).get("steps") == 500 and train_cfg(r).get("batch") == 64:
+            v = final(r, "val_loss")
+            out.append(f"- lm {p} after a 500-step schedule: spec's reference {want}, lina {f4(v)}"
+                       + (" — DISAGREES by more than 0.05" if v is not None and abs(v - want) > 0.05 else "") + ".")
+    if not any(r and train_cfg(r).get("steps") == 500 for r in lm.values()):
+        out.append("- lm after 500 steps (spec: attn 1.86, gdn 1.72): no lm run with a 500-step schedule here.")
+    return out

@@ -1,0 +1,135 @@
+"""The report's PNG plots (matplotlib, Agg backend). Every function returns
+the file name it wrote, or None when there was nothing to draw."""
+import os
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+from . import memory  # noqa: E402
+from .runs import extrap  # noqa: E402
+
+COLORS = {"attn": "tab:blue", "linear": "tab:orange", "delta": "tab:green", "gdn": "tab:red", "hybrid": "tab:purple"}
+
+
+def color(r):
+    return COLORS.get(r["preset"], "tab:gray")
+
+
+def save(fig, out, name):
+    fig.tight_layout()
+    fig.savefig(os.path.join(out, name), dpi=110)
+    plt.close(fig)
+    return name
+
+
+def lm_curves(runs, out):
+    lm = [r for r in runs if r["task"] == "lm" and r.get("loss_curve")]
+    if not lm:
+        return None
+    fig, ax = plt.subplots(figsize=(8, 5))
+    for r in lm:
+        c = r["loss_curve"]
+        ax.plot([p["step"] for p in c], [p["loss"] for p in c], color=color(r), alpha=0.35, lw=0.8)
+        ev = r.get("eval") or []
+        ax.plot([e["step"] for e in ev], [e["val_loss"] for e in ev], "o-", color=color(r), label=f"{r['_label']} val")
+    ax.plot([], [], color="gray", alpha=0.5, label="train (faint, per step)")
+    ax.set(xlabel="update (step)", ylabel="cross-entropy (nats per character)", title="lm: train and val loss")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    return save(fig, out, "lm_loss.png")
+
+
+def recall_curves(runs, out):
+    rc = [r for r in runs if r["task"] == "recall" and r.get("eval")]
+    if not rc:
+        return None
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 4.5))
+    for r in rc:
+        ev = r["eval"]
+        a1.plot([e["step"] for e in ev], [e.get("val_accuracy", 0) for e in ev], "o-", color=color(r), label=r["_label"])
+        a2.plot([e["step"] for e in ev], [e["val_loss"] for e in ev], "o-", color=color(r), label=r["_label"])
+    a1.set(xlabel="update (step)", ylabel="held-out accuracy (fraction of scored values)", ylim=(0, 1.02),
+           title="recall: held-out accuracy")
+    a2.axhline(2.7726, ls="--", color="gray", lw=0.8, label="chance ln 16")
+    a2.set(xlabel="update (step)", ylabel="held-out loss (nats per scored value)", title="recall: held-out loss")
+    for a in (a1, a2):
+        a.grid(alpha=0.3)
+        a.legend(fontsize=8)
+    return save(fig, out, "recall.png")
+
+
+def extrapolation(runs, out):
+    rows = [(r, extrap(r)) for r in runs if r["task"] == "lm" and extrap(r)]
+    if not rows:
+        return None
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for r, ex in rows:
+        ctx = sorted(ex)
+        ax.plot(ctx, [ex[c] for c in ctx], "o-", color=color(r), label=r["_label"])
+    ax.set_xscale("log", base=2)
+    ax.axvline(64, ls=":", color="gray", lw=0.8)
+    ax.set(xlabel="context length (tokens; trained at 64, dotted)", ylabel="val loss (nats per character)",
+           title="lm: val loss at longer contexts")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    return save(fig, out, "extrapolation.png")
+
+
+def memory_plot(out):
+    ctx = [2 ** i for i in range(4, 18)]
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(12, 4.8))
+    for p in ("attn", "hybrid", "gdn"):
+        m = memory.lina_memory(memory.PRESET_LAYERS[p])
+        a1.plot(ctx, [memory.stored(m, c) for c in ctx], "o-", ms=3, color=COLORS[p],
+                label=f"{p}: {m['kv_per_token']}/token + {m['state_const'] + m['conv_cache']}")
+    a1.set(xscale="log", yscale="log", xlabel="context length (tokens)",
+           ylabel="numbers stored per sequence (KV + state + conv)", title="lina's presets (4 layers)")
+    styles = ["-", "--", ":", "-.", (0, (5, 1))]
+    for layout, st in zip(memory.real_layouts(), styles):
+        a2.plot(ctx, [memory.real_bytes(layout, c) / 2 ** 30 for c in ctx], ls=st, lw=2, label=layout["name"])
+    for c in (4096, 32768, 131072):
+        a2.axvline(c, color="gray", lw=0.5)
+    a2.set(xscale="log", yscale="log", xlabel="context length (tokens)", ylabel="GiB per sequence",
+           title="real-scale layouts (conv cache not counted)")
+    for a in (a1, a2):
+        a.grid(alpha=0.3, which="both")
+        a.legend(fontsize=7)
+    return save(fig, out, "memory.png")
+
+
+def alpha_plot(runs, out):
+    rows = [r for r in runs if r.get("alpha")]
+    if not rows:
+        return None
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(12, 4.8))
+    x, ticks = 0, []
+    for r in rows:
+        for layer in r["alpha"]:
+            a = layer["mean_alpha"]
+            a1.bar([x + i for i in range(len(a))], a, color=color(r), alpha=0.5 + 0.5 * (layer["layer"] % 2))
+            ticks.append((x + (len(a) - 1) / 2, f"{r['_label']}\nlayer {layer['layer']}"))
+            x += len(a) + 1
+    a1.axhline(0.9526, ls="--", color="gray", lw=0.8, label="start: sigmoid(3) ≈ 0.95")
+    a1.set_xticks([t[0] for t in ticks], [t[1] for t in ticks], fontsize=6, rotation=90)
+    a1.set(ylabel="mean α per head (on evaluation text)", ylim=(0, 1), title="α: one bar per head")
+    a1.legend(fontsize=7)
+    n = list(range(0, 513, 4))
+    for i, r in enumerate(rows):
+        for layer in r["alpha"]:
+            for h, a in enumerate(layer["mean_alpha"]):
+                a2.plot(n, [a ** k for k in n], color=color(r), lw=0.9, alpha=0.7, ls=["-", "--", ":", "-."][i % 4],
+                        label=r["_label"] if layer is r["alpha"][0] and h == 0 else None)
+    a2.set(yscale="log", ylim=(1e-6, 1.1), xlabel="tokens since the write (n)",
+           ylabel="fraction of a memory left, αⁿ (mean α)", title="α decay, every head of every recurrent layer")
+    a2.legend(fontsize=7)
+    for a in (a1, a2):
+        a.grid(alpha=0.3)
+    return save(fig, out, "alpha.png")
+
+
+def all_plots(runs, out):
+    made = [lm_curves(runs, out), recall_curves(runs, out), extrapolation(runs, out),
+            memory_plot(out), alpha_plot(runs, out)]
+    return [m for m in made if m]

@@ -1,0 +1,86 @@
+"""Reading run jsons (and recall predictions files) from run folders."""
+import json
+import os
+
+PRESET_ORDER = ["attn", "linear", "delta", "gdn", "hybrid"]
+
+
+class ReportError(Exception):
+    """Bad input: printed as one line, non-zero exit."""
+
+
+def is_run(j):
+    return isinstance(j, dict) and all(k in j for k in ("preset", "task", "loss_curve", "config"))
+
+
+def find_json(dirs):
+    for d in dirs:
+        if not os.path.isdir(d):
+            raise ReportError(f"{d}: not a folder")
+        for root, _, files in os.walk(d):
+            for f in sorted(files):
+                if f.endswith(".json"):
+                    yield os.path.join(root, f)
+
+
+def load(dirs, warn):
+    """Runs (dicts with '_path', '_label') and predictions keyed by run path."""
+    runs, predictions = [], {}
+    for path in find_json(dirs):
+        try:
+            with open(path) as f:
+                j = json.load(f)
+        except (OSError, ValueError) as e:
+            warn(f"skipping {path}: not readable json ({str(e)[:80]})")
+            continue
+        if path.endswith(".predictions.json") and isinstance(j, dict) and "examples" in j:
+            predictions[path[: -len(".predictions.json")] + ".json"] = j
+        elif is_run(j):
+            j["_path"] = path
+            runs.append(j)
+    if not runs:
+        raise ReportError("no run json (with preset, task, loss_curve, config) under " + ", ".join(dirs))
+    for r in runs:
+        r["_predictions"] = predictions.get(r["_path"])
+    label_runs(runs)
+    runs.sort(key=lambda r: (r["task"], order(r["preset"]), r["_label"]))
+    return runs
+
+
+def order(preset):
+    return PRESET_ORDER.index(preset) if preset in PRESET_ORDER else len(PRESET_ORDER)
+
+
+def label_runs(runs):
+    """A short unique name: the file's stem, plus the device or folder when two collide."""
+    for r in runs:
+        r["_label"] = os.path.splitext(os.path.basename(r["_path"]))[0]
+    for extra in (lambda r: r.get("device", "?"), lambda r: os.path.dirname(r["_path"])):
+        seen = {}
+        for r in runs:
+            seen.setdefault(r["_label"], []).append(r)
+        for group in seen.values():
+            if len(group) > 1:
+                for r in group:
+                    r["_label"] += f" ({extra(r)})"
+
+
+def final(r, key):
+    v = (r.get("final") or {}).get(key)
+    return v if isinstance(v, (int, float)) else None
+
+
+def extrap(r):
+    """{context: val_loss} of an lm run (empty when not measured)."""
+    return {e["context"]: e["val_loss"] for e in r.get("extrapolation") or []
+            if isinstance(e, dict) and "context" in e and "val_loss" in e}
+
+
+def train_cfg(r):
+    return (r.get("config") or {}).get("train") or {}
+
+
+def scored_per_eval(r):
+    """Scored positions per recall evaluation (eval_batches × batch × pairs)."""
+    t = train_cfg(r)
+    return t.get("eval_batches", 8) * t.get("batch", 64) * t.get("pairs", 32)
