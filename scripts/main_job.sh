@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# The main job: sets up, builds the `lina` binary, and shows in a few minutes
+# on a CPU what a 32×32 memory per head buys on exact recall. gdn (gated
+# delta rule) and linear (plain linear attention) are trained on the recall
+# task with 16 key–value pairs out of 32 keys (sequences of 64 tokens,
+# batch 32, 600 updates); gdn sits on a plateau, then its held-out accuracy
+# jumps to near 1, while linear's elu+1 keys overlap and it stays low. Then
+# the report: a table, plots and the explorer page.
+#   scripts/main_job.sh [--out DIR]      (default DIR: runs/main)
+# Writes DIR/cpu/recall_{linear,gdn}_p16_k32.{json,safetensors,predictions.json}
+# and DIR/report/{report.md,recall.png,memory.png,explorer.html,...}.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out=runs/main
+if (($#)); then
+  [[ $1 == --out && -n ${2:-} ]] || { echo "main_job: usage: scripts/main_job.sh [--out DIR]" >&2; exit 2; }
+  out=$2
+fi
+start=$SECONDS
+scripts/setup.sh
+export PATH="/usr/local/cuda/bin:$PATH"
+cmake --preset release >/dev/null
+cmake --build --preset release -j "$(nproc)" --target lina
+echo "main_job: built lina in $((SECONDS - start)) s"
+
+lina=build/release/lina
+settings=(--task recall --pairs 16 --keys 32 --batch 32 --steps 600 --eval-every 50 --quiet --out "$out")
+for preset in linear gdn; do
+  t0=$SECONDS
+  "$lina" train --preset "$preset" "${settings[@]}" >/dev/null
+  run="$out/cpu/recall_${preset}_p16_k32"
+  "$lina" eval --task recall --checkpoint "$run.safetensors" --predictions "$run.predictions.json" >/dev/null
+  python3 - "$run.json" "$preset" "$((SECONDS - t0))" <<'EOF'
+import json, sys
+run = json.load(open(sys.argv[1]))
+curve = " ".join(f"{e['step']}:{e['val_accuracy']:.2f}" for e in run["eval"])
+print(f"main_job: {sys.argv[2]:6s} held-out recall accuracy by update  {curve}   ({sys.argv[3]} s)")
+EOF
+done
+scripts/report.py "$out" --out "$out/report" >/dev/null
+echo "main_job: report: $out/report/report.md (table, findings), $out/report/recall.png,"
+echo "          $out/report/explorer.html (open in a browser); $((SECONDS - start)) s in all"
