@@ -57,6 +57,8 @@ void validate(TrainOptions& o) {
   check(o.steps > 0, "--steps must be positive, got " + std::to_string(o.steps));
   check(o.batch > 0, "--batch must be positive, got " + std::to_string(o.batch));
   check(o.context > 0, "--context must be positive, got " + std::to_string(o.context));
+  check(o.scan_form == "chunked" || o.scan_form == "sequential",
+        "unknown --scan-form '" + o.scan_form + "': use chunked or sequential");
   check(o.task == "recall" || (!was_given(o, "--pairs") && !was_given(o, "--keys")),
         "--pairs and --keys are for --task recall");
   if (o.task == "recall") (void)RecallTask(o.pairs, o.keys);  // throws for impossible sizes
@@ -135,6 +137,7 @@ void adopt_checkpoint_options(TrainOptions& o, const CheckpointInfo& info, const
   adopt("--batch", "batch", o.batch);
   adopt("--context", "context", o.context);
   adopt("--pairs", "pairs", o.pairs);
+  adopt("--scan-form", "scan_form", o.scan_form);
   adopt("--keys", "keys", o.keys);
   adopt("--warmup", "warmup", o.warmup);
   adopt("--seed", "seed", o.seed);
@@ -225,6 +228,7 @@ json options_json(const TrainOptions& o) {
           {"min_lr", o.lr / 10}, {"warmup", o.warmup}, {"clip", o.clip}, {"seed", o.seed},
           {"data", o.data}, {"eval_every", o.eval_every}, {"eval_batches", o.eval_batches},
           {"checkpoint_every", o.checkpoint_every}, {"pairs", o.pairs}, {"keys", o.keys},
+          {"scan_form", o.scan_form},
           {"weight_decay", 0.1}, {"betas", {0.9, 0.99}}, {"eps", 1e-8}};
 }
 
@@ -320,7 +324,9 @@ TrainResult TrainingRun::run() {
 
   // ---- task, model, optimiser, and where a resumed run left off ----
   task_ = make_task(o_);
-  model_ = std::make_unique<LanguageModel>(make_config(o_.preset, task_.vocab), o_.seed, DType::f32, o_.device);
+  ModelConfig config = make_config(o_.preset, task_.vocab);
+  config.scan_form = o_.scan_form == "sequential" ? ScanForm::Sequential : ScanForm::Chunked;
+  model_ = std::make_unique<LanguageModel>(config, o_.seed, DType::f32, o_.device);
   optimizer_ = std::make_unique<AdamW>(model_->params(), AdamWConfig{o_.lr, 0.9, 0.99, 1e-8, 0.1});
   rng_ = Rng(o_.seed);
   vocab_chars_ = task_.text ? task_.text->vocab() : std::string();

@@ -6,10 +6,12 @@
 #include <sys/wait.h>
 
 #include <array>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <vector>
 
 #include "core/kernels.h"
 #include "tests/cli_run.h"
@@ -42,6 +44,7 @@ TEST_CASE("bad input: one line, non-zero exit") {
                "context");
   expect_error("train --preset gdn --task recall --device tpu" + out, "unknown device 'tpu'");
   expect_error("train --preset gdn --task lm --pairs 8" + out, "--pairs and --keys are for --task recall");
+  expect_error("train --preset gdn --task recall --scan-form parallel" + out, "unknown --scan-form 'parallel'");
   expect_error("train --preset gdn --task recall --pairs 40 --keys 30" + out, "--keys must be at least --pairs (40)");
   expect_error("train --task recall" + out, "--preset is required (or --resume CKPT)");
   expect_error("train --preset gdn" + out, "--task is required (or --resume CKPT)");
@@ -86,6 +89,29 @@ TEST_CASE("recall --pairs/--keys: recorded in the json and in the file name") {
   CHECK(j["config"]["train"]["keys"] == 16);
   CHECK(j["config"]["train"]["context"] == 31);
   CHECK(j["config"]["model"]["vocab"] == 32);
+}
+
+// The two forms of the recurrence are the same maths: a run trained token by
+// token follows the chunked run's losses to float32 rounding.
+TEST_CASE("--scan-form sequential trains like the chunked form") {
+  fs::path d = temp_dir("scanform");
+  std::vector<double> losses[2];
+  int i = 0;
+  for (const char* form : {"chunked", "sequential"}) {
+    const fs::path out = d / form;
+    Result r = run("train --preset gdn --task recall --scan-form " + std::string(form) + kTiny +
+                   " --out " + out.string());
+    INFO(r.output);
+    REQUIRE(r.code == 0);
+    nlohmann::json j = nlohmann::json::parse(std::ifstream(out / "cpu" / "recall_gdn.json"));
+    CHECK(j["config"]["model"]["scan_form"] == form);
+    CHECK(j["config"]["train"]["scan_form"] == form);
+    for (const auto& point : j["loss_curve"]) losses[i].push_back(point["loss"].get<double>());
+    ++i;
+  }
+  REQUIRE(losses[0].size() == 4);
+  REQUIRE(losses[1].size() == 4);
+  for (size_t s = 0; s < 4; ++s) CHECK(std::fabs(losses[0][s] - losses[1][s]) < 1e-4);
 }
 
 TEST_CASE("state-size prints spec 1.3's numbers") {
