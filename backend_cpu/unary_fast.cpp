@@ -19,8 +19,8 @@ using In = Eigen::Map<const Array>;
 using Out = Eigen::Map<Array>;
 
 constexpr int64_t kBlock = 1 << 14;
-constexpr float kGeluC = 0.7978845608028654f;  // √(2/π)
-constexpr float kGeluA = 0.044715f;
+constexpr float kGeluC = float(math::Gelu::kC);  // √(2/π)
+constexpr float kGeluA = float(math::Gelu::kA);
 
 // Calls body(offset, length) for every block of [0, n), in parallel when n
 // is large enough to pay for the threads.

@@ -144,14 +144,16 @@ struct Silu {  // y = x σ(x), dy/dx = σ(x) (1 + x (1 - σ(x)))
 };
 struct Gelu {  // tanh form: y = ½x(1 + tanh u), u = √(2/π)(x + 0.044715x³)
   static constexpr UnaryFn kFn = UnaryFn::Gelu;
+  static constexpr double kC = 0.7978845608028654;  // √(2/π)
+  static constexpr double kA = 0.044715;
   template <class T> static LINA_HD T forward(T x, T) {
-    const T c = T(0.7978845608028654);  // √(2/π)
-    return T(0.5) * x * (T(1) + tanh(c * (x + T(0.044715) * x * x * x)));
+    const T c = T(kC);
+    return T(0.5) * x * (T(1) + tanh(c * (x + T(kA) * x * x * x)));
   }
   template <class T> static LINA_HD T backward(T x, T, T dy, T) {
-    const T c = T(0.7978845608028654);
-    T th = tanh(c * (x + T(0.044715) * x * x * x));
-    T du = c * (T(1) + T(3) * T(0.044715) * x * x);
+    const T c = T(kC);
+    T th = tanh(c * (x + T(kA) * x * x * x));
+    T du = c * (T(1) + T(3) * T(kA) * x * x);
     return dy * (T(0.5) * (T(1) + th) + T(0.5) * x * (T(1) - th * th) * du);
   }
 };

@@ -1,6 +1,8 @@
 #include "experiments/checkpoint.h"
 
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
 
 #include "core/printable.h"
 #include "core/safetensors.h"
@@ -165,6 +167,20 @@ void load_checkpoint(const SafetensorsFile& f, LanguageModel& model, AdamW* opti
     }
     optimizer->set_step_count(info.step);
   }
+}
+
+void write_json_atomically(const std::string& path, const nlohmann::json& j) {
+  std::string tmp = path + ".tmp";
+  std::ofstream f(tmp);
+  check(bool(f), "cannot write " + tmp);
+  f << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+  f.close();
+  if (!f) {
+    std::error_code ec;
+    std::filesystem::remove(tmp, ec);
+    throw Error("error writing " + tmp);
+  }
+  std::filesystem::rename(tmp, path);
 }
 
 }  // namespace lina

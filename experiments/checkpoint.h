@@ -41,4 +41,8 @@ void load_checkpoint(const SafetensorsFile& file, LanguageModel& model, AdamW* o
 // it before its tensors are read).
 constexpr int kMaxCheckpointVocab = 1 << 16;
 
+// Writes j to path.tmp, then renames it to path: a failed write never
+// replaces a good file.
+void write_json_atomically(const std::string& path, const nlohmann::json& j);
+
 }  // namespace lina

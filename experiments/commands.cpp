@@ -159,13 +159,7 @@ RecallEvalResult eval_recall_checkpoint(const std::string& checkpoint, const std
               {"values", RecallTask::kNumValues}, {"heldout_seed", seed}, {"batches", batches},
               {"batch", batch}, {"sequences", r.sequences}, {"loss", r.loss},
               {"accuracy", r.accuracy}, {"examples", examples}};
-  std::string tmp = predictions + ".tmp";
-  std::ofstream f(tmp);
-  check(bool(f), "cannot write " + tmp);
-  f << out.dump(1) << "\n";
-  f.close();
-  check(bool(f), "error writing " + tmp);
-  check(std::rename(tmp.c_str(), predictions.c_str()) == 0, "cannot rename " + tmp + " to " + predictions);
+  write_json_atomically(predictions, out);
   return r;
 }
 

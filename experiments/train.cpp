@@ -243,21 +243,6 @@ json model_json(const ModelConfig& c) {
           {"scan_chunk", c.scan_chunk}};
 }
 
-// Writes to path.tmp, then renames: a failed write never replaces a good file.
-void write_json_atomically(const std::string& path, const json& j) {
-  std::string tmp = path + ".tmp";
-  std::ofstream f(tmp);
-  check(bool(f), "cannot write " + tmp);
-  f << j.dump(2, ' ', false, json::error_handler_t::replace) << "\n";
-  f.close();
-  if (!f) {
-    std::error_code ec;
-    fs::remove(tmp, ec);
-    throw Error("error writing " + tmp);
-  }
-  fs::rename(tmp, path);
-}
-
 // LINA_INJECT_CUDA_STATUS=<status>@<step> makes update <step> fail as if a
 // CUDA call had returned <status> (a cudaError_t number): how the tests
 // check what a run does when the GPU runs out of memory or is lost.
