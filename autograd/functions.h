@@ -85,7 +85,7 @@ Var causal_conv1d(const Var& x, const Var& weight);
 Var rope(const Var& x, int64_t pos0 = 0, double base = 10000.0);
 
 // ---- scan: the linear / delta / gated-delta recurrence ----
-// The recurrence of the recurrent mixers (recurrence.md):
+// The recurrence of the recurrent mixers (docs/recurrence.md):
 //   S_t = α_t S_{t−1} + u_t k_tᵀ,  o_t = S_t q_t,  per (batch, head), S is d×d
 //   linear: α = 1, u = v;  delta: α = 1, u = β(v − S k);  gated delta: u = β(v − α S k)
 // ScanRule (linear, delta, gated delta): core/kernel_args.h

@@ -1,10 +1,15 @@
 #include "autograd/var.h"
 
+#include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <mutex>
+#include <set>
 #include <sstream>
 #include <unordered_map>
 #include <unordered_set>
 
+#include "autograd/trace.h"
 #include "core/kernels.h"
 #include "core/profile.h"
 
@@ -33,36 +38,59 @@ bool needs_grad(const std::vector<Var>& inputs) {
   return false;
 }
 
+// Numbers the ops in the order they are recorded (Node::sequence).
+static std::atomic<uint64_t> g_next_sequence{1};
+
 Var record(Tensor out, std::shared_ptr<Node> node, std::vector<Var> inputs) {
   Var v(std::move(out));
   if (node && needs_grad(inputs)) {
     node->inputs = std::move(inputs);
+    node->sequence = g_next_sequence.fetch_add(1, std::memory_order_relaxed);
     v.impl()->grad_fn = std::move(node);
     v.impl()->requires_grad = true;
+    if (trace::active()) trace::on_record(v);
   }
   return v;
 }
 
+// ---- names ----------------------------------------------------------------------------------
+
+const char* intern_name(const std::string& name) {
+  static std::mutex mutex;
+  static std::set<std::string> names;  // only grows; a set's elements never move
+  std::lock_guard<std::mutex> lock(mutex);
+  return names.insert(name).first->c_str();
+}
+
+const char* display_name(const VarImpl& v) {
+  if (!v.name.empty()) return v.name.c_str();
+  if (v.grad_fn && v.grad_fn->output_name) return v.grad_fn->output_name;
+  return "";
+}
+
+const char* Var::display_name() const { return impl_ ? lina::display_name(*impl_) : ""; }
+
 // ---- backward -------------------------------------------------------------------------------
 
-// Vars in topological order (inputs before the ops that use them), by an
-// iterative depth-first walk (deep graphs would overflow a recursive one).
-static std::vector<VarImpl*> topological_order(VarImpl* root) {
-  std::vector<VarImpl*> order;
-  std::unordered_set<VarImpl*> visited{root};
-  std::vector<std::pair<VarImpl*, size_t>> stack{{root, 0}};
-  while (!stack.empty()) {
-    auto& [v, next_input] = stack.back();
-    Node* fn = v->grad_fn.get();
-    if (fn && next_input < fn->inputs.size()) {
-      VarImpl* in = fn->inputs[next_input++].impl();
-      if (in->requires_grad && visited.insert(in).second) stack.push_back({in, 0});
-    } else {
-      order.push_back(v);
-      stack.pop_back();
-    }
+// The Vars made by the ops `root` depends on (root included), newest op
+// first. An op's output can only feed ops recorded after it, so once every
+// later op has run, the gradient of its output is complete.
+static std::vector<VarImpl*> ops_newest_first(VarImpl* root) {
+  std::vector<VarImpl*> ops;
+  std::unordered_set<VarImpl*> seen{root};
+  std::vector<VarImpl*> todo{root};
+  while (!todo.empty()) {
+    VarImpl* v = todo.back();
+    todo.pop_back();
+    if (!v->grad_fn) continue;  // a leaf
+    ops.push_back(v);
+    for (const Var& in : v->grad_fn->inputs)
+      if (in.requires_grad() && seen.insert(in.impl()).second) todo.push_back(in.impl());
   }
-  return order;
+  std::sort(ops.begin(), ops.end(), [](const VarImpl* a, const VarImpl* b) {
+    return a->grad_fn->sequence > b->grad_fn->sequence;
+  });
+  return ops;
 }
 
 static void accumulate(VarImpl* v, const Tensor& g) {
@@ -76,25 +104,26 @@ void Var::backward() const {
   check(impl_ && impl_->requires_grad, "backward: this Var does not require grad");
   check(data().numel() == 1, "backward: needs a scalar, got " + data().describe());
   profile::PhaseScope backward_phase(profile::Phase::Backward);  // kernel profiling: "backward"
-  std::vector<VarImpl*> order = topological_order(impl_.get());
-  std::unordered_map<VarImpl*, Tensor> pending;  // gradients of non-leaf Vars
-  pending[impl_.get()] = Tensor::ones(data().shape(), dtype(), device());
-  for (auto it = order.rbegin(); it != order.rend(); ++it) {
-    VarImpl* v = *it;
-    Tensor g = std::move(pending[v]);
+  Tensor seed = Tensor::ones(data().shape(), dtype(), device());  // dL/dL = 1
+  if (!impl_->grad_fn) return accumulate(impl_.get(), seed);     // a leaf: L is the parameter
+  if (trace::active()) trace::on_backward_start();
+  std::unordered_map<VarImpl*, Tensor> pending;  // gradients of op outputs, still being summed
+  pending[impl_.get()] = seed;
+  for (VarImpl* v : ops_newest_first(impl_.get())) {
+    Tensor g = std::move(pending[v]);  // complete: every later op has sent its part
     pending.erase(v);
+    if (trace::active()) trace::on_backward_op(*v, g);
     if (!g.defined()) continue;
-    if (!v->grad_fn) {  // a leaf: keep its gradient
-      accumulate(v, g);
-      continue;
-    }
     std::vector<Tensor> input_grads = v->grad_fn->backward(g);
     std::vector<Var>& ins = v->grad_fn->inputs;
     for (size_t i = 0; i < ins.size(); ++i) {
       if (!ins[i].requires_grad() || !input_grads[i].defined()) continue;
+      if (ins[i].grad_fn() == nullptr) {  // a leaf keeps its gradient
+        accumulate(ins[i].impl(), input_grads[i]);
+        continue;
+      }
       Tensor& slot = pending[ins[i].impl()];
-      if (ins[i].grad_fn() == nullptr) accumulate(ins[i].impl(), input_grads[i]);
-      else if (!slot.defined()) slot = input_grads[i];
+      if (!slot.defined()) slot = input_grads[i];
       else slot = kernels::binary(BinaryFn::Add, slot, input_grads[i]);
     }
   }
@@ -102,22 +131,33 @@ void Var::backward() const {
 
 // ---- graph dump -------------------------------------------------------------------------------
 
+// "float32[2, 8, 128]"
+static std::string type_and_shape(const Tensor& t) {
+  return std::string(dtype_name(t.dtype())) + shape_str(t.shape());
+}
+
 std::string graph_dot(const Var& root) {
   std::ostringstream os;
-  os << "digraph lina {\n  rankdir=LR;\n  node [fontname=\"monospace\"];\n";
+  os << "digraph lina {\n  rankdir=LR;\n  node [fontname=\"monospace\", fontsize=10];\n";
   std::unordered_set<VarImpl*> seen;
   std::vector<VarImpl*> todo{root.impl()};
   while (!todo.empty()) {
     VarImpl* v = todo.back();
     todo.pop_back();
     if (!seen.insert(v).second) continue;
-    os << "  v" << v << " [shape=box, label=\"" << (v->name.empty() ? "" : v->name + "\\n")
-       << dtype_name(v->data.dtype()) << shape_str(v->data.shape());
+    // The tensor: its name, type and shape, and the norm of its gradient once backward ran.
+    const std::string name = display_name(*v);
+    os << "  v" << v << " [shape=box, label=\"" << (name.empty() ? "" : name + "\\n")
+       << type_and_shape(v->data);
     if (v->grad.defined() && v->grad.device() == Device::cpu)
       os << "\\n|grad| = " << std::sqrt(kernels::sum_squares(v->grad));
-    os << "\"];\n";
+    os << "\"" << (v->grad_fn ? "" : ", style=filled, fillcolor=\"#e8f0ff\"") << "];\n";
+    // The op that made it: its name and what it saved for backward.
     if (Node* fn = v->grad_fn.get()) {
-      os << "  n" << fn << " [shape=ellipse, label=\"" << fn->name() << "\"];\n";
+      os << "  n" << fn << " [shape=ellipse, label=\"" << fn->name();
+      for (const auto& [field, tensor] : fn->saved())
+        if (tensor.defined()) os << "\\nsaved " << field << " " << type_and_shape(tensor);
+      os << "\"];\n";
       os << "  n" << fn << " -> v" << v << ";\n";
       for (const Var& in : fn->inputs) {
         os << "  v" << in.impl() << " -> n" << fn << ";\n";

@@ -6,11 +6,14 @@
 //   Var loss = sum_all(mul(w, w));
 //   loss.backward();              // w.grad() == 2·w
 //
-// backward() walks the graph once in reverse topological order and
-// accumulates (+=) into the .grad of every Var that requires grad.
+// backward() runs the backward of every op the scalar depends on once, in
+// the reverse of the order the forward recorded them, and accumulates (+=)
+// into the .grad of every leaf Var that requires grad.
 #pragma once
 #include <memory>
+#include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/ops.h"
@@ -25,7 +28,7 @@ struct VarImpl {
   Tensor grad;                     // undefined until a gradient arrives
   bool requires_grad = false;
   std::shared_ptr<Node> grad_fn;   // the op that made this Var; null for leaves
-  std::string name;                // optional, shown in the graph dump
+  std::string name;                // a leaf's name ("layers.0.mixer.wq.weight"), optional
 };
 
 class Var {
@@ -42,6 +45,9 @@ class Var {
   Node* grad_fn() const { return impl_->grad_fn.get(); }
   const std::string& name() const { return impl_->name; }
   void set_name(const std::string& n) { impl_->name = n; }
+  // What to call this Var in the graph, the trace and the debugger: a
+  // leaf's name, or the name the model gave the op's output (see named()).
+  const char* display_name() const;
 
   const Shape& shape() const { return impl_->data.shape(); }
   int ndim() const { return impl_->data.ndim(); }
@@ -62,6 +68,9 @@ class Var {
   std::shared_ptr<VarImpl> impl_;
 };
 
+// The tensors an op saved for its backward, by field name ("rstd").
+using SavedTensors = std::vector<std::pair<const char*, Tensor>>;
+
 // One recorded op. Subclasses (one per op, named after it, in autograd/ops/)
 // save what their backward needs as named fields.
 struct Node {
@@ -70,10 +79,19 @@ struct Node {
   // Given dL/d(output), return dL/d(input i) for every input, in order; an
   // undefined Tensor means "no gradient for this input".
   virtual std::vector<Tensor> backward(const Tensor& grad_output) = 0;
-  const char* name() const { return op_name(kind); }
+  const char* name() const { return op_name(kind); }  // the op: "matmul", "scan", ...
+  // The tensors this op saved for its backward, by field name (shown on the
+  // op in graph_dot). Ops that save nothing keep this default.
+  virtual SavedTensors saved() const { return {}; }
 
   OpKind kind;
   std::vector<Var> inputs;
+  // What the model calls this op's output ("layers.0.mixer.q"), set by
+  // named(); an interned string, so naming costs one pointer store.
+  const char* output_name = nullptr;
+  // When the forward recorded this op (1, 2, 3, ... per process): backward
+  // runs the ops from the highest number down, the forward in reverse.
+  uint64_t sequence = 0;
 };
 
 // ---- recording --------------------------------------------------------------------------
@@ -97,10 +115,28 @@ bool needs_grad(const std::vector<Var>& inputs);
 // Wraps `out` in a Var produced by `node` from `inputs`.
 Var record(Tensor out, std::shared_ptr<Node> node, std::vector<Var> inputs);
 
+// ---- names ------------------------------------------------------------------------------------
+
+// A leaf's name, or the name the model gave the op that made `v`, or "".
+const char* display_name(const VarImpl& v);
+
+// A copy of `name` that lives as long as the process, the same pointer for
+// equal strings. Models intern the names of their tensors once, when they
+// are built, so that naming a tensor in every forward allocates nothing.
+const char* intern_name(const std::string& name);
+
+// Names the output of the op that made `v` (`name` must be interned or a
+// string literal); a Var that no op recorded (no-grad mode) stays unnamed.
+inline Var named(Var v, const char* name) {
+  if (v.defined() && v.grad_fn()) v.grad_fn()->output_name = name;
+  return v;
+}
+
 // ---- teaching aids ------------------------------------------------------------------------
 
 // Graphviz dot of everything `root` depends on: one box per Var (name,
-// shape, grad norm when known), one ellipse per op.
+// dtype and shape, grad norm when known), one ellipse per op (op, the name
+// of its output, the tensors it saved for backward and their shapes).
 std::string graph_dot(const Var& root);
 
 }  // namespace lina

@@ -1,5 +1,5 @@
 // RMSNorm, L2 normalisation, causal depthwise conv1d and rotary position
-// embedding (recurrence.md §4.1, 4.2, 4.5, 4.6).
+// embedding (docs/recurrence.md §4.1, 4.2, 4.5, 4.6).
 //
 // Names: rows = number of vectors normalised, n = their length;
 // B = batch, T = sequence length, C = channels, K = conv taps;

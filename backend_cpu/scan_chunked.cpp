@@ -1,4 +1,4 @@
-// The recurrence in chunkwise-parallel form (recurrence.md §3): per chunk of
+// The recurrence in chunkwise-parallel form (docs/recurrence.md §3): per chunk of
 // C tokens a handful of C×d, C×C and d×d matrix products and one unit lower
 // triangular solve replace C sequential steps. One (batch, head) pair per
 // OpenMP iteration (threads only once B·H·T·d² reaches kParallelMin), Eigen

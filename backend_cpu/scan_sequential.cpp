@@ -1,4 +1,4 @@
-// The recurrence token by token (recurrence.md §1–2): the readable reference
+// The recurrence token by token (docs/recurrence.md §1–2): the readable reference
 // the chunked form is checked against. One (batch, head) pair per OpenMP
 // iteration (threads only once B·H·T·d² reaches kParallelMin); inside, d×d
 // matrix-vector work on Eigen maps, no allocation per token.

@@ -1,4 +1,4 @@
-// The scan on the GPU in chunkwise-parallel form (recurrence.md §3), as block
+// The scan on the GPU in chunkwise-parallel form (docs/recurrence.md §3), as block
 // programs (backend_cuda/block_program.h): one block per (batch, head) walks
 // its chunks in order (forward) or in reverse (backward); inside a chunk every
 // matrix product and element-wise pass is one block.each() over the output

@@ -1,4 +1,4 @@
-// The scan on the GPU, token by token (recurrence.md §1–2), as block programs
+// The scan on the GPU, token by token (docs/recurrence.md §1–2), as block programs
 // (backend_cuda/block_program.h): one block of 32 threads per (batch, head),
 // thread i owning row i of the d×d state (value channel i). The twin of
 // backend_cpu/scan_sequential.cpp, which the tests compare it with. The
@@ -84,7 +84,7 @@ struct ScanSequentialForward {
   }
 };
 
-// The reverse-time recurrence of recurrence.md §2.1. G = dL/dS_t lives in
+// The reverse-time recurrence of docs/recurrence.md §2.1. G = dL/dS_t lives in
 // shared memory; per token, three steps:
 //   rows i      G += do qᵀ (now G = dL/dS_t);  e = G k (= dL/du);  u, r, dv
 //   columns j   dq = diag(a) S_{t−1}ᵀ do + (uᵀdo) k;

@@ -127,7 +127,7 @@ void scale_inplace(Tensor& x, double factor);  // x *= factor
 void clip_to_norm(Tensor& x, const Tensor& sum_of_squares, double max_norm);
 
 // ---- scan: the linear / delta / gated-delta recurrence ----
-// Per (batch, head), recurrence.md §1: S_t = α_t S_{t−1} + u_t k_tᵀ, o_t = S_t q_t,
+// Per (batch, head), docs/recurrence.md §1: S_t = α_t S_{t−1} + u_t k_tᵀ, o_t = S_t q_t,
 // S value × key (d×d); α_t = exp(g_t) when gated, else 1; u_t = β_t (v_t − α_t S_{t−1} k_t)
 // when delta, else v_t (gated requires delta: the gated delta rule).
 struct ScanConfig {

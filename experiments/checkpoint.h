@@ -1,4 +1,4 @@
-// A training checkpoint: the model's parameters under their spec §1.4
+// A training checkpoint: the model's parameters under their docs/spec.md §1.4
 // names, AdamW's moments as "optim.m.<name>" / "optim.v.<name>", and in
 // __metadata__ the model config, the task, the number of updates done, the
 // data generator's state, the vocabulary and the history so far.

@@ -29,7 +29,7 @@ struct RecallEvalResult {
 RecallEvalResult eval_recall_checkpoint(const std::string& checkpoint, const std::string& predictions,
                                         int batches, int show = 4);
 
-// The memory table of spec §1.3 for every preset at `context` tokens.
+// The memory table of docs/spec.md §1.3 for every preset at `context` tokens.
 std::string state_size_table(int64_t context);
 
 }  // namespace lina

@@ -66,7 +66,7 @@ class CharDataset {
   std::vector<int32_t> train_, val_;
 };
 
-// Exact key–value recall (spec §2.2), with P pairs out of K keys (spec:
+// Exact key–value recall (docs/spec.md §2.2), with P pairs out of K keys (spec:
 // P = 32, K = 64; values are always 16). Tokens 0..K−1 are keys, K..K+15
 // values. A sequence of 4P tokens: P distinct keys (drawn without
 // replacement), each followed by its value (drawn uniformly, with

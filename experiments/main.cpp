@@ -5,6 +5,9 @@
 //   lina sample --checkpoint F --prompt "ROMEO:" --tokens 200
 //   lina state-size --context 4096
 //   lina bench [--quick] [--presets attn,gdn] [--profile] [--json F]
+//   lina teach [--param NAME]    a gradient by backward() beside a finite difference
+//   lina trace                   every op of one step, forward then backward
+//   lina graph --out g.dot       the graph of one step (and g.svg with graphviz)
 // Every failure ends with one line "lina: error: ..." and exit code 1 (2 for
 // a bad command line). SIGINT (Ctrl-C) and SIGTERM stop a training run after
 // it wrote its checkpoint and json; the exit code is then 128 + the signal.
@@ -13,12 +16,14 @@
 #include <atomic>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 
 #include "core/error.h"
 #include "core/printable.h"
 #include "experiments/bench.h"
 #include "experiments/commands.h"
+#include "experiments/teach.h"
 #include "experiments/train.h"
 
 namespace {
@@ -73,6 +78,7 @@ int main(int argc, char** argv) {
   train->add_option("--eval-batches", t.eval_batches, "batches per evaluation (default: lm 200, recall 8)");
   train->add_option("--extrap-batches", t.extrap_batches, "lm: batches per extrapolation context");
   train->add_flag("--quiet", t.quiet, "no progress line");
+  train->add_flag("--trace", t.trace, "print every op of the first update, forward then backward (also LINA_TRACE=1)");
 
   std::string checkpoint, text, prompt;
   int context = 64, tokens = 200;
@@ -118,6 +124,24 @@ int main(int argc, char** argv) {
   worker->add_option("--job", worker_job, "train | infer")->required();
   worker->add_option("--out", worker_out, "result json")->required();
 
+  // The teaching commands: one step of a tiny model (experiments/teach.h).
+  lina::TeachOptions to;
+  auto* teach = app.add_subcommand("teach", "one step of a tiny float64 model: a parameter's gradient from backward() beside a central finite difference");
+  auto* trace = app.add_subcommand("trace", "every op of one training step of a tiny model, forward then backward, with names, shapes and norms");
+  auto* graph = app.add_subcommand("graph", "the graph of one training step of a tiny model as Graphviz dot (and SVG when dot is installed)");
+  for (CLI::App* sub : {teach, trace, graph}) {
+    sub->add_option("--preset", to.preset, "preset or layer pattern (default gdn)");
+    sub->add_option("--layers", to.layers, "use the first N layers of the preset (default 1)");
+    sub->add_option("--batch", to.batch, "sequences (default 2)");
+    sub->add_option("--context", to.context, "tokens per sequence (default 8)");
+    sub->add_option("--scan-form", to.scan_form, "sequential (default) | chunked");
+    sub->add_option("--seed", to.seed, "seed of the weights and the random batch");
+  }
+  teach->add_option("--param", to.param, "parameter to check (default layers.0.mixer.b_proj.bias)");
+  teach->add_option("--elements", to.elements, "how many of its elements (default 8, evenly spread)");
+  teach->add_option("--step", to.step, "h of the central difference (default 1e-4)");
+  graph->add_option("--out", to.out, "dot file to write (default graph.dot; the SVG goes beside it)");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -138,6 +162,7 @@ int main(int argc, char** argv) {
       t.device = parse_device(device);
       for (const CLI::Option* opt : train->get_options())
         if (opt->count() > 0) t.given.push_back(opt->get_name());
+      if (const char* env = std::getenv("LINA_TRACE"); env && std::string(env) == "1") t.trace = true;
       if (t.resume.empty()) {
         if (train->count("--preset") == 0) throw lina::Error("--preset is required (or --resume CKPT)");
         if (train->count("--task") == 0) throw lina::Error("--task is required (or --resume CKPT)");
@@ -167,6 +192,12 @@ int main(int argc, char** argv) {
                   lina::sample_checkpoint(checkpoint, prompt, tokens, temperature, seed).c_str());
     } else if (*state_size) {
       std::printf("%s", lina::state_size_table(size_context).c_str());
+    } else if (*teach) {
+      if (!lina::teach_gradient(to)) return 1;
+    } else if (*trace) {
+      lina::trace_one_step(to);
+    } else if (*graph) {
+      std::printf("%s\n", lina::write_graph(to).c_str());
     } else if (*bench) {
       lina::finish_bench_options(bo);
       lina::run_bench(bo);

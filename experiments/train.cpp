@@ -10,6 +10,7 @@
 #include <memory>
 #include <optional>
 
+#include "autograd/trace.h"
 #include "core/cuda_status.h"
 #include "core/kernels.h"
 #include "experiments/checkpoint.h"
@@ -220,7 +221,7 @@ std::optional<EvalResult> evaluate(LanguageModel& model, const std::vector<Batch
   return r;
 }
 
-// ---- the run's json (spec §3) -----------------------------------------------------------
+// ---- the run's json (docs/spec.md §3) -------------------------------------------------
 
 json options_json(const TrainOptions& o) {
   return {{"preset", o.preset}, {"task", o.task}, {"device", device_name(o.device)},
@@ -380,7 +381,9 @@ void TrainingRun::train_one_step() {
   auto t0 = Clock::now();
   Batch b = task_.train_batch(o_, rng_);
   model_->params().zero_grad();
-  Var loss = cross_entropy(model_->forward(b.x), b.y, b.mask);
+  // --trace: the first update of this process, op by op, forward then backward.
+  trace::Scope tracing(o_.trace && step_ == first_step_);
+  Var loss = named(cross_entropy(model_->forward(b.x), b.y, b.mask), "loss");
   loss.backward();
   if (fault_.step == step_ + 1)
     throw_cuda_error(fault_.status, "injected status " + std::to_string(fault_.status),

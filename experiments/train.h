@@ -1,6 +1,6 @@
 // The training loop behind `lina train`: one preset on one task, AdamW with
 // warm-up + cosine, gradient clipping, periodic evaluation, a live progress
-// line, checkpoints that resume to the bit, and the run's json (spec §3).
+// line, checkpoints that resume to the bit, and the run's json (docs/spec.md §3).
 #pragma once
 #include <atomic>
 #include <string>
@@ -36,6 +36,7 @@ struct TrainOptions {
   int extrap_batches = 40; // lm: batches per context length of the extrapolation eval
   std::vector<int> extrap_contexts = {64, 128, 256, 512};
   bool quiet = false;      // no progress line
+  bool trace = false;      // print every op of the first update (autograd/trace.h)
   // Names of the options given on the command line ("--batch", ...). On
   // --resume the checkpoint's run options apply; a given one that differs
   // from the checkpoint's is an error.

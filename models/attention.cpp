@@ -1,4 +1,4 @@
-// Causal softmax attention with grouped-query heads and RoPE (spec §1.1).
+// Causal softmax attention with grouped-query heads and RoPE (docs/spec.md §1.1).
 //   q = x W_qᵀ (n_head heads), k = x W_kᵀ, v = x W_vᵀ (n_kv_head heads each)
 //   RoPE on q and k; scores = q kᵀ / √d, causal; o = softmax(scores) v;
 //   query head h reads KV head h / (n_head / n_kv_head); out = concat(o) W_oᵀ.
@@ -18,12 +18,13 @@ static Var repeat_kv_heads(const Var& kv, int group) {
   return reshape(e, {B, n_kv * group, T, d});
 }
 
-Var AttentionMixer::forward(const ModelConfig& c, const Var& x, int64_t pos0,
-                            LayerCache* cache) const {
+Var AttentionMixer::forward(const ModelConfig& c, const Var& x, const LayerNames& n,
+                            int64_t pos0, LayerCache* cache) const {
   int64_t B = x.dim(0), T = x.dim(1), d = c.head_size;
-  Var q = rope(reshape(linear(x, wq), {B, T, c.n_head, d}), pos0, c.rope_base);
-  Var k = rope(reshape(linear(x, wk), {B, T, c.n_kv_head, d}), pos0, c.rope_base);
-  Var v = reshape(linear(x, wv), {B, T, c.n_kv_head, d});
+  Var q = named(linear(x, wq), n.q_proj), k = named(linear(x, wk), n.k_proj);
+  q = named(rope(reshape(q, {B, T, c.n_head, d}), pos0, c.rope_base), n.q);
+  k = named(rope(reshape(k, {B, T, c.n_kv_head, d}), pos0, c.rope_base), n.k);
+  Var v = named(reshape(named(linear(x, wv), n.v_proj), {B, T, c.n_kv_head, d}), n.v);
   if (cache) {  // prepend the keys and values of earlier tokens
     if (cache->k.defined()) {
       k = concat({Var(cache->k), k}, 1);
@@ -36,10 +37,12 @@ Var AttentionMixer::forward(const ModelConfig& c, const Var& x, int64_t pos0,
   Var qh = permute(q, {0, 2, 1, 3});  // [B, H, T, d]
   Var kh = repeat_kv_heads(k, group); // [B, H, Tk, d]
   Var vh = repeat_kv_heads(v, group);
-  Var scores = mul_scalar(matmul(qh, kh, false, true), 1.0 / std::sqrt(double(d)));  // [B, H, T, Tk]
-  Var o = matmul(softmax(scores, /*causal=*/true), vh);                              // [B, H, T, d]
+  Var scores = named(mul_scalar(matmul(qh, kh, false, true), 1.0 / std::sqrt(double(d))),
+                     n.scores);                                             // [B, H, T, Tk]
+  Var weights = named(softmax(scores, /*causal=*/true), n.weights);
+  Var o = named(matmul(weights, vh), n.o);  // [B, H, T, d]
   o = reshape(permute(o, {0, 2, 1, 3}), {B, T, int64_t(c.n_head) * d});
-  return linear(o, wo);
+  return named(linear(o, wo), n.mixer);
 }
 
 }  // namespace lina

@@ -1,4 +1,4 @@
-// Model configuration and the five presets (spec §1). A preset is a layer
+// Model configuration and the five presets (docs/spec.md §1). A preset is a layer
 // pattern: "gdn" means four gdn layers, "hybrid" is "gdn,gdn,gdn,attn", and
 // any comma-separated pattern of attn/linear/delta/gdn is accepted as is.
 #pragma once
@@ -31,7 +31,7 @@ struct ModelConfig {
   int n_layer() const { return int(layers.size()); }
   int attention_layers() const;
   int recurrent_layers() const;
-  // Spec §1.3 memory accounting (numbers of floats).
+  // docs/spec.md §1.3 memory accounting (numbers of floats).
   long long kv_per_token() const;  // 2 · n_kv_head · head_size · attention layers
   long long state_const() const;   // n_head · head_size² · recurrent layers
   long long conv_cache() const;    // (conv_kernel − 1) · 3 · n_embd · recurrent layers

@@ -1,4 +1,4 @@
-// The two token mixers (spec §1.1, §1.2) and the MLP, as plain structs of
+// The two token mixers (docs/spec.md §1.1, §1.2) and the MLP, as plain structs of
 // parameter handles with a forward function each.
 #pragma once
 #include "models/config.h"
@@ -6,18 +6,42 @@
 
 namespace lina {
 
-// y = x Wᵀ for a weight W [out, in] (the [out, in] convention of spec §1.4).
+// The names of one layer's intermediate tensors, "layers.{i}.mixer.q" and
+// so on (the prefixes of the parameter names, docs/spec.md §1.4), shown by the
+// graph, the trace and the debugger. Interned once when the model is built,
+// so naming a tensor in every forward is one pointer store (named(), var.h).
+struct LayerNames {
+  explicit LayerNames(int layer);
+  const char* norm1;                      // norm1(x), the mixer's input
+  const char* q_proj, *k_proj, *v_proj;   // x W_qᵀ, x W_kᵀ, x W_vᵀ
+  const char* q_conv, *k_conv, *v_conv;   // recurrent: SiLU(conv(...)) of each
+  const char* q, *k, *v;                  // what the scan (or softmax attention) reads
+  const char* b_proj, *beta;              // recurrent: x W_bᵀ + b_b and β = σ(...)
+  const char* a_proj, *log_alpha;         // gdn: x W_aᵀ + b_a and log α = log σ(...)
+  const char* scores, *weights;           // attention: q kᵀ/√d and softmax(scores)
+  const char* o;                          // the read-out: o_t = S_t q_t, or weights · v
+  const char* o_norm;                     // recurrent: per-head RMSNorm of o
+  const char* mixer;                      // the mixer's output, (...) W_oᵀ
+  const char* residual;                   // x + mixer
+  const char* norm2, *mlp_hidden, *mlp;   // norm2(x), GELU(x W_fcᵀ), the MLP's output
+  const char* out;                        // the block's output, x + mlp
+};
+
+// y = x Wᵀ for a weight W [out, in] (the [out, in] convention of docs/spec.md §1.4).
 inline Var linear(const Var& x, const Var& weight) { return matmul(x, weight, false, true); }
 
 struct Mlp {
   Var fc, proj;  // [hidden, n_embd], [n_embd, hidden]
-  Var forward(const Var& x) const { return linear(gelu(linear(x, fc)), proj); }
+  Var forward(const Var& x, const LayerNames& n) const {
+    return named(linear(named(gelu(linear(x, fc)), n.mlp_hidden), proj), n.mlp);
+  }
 };
 
 struct AttentionMixer {
   Var wq, wk, wv, wo;
   // x [B, T, C] -> [B, T, C]; with a cache, attends to the cached keys too.
-  Var forward(const ModelConfig& c, const Var& x, int64_t pos0, LayerCache* cache) const;
+  Var forward(const ModelConfig& c, const Var& x, const LayerNames& n, int64_t pos0,
+              LayerCache* cache) const;
 };
 
 struct RecurrentMixer {
@@ -28,12 +52,14 @@ struct RecurrentMixer {
   Var a_proj_w, a_proj_b;      // gdn: [H, C], [H]
   Var o_norm;                  // [head_size], shared by the heads
   // x [B, T, C] -> [B, T, C]; with a cache, continues from its state.
-  Var forward(const ModelConfig& c, const Var& x, LayerCache* cache,
+  Var forward(const ModelConfig& c, const Var& x, const LayerNames& n, LayerCache* cache,
               std::vector<double>* alpha_mean) const;
 };
 
 struct Block {
+  explicit Block(int layer) : names(layer) {}
   MixerKind kind = MixerKind::GatedDelta;
+  LayerNames names;
   Var norm1, norm2;
   AttentionMixer attn;
   RecurrentMixer rec;

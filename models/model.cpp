@@ -25,7 +25,38 @@ long long InferenceState::conv_floats() const {
   return n;
 }
 
-// ---- construction & initialisation (spec §1, "init") ---------------------------------------
+// ---- the names of intermediate tensors -------------------------------------------------------
+
+LayerNames::LayerNames(int layer) {
+  const std::string p = "layers." + std::to_string(layer) + ".";
+  auto name = [&](const char* what) { return intern_name(p + what); };
+  norm1 = name("norm1");
+  q_proj = name("mixer.q_proj");
+  k_proj = name("mixer.k_proj");
+  v_proj = name("mixer.v_proj");
+  q_conv = name("mixer.q_conv");
+  k_conv = name("mixer.k_conv");
+  v_conv = name("mixer.v_conv");
+  q = name("mixer.q");
+  k = name("mixer.k");
+  v = name("mixer.v");
+  b_proj = name("mixer.b_proj");
+  beta = name("mixer.beta");
+  a_proj = name("mixer.a_proj");
+  log_alpha = name("mixer.log_alpha");
+  scores = name("mixer.scores");
+  weights = name("mixer.weights");
+  o = name("mixer.o");
+  o_norm = name("mixer.o_norm");
+  mixer = name("mixer");
+  residual = name("residual");
+  norm2 = name("norm2");
+  mlp_hidden = name("mlp.hidden");
+  mlp = name("mlp");
+  out = name("out");
+}
+
+// ---- construction & initialisation (docs/spec.md §1, "init") ------------------------------
 
 namespace {
 
@@ -64,7 +95,7 @@ LanguageModel::LanguageModel(const ModelConfig& c, uint64_t seed, DType dtype, D
   tok_emb_ = init.normal("tok_emb.weight", {c.vocab, C}, std);
   for (int i = 0; i < c.n_layer(); ++i) {
     std::string p = "layers." + std::to_string(i) + ".";
-    Block b;
+    Block b(i);
     b.kind = c.layers[size_t(i)];
     b.norm1 = init.constant(p + "norm1.weight", {C}, 1.0);
     if (b.kind == MixerKind::Attention) {
@@ -79,7 +110,7 @@ LanguageModel::LanguageModel(const ModelConfig& c, uint64_t seed, DType dtype, D
       r.wk = init.normal(p + "mixer.wk.weight", {C, C}, std);
       r.wv = init.normal(p + "mixer.wv.weight", {C, C}, std);
       r.wo = init.normal(p + "mixer.wo.weight", {C, C}, std_out);
-      // U(−½, ½): PyTorch's default for a depthwise conv of kernel 4 (spec §1)
+      // U(−½, ½): PyTorch's default for a depthwise conv of kernel 4 (docs/spec.md §1)
       r.conv_q = init.uniform(p + "mixer.conv_q.weight", {C, c.conv_kernel}, -0.5, 0.5);
       r.conv_k = init.uniform(p + "mixer.conv_k.weight", {C, c.conv_kernel}, -0.5, 0.5);
       r.conv_v = init.uniform(p + "mixer.conv_v.weight", {C, c.conv_kernel}, -0.5, 0.5);
@@ -133,28 +164,30 @@ Var LanguageModel::forward(const Tensor& ids, InferenceState* state, AlphaStats*
         "model: inference state has the wrong number of layers");
   const ModelConfig& c = config_;
   int64_t pos0 = state ? state->position : 0;
-  Var x = embedding(tok_emb_, ids);  // [B, T, C]
+  Var x = named(embedding(tok_emb_, ids), "tok_emb");  // [B, T, C]
   if (alpha) *alpha = AlphaStats{};
   for (size_t i = 0; i < blocks_.size(); ++i) {
     const Block& b = blocks_[i];
+    const LayerNames& n = b.names;
     LayerCache* cache = state ? &state->layers[i] : nullptr;
-    Var h = rms_norm(x, b.norm1, c.norm_eps);
+    Var h = named(rms_norm(x, b.norm1, c.norm_eps), n.norm1);
     if (b.kind == MixerKind::Attention) {
-      h = b.attn.forward(c, h, pos0, cache);
+      h = b.attn.forward(c, h, n, pos0, cache);
     } else {
       std::vector<double> alpha_mean;
       bool gated = alpha && b.kind == MixerKind::GatedDelta;
-      h = b.rec.forward(c, h, cache, gated ? &alpha_mean : nullptr);
+      h = b.rec.forward(c, h, n, cache, gated ? &alpha_mean : nullptr);
       if (gated) {
         alpha->layer.push_back(int(i));
         alpha->mean.push_back(alpha_mean);
       }
     }
-    x = add(x, h);
-    x = add(x, b.mlp.forward(rms_norm(x, b.norm2, c.norm_eps)));
+    x = named(add(x, h), n.residual);
+    x = named(add(x, b.mlp.forward(named(rms_norm(x, b.norm2, c.norm_eps), n.norm2), n)), n.out);
   }
   if (state) state->position += ids.dim(1);
-  return linear(rms_norm(x, norm_f_, c.norm_eps), head_);  // [B, T, vocab]
+  Var normed = named(rms_norm(x, norm_f_, c.norm_eps), "norm_f");
+  return named(linear(normed, head_), "logits");  // [B, T, vocab]
 }
 
 }  // namespace lina

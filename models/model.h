@@ -1,4 +1,4 @@
-// The language model of spec §1: token embedding, n pre-norm blocks
+// The language model of docs/spec.md §1: token embedding, n pre-norm blocks
 // (mixer + MLP), a final RMSNorm and an untied head. The mixer of each
 // layer is softmax attention or the recurrent mixer (linear / delta / gdn).
 //
@@ -26,7 +26,7 @@ struct LayerCache {
 struct InferenceState {
   std::vector<LayerCache> layers;
   int64_t position = 0;  // tokens consumed so far
-  // Floats kept, split as spec §1.3 counts them.
+  // Floats kept, split as docs/spec.md §1.3 counts them.
   long long kv_floats() const;
   long long state_floats() const;
   long long conv_floats() const;

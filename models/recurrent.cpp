@@ -1,10 +1,10 @@
-// The recurrent mixer of the linear / delta / gdn presets (spec §1.2):
+// The recurrent mixer of the linear / delta / gdn presets (docs/spec.md §1.2):
 //   q, k, v = x W_qᵀ, x W_kᵀ, x W_vᵀ         (each 4 heads × 32)
 //   each through its causal depthwise conv (kernel 4), then SiLU
 //   feature map on q, k: elu + 1 (linear) or L2-normalise per head (delta, gdn)
 //   q scaled by 1/√d
 //   β = σ(x W_bᵀ + b_b), log α = log σ(x W_aᵀ + b_a)
-//   o = scan(q, k, v, β, log α)  — the recurrence, see recurrence.md
+//   o = scan(q, k, v, β, log α)  — the recurrence, see docs/recurrence.md
 //   per-head RMSNorm of o, concat, W_o
 #include <cmath>
 
@@ -37,20 +37,28 @@ static ScanRule rule_of(MixerKind kind) {
   }
 }
 
-Var RecurrentMixer::forward(const ModelConfig& c, const Var& x, LayerCache* cache,
-                            std::vector<double>* alpha_mean) const {
+Var RecurrentMixer::forward(const ModelConfig& c, const Var& x, const LayerNames& n,
+                            LayerCache* cache, std::vector<double>* alpha_mean) const {
   int64_t B = x.dim(0), T = x.dim(1), H = c.n_head, d = c.head_size;
   Shape heads{B, T, H, d};
-  Var q = reshape(conv_silu(linear(x, wq), conv_q, cache ? &cache->conv_q : nullptr), heads);
-  Var k = reshape(conv_silu(linear(x, wk), conv_k, cache ? &cache->conv_k : nullptr), heads);
-  Var v = reshape(conv_silu(linear(x, wv), conv_v, cache ? &cache->conv_v : nullptr), heads);
-  q = mul_scalar(feature_map(kind, q), 1.0 / std::sqrt(double(d)));
-  k = feature_map(kind, k);
+  // Projection, then conv + SiLU, then split into heads (all [B, T, C] = [B, T, H·d]).
+  auto project = [&](const Var& w, const Var& conv, Tensor* conv_cache, const char* proj_name,
+                     const char* conv_name) {
+    return reshape(named(conv_silu(named(linear(x, w), proj_name), conv, conv_cache), conv_name),
+                   heads);
+  };
+  Var q = project(wq, conv_q, cache ? &cache->conv_q : nullptr, n.q_proj, n.q_conv);
+  Var k = project(wk, conv_k, cache ? &cache->conv_k : nullptr, n.k_proj, n.k_conv);
+  Var v = named(project(wv, conv_v, cache ? &cache->conv_v : nullptr, n.v_proj, n.v_conv), n.v);
+  q = named(mul_scalar(feature_map(kind, q), 1.0 / std::sqrt(double(d))), n.q);
+  k = named(feature_map(kind, k), n.k);
 
   Var beta, log_alpha;  // [B, T, H]
-  if (kind != MixerKind::Linear) beta = sigmoid(add(linear(x, b_proj_w), b_proj_b));
+  if (kind != MixerKind::Linear)
+    beta = named(sigmoid(named(add(linear(x, b_proj_w), b_proj_b), n.b_proj)), n.beta);
   if (kind == MixerKind::GatedDelta) {
-    log_alpha = log_sigmoid(add(linear(x, a_proj_w), a_proj_b));  // −softplus(−z), never log(σ(z))
+    Var a_proj = named(add(linear(x, a_proj_w), a_proj_b), n.a_proj);
+    log_alpha = named(log_sigmoid(a_proj), n.log_alpha);  // −softplus(−z), never log(σ(z))
     if (alpha_mean) {
       Tensor alpha = sum_to(kernels::unary(UnaryFn::Exp, log_alpha.data()), {H});
       alpha_mean->resize(size_t(H));
@@ -63,9 +71,9 @@ Var RecurrentMixer::forward(const ModelConfig& c, const Var& x, LayerCache* cach
   options.form = cache ? ScanForm::Sequential : c.scan_form;  // generation: token by token
   options.chunk = c.scan_chunk;
   Tensor s0 = cache ? cache->state : Tensor();
-  Var o = scan(options, q, k, v, beta, log_alpha, s0, cache ? &cache->state : nullptr);
-  o = rms_norm(o, o_norm, c.norm_eps);  // per head: the last dim is one head's d values
-  return linear(reshape(o, {B, T, H * d}), wo);
+  Var o = named(scan(options, q, k, v, beta, log_alpha, s0, cache ? &cache->state : nullptr), n.o);
+  o = named(rms_norm(o, o_norm, c.norm_eps), n.o_norm);  // per head: the last dim is one head's d
+  return named(linear(reshape(o, {B, T, H * d}), wo), n.mixer);
 }
 
 }  // namespace lina

@@ -15,7 +15,7 @@
 
 namespace lina::test {
 
-// The one place the finite-difference settings live (recurrence.md §5.2).
+// The one place the finite-difference settings live (docs/recurrence.md §5.2).
 struct GradcheckSettings {
   double eps = 1e-6;        // central-difference step
   double tolerance = 1e-6;  // pass mark for |numeric − analytic| / max(1, |analytic|)

@@ -70,7 +70,7 @@ TEST_CASE("bench --quick: json keys, FLOPs per step, GEMM rate, profile") {
     CHECK(double(t["allocs_per_step"]) > 0);
   }
   CHECK(j["ratios"]["gdn_over_attn"].contains("64x64"));
-  // Inference: memory per sequence as spec §1.3 counts it.
+  // Inference: memory per sequence as docs/spec.md §1.3 counts it.
   REQUIRE(j["inference"].size() == 4);
   for (const json& i : j["inference"]) {
     CHECK(double(i["ms_per_token"]) > 0);

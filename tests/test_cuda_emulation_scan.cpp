@@ -48,7 +48,7 @@ Floats uniform(int64_t n, double lo, double hi) {
 }
 
 // One problem: shape, chunk length and inputs in the model's regime
-// (recurrence.md §5.1): q, k scaled by 1/√d, unit-norm keys for the delta
+// (docs/recurrence.md §5.1): q, k scaled by 1/√d, unit-norm keys for the delta
 // rules, β = σ(N(0, 1)), g = log σ(z) with z ~ U(−3, 6), or g ~ U(lo, hi)
 // for the strong-decay cases.
 struct Problem {

@@ -1,4 +1,4 @@
-// The model of spec §1: parameter names and shapes, a float64 gradient
+// The model of docs/spec.md §1: parameter names and shapes, a float64 gradient
 // check of every parameter of every preset (reported per named tensor),
 // step-by-step inference equal to the parallel forward, and training that
 // lowers the loss.

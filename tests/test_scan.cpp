@@ -1,4 +1,4 @@
-// The scan op (recurrence.md §5): float64 gradient checks of every rule ×
+// The scan op (docs/recurrence.md §5): float64 gradient checks of every rule ×
 // form, a finite-difference check of the kernels' final-state and
 // initial-state paths, the sequential and chunked forms against each other
 // (output, final state and every gradient, in float64 and float32), chunking
@@ -25,7 +25,7 @@ std::string rule_name(ScanRule r) {
   return r == ScanRule::Linear ? "linear" : r == ScanRule::Delta ? "delta" : "gated delta";
 }
 
-// Inputs in the model's regime (recurrence.md §5.1), float64: q scaled by
+// Inputs in the model's regime (docs/recurrence.md §5.1), float64: q scaled by
 // 1/√d, unit-norm keys for the delta rules, β = σ(N(0, 1)),
 // g = log σ(z) = −softplus(−z) with z ~ U(−3, 6), a random nonzero S_0.
 struct ScanCase {
@@ -243,7 +243,7 @@ TEST_CASE("scan: sequential and chunked forms agree, float64 and float32") {
 
 TEST_CASE("scan: strongly forgetting gates stay finite and accurate in float32") {
   // g = log σ(z), z ~ U(−30, 0): the decay over a 64-token chunk underflows
-  // float32 many times over (recurrence.md §5.3).
+  // float32 many times over (docs/recurrence.md §5.3).
   Rng rng(77);
   ScanCase c = make_case(ScanRule::GatedDelta, 2, 100, 2, 32, rng);
   c.log_alpha = Tensor::rand(c.log_alpha.shape(), rng, -30.0, 0.0, DType::f64);

@@ -48,6 +48,7 @@ struct SubOp : Node {
 struct MulOp : Node {
   MulOp() : Node(OpKind::Mul) {}
   Tensor a, b;  // saved operands
+  SavedTensors saved() const override { return {{"a", a}, {"b", b}}; }
 
   static Var apply(const Var& a, const Var& b) {
     Tensor out = kernels::binary(BinaryFn::Mul, a.data(), b.data());
@@ -68,6 +69,7 @@ struct MulOp : Node {
 struct DivOp : Node {
   DivOp() : Node(OpKind::Div) {}
   Tensor b, out;  // saved: the divisor and the quotient
+  SavedTensors saved() const override { return {{"b", b}, {"out", out}}; }
 
   static Var apply(const Var& a, const Var& b) {
     Tensor out = kernels::binary(BinaryFn::Div, a.data(), b.data());
@@ -101,6 +103,7 @@ struct UnaryOp : Node {
   UnaryOp() : Node(op_kind_of(F::kFn)) {}
   double p = 0.0;
   Tensor x, y;  // saved
+  SavedTensors saved() const override { return {{"x", x}, {"y", y}}; }
 
   static Var apply(const Var& x, double p = 0.0) {
     Tensor y = kernels::unary(F::kFn, x.data(), p);

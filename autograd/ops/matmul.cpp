@@ -9,6 +9,7 @@ namespace lina {
 struct MatmulOp : Node {
   MatmulOp() : Node(OpKind::Matmul) {}
   Tensor a, b;  // saved operands
+  SavedTensors saved() const override { return {{"a", a}, {"b", b}}; }
   bool ta = false, tb = false;
 
   static Var apply(const Var& a, const Var& b, bool ta, bool tb) {

@@ -1,5 +1,5 @@
 // RMSNorm, L2 normalisation, causal depthwise conv1d and RoPE: forward and
-// backward side by side (recurrence.md §4.1, 4.2, 4.5, 4.6).
+// backward side by side (docs/recurrence.md §4.1, 4.2, 4.5, 4.6).
 #include "autograd/functions.h"
 #include "core/kernels.h"
 
@@ -14,6 +14,9 @@ struct RmsNormOp : Node {
   RmsNormOp() : Node(OpKind::RmsNorm) {}
   Tensor x, weight;
   Tensor rstd;  // ρ per row, [rows]; x̂ is recomputed from x
+  SavedTensors saved() const override {
+    return {{"x", x}, {"weight", weight}, {"rstd", rstd}};
+  }
 
   static Var apply(const Var& x, const Var& weight, double eps) {
     Tensor rstd;
@@ -45,6 +48,7 @@ struct L2NormOp : Node {
   L2NormOp() : Node(OpKind::L2Norm) {}
   Tensor x;
   Tensor norm;  // ‖x‖ per row, [rows]
+  SavedTensors saved() const override { return {{"x", x}, {"norm", norm}}; }
   double eps = 0.0;
 
   static Var apply(const Var& x, double eps) {
@@ -73,6 +77,7 @@ Var l2_norm(const Var& x, double eps) { return L2NormOp::apply(x, eps); }
 struct CausalConv1dOp : Node {
   CausalConv1dOp() : Node(OpKind::CausalConv1d) {}
   Tensor x, weight;
+  SavedTensors saved() const override { return {{"x", x}, {"weight", weight}}; }
 
   static Var apply(const Var& x, const Var& weight) {
     Tensor y = kernels::causal_conv1d_forward(x.data(), weight.data());

@@ -1,4 +1,4 @@
-// The recurrence of the linear / delta / gated-delta mixers (recurrence.md),
+// The recurrence of the linear / delta / gated-delta mixers (docs/recurrence.md),
 // per (batch, head) with a d×d state S (value × key):
 //   S_t = α_t S_{t−1} + u_t k_tᵀ,   o_t = S_t q_t
 //   linear: α = 1, u = v;  delta: α = 1, u = β(v − S k);  gated delta: u = β(v − α S k)
@@ -19,6 +19,10 @@ struct ScanOp : Node {
   kernels::ScanConfig config;
   Tensor q, k, v, beta, log_alpha;  // saved inputs; beta / log_alpha undefined when unused
   Tensor saved_states;  // S_0 … S_{T−1} (sequential) or the chunk-start states (chunked)
+  SavedTensors saved() const override {
+    return {{"q", q}, {"k", k}, {"v", v}, {"beta", beta}, {"log_alpha", log_alpha},
+            {"states", saved_states}};
+  }
 
   static Var apply(const ScanOptions& options, const Var& q, const Var& k, const Var& v,
                    const Var& beta, const Var& log_alpha, const Tensor& initial_state,

@@ -13,6 +13,7 @@ namespace lina {
 struct SoftmaxOp : Node {
   SoftmaxOp() : Node(OpKind::Softmax) {}
   Tensor y;  // saved output [..., N]
+  SavedTensors saved() const override { return {{"y", y}}; }
 
   static Var apply(const Var& x, bool causal) {
     Tensor y = kernels::softmax_forward(x.data(), causal);
@@ -33,6 +34,7 @@ struct SoftmaxOp : Node {
 struct LogSoftmaxOp : Node {
   LogSoftmaxOp() : Node(OpKind::LogSoftmax) {}
   Tensor y;  // saved output (log-probabilities) [..., N]
+  SavedTensors saved() const override { return {{"y", y}}; }
 
   static Var apply(const Var& x) {
     Tensor y = kernels::log_softmax_forward(x.data());
@@ -57,6 +59,9 @@ struct CrossEntropyOp : Node {
   Tensor probs;    // saved softmax(logits) [..., V]
   Tensor targets;  // [...] int32
   Tensor mask;     // [...] or undefined (every position counts)
+  SavedTensors saved() const override {
+    return {{"probs", probs}, {"targets", targets}, {"mask", mask}};
+  }
 
   static Var apply(const Var& logits, const Tensor& targets, const Tensor& mask) {
     Tensor probs;
@@ -80,6 +85,7 @@ struct CrossEntropyOp : Node {
 struct EmbeddingOp : Node {
   EmbeddingOp() : Node(OpKind::Embedding) {}
   Tensor ids;  // saved [...] int32
+  SavedTensors saved() const override { return {{"ids", ids}}; }
   int64_t vocab = 0;
 
   static Var apply(const Var& weight, const Tensor& ids) {

@@ -1,4 +1,4 @@
-"""Numbers a model keeps per sequence (spec §1.3), computed from the formulas.
+"""Numbers a model keeps per sequence (docs/spec.md §1.3), computed from the formulas.
 
 lina's presets: 4 layers, n_head 4, head_size 32, n_kv_head 2, n_embd 128,
 conv kernel 4. Real-scale layouts: the course's 12 × (3 GDN + 1 attention)

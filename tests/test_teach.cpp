@@ -1,0 +1,217 @@
+// The teaching aids: names on the model's tensors, the trace of one step
+// (forward then backward, in reverse), `lina graph` and `lina teach`.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <set>
+#include <sstream>
+
+#include "autograd/functions.h"
+#include "cli_run.h"
+#include "models/model.h"
+
+namespace lina {
+namespace {
+
+using test::run;
+
+// One line of a trace: "forward  12  matmul  layers.0.mixer.q_proj  float32[2, 8, 128]  |out| 1.2e+00".
+struct TraceLine {
+  std::string phase;
+  int number = 0;
+  std::string op, name, type;
+  double norm = 0;
+};
+
+std::vector<TraceLine> parse_trace(const std::string& output) {
+  static const std::regex line(
+      R"(^(forward|backward)\s+(\d+)\s+(\S+)\s+(\S+)\s+(\w+\[[^\]]*\])\s+\|(out|grad)\|\s+(\S+)$)");
+  std::vector<TraceLine> lines;
+  std::istringstream in(output);
+  for (std::string s; std::getline(in, s);) {
+    std::smatch m;
+    if (!std::regex_match(s, m, line)) continue;
+    lines.push_back({m[1], std::stoi(m[2]), m[3], m[4], m[5], std::stod(m[7])});
+  }
+  return lines;
+}
+
+// Every op the forward recorded appears once in the backward, in reverse
+// order, with the gradient's shape equal to the output's.
+void check_reverse(const std::vector<TraceLine>& lines) {
+  std::vector<TraceLine> forward, backward;
+  for (const TraceLine& l : lines) (l.phase == "forward" ? forward : backward).push_back(l);
+  REQUIRE(forward.size() > 10);
+  REQUIRE(backward.size() == forward.size());
+  for (size_t i = 0; i < forward.size(); ++i) {
+    const TraceLine& f = forward[i];
+    const TraceLine& b = backward[backward.size() - 1 - i];
+    INFO("forward op " << f.number << " " << f.op << " " << f.name << " " << f.type);
+    CHECK(f.number == int(i + 1));
+    CHECK(b.number == f.number);
+    CHECK(b.op == f.op);
+    CHECK(b.name == f.name);
+    CHECK(b.type == f.type);
+    CHECK(std::isfinite(f.norm));
+    CHECK(std::isfinite(b.norm));
+  }
+  CHECK(forward.back().name == "loss");
+  CHECK(backward.front().norm == doctest::Approx(1.0));  // dL/dL
+}
+
+std::set<std::string> names_in(const std::vector<TraceLine>& lines) {
+  std::set<std::string> names;
+  for (const TraceLine& l : lines) names.insert(l.name);
+  return names;
+}
+
+TEST_CASE("names: interned once, set on the op that made a tensor, nothing without a graph") {
+  const char* a = intern_name("layers.0.mixer.q");
+  CHECK(a == intern_name(std::string("layers.0.") + "mixer.q"));  // one copy per name
+  CHECK(std::string(a) == "layers.0.mixer.q");
+
+  Var w(Tensor::ones({2, 3}), /*requires_grad=*/true, "w");
+  Var y = named(mul_scalar(w, 2.0), a);
+  CHECK(std::string(y.display_name()) == "layers.0.mixer.q");
+  CHECK(std::string(w.display_name()) == "w");
+  {
+    NoGradGuard no_graph;
+    Var z = named(mul_scalar(w, 2.0), a);  // no op was recorded: nothing to name
+    CHECK(std::string(z.display_name()).empty());
+  }
+}
+
+TEST_CASE("names: the model names its intermediates after spec 1.4's prefixes") {
+  LanguageModel model(make_config("gdn,attn", 65), 7);
+  Var logits = model.forward(Tensor::zeros({1, 4}, DType::i32));
+  std::set<std::string> names;
+  std::vector<VarImpl*> todo{logits.impl()};
+  std::set<VarImpl*> seen;
+  while (!todo.empty()) {
+    VarImpl* v = todo.back();
+    todo.pop_back();
+    if (!seen.insert(v).second) continue;
+    names.insert(display_name(*v));
+    if (v->grad_fn)
+      for (const Var& in : v->grad_fn->inputs) todo.push_back(in.impl());
+  }
+  for (const char* expected :
+       {"tok_emb", "layers.0.norm1", "layers.0.mixer.q", "layers.0.mixer.beta",
+        "layers.0.mixer.log_alpha", "layers.0.mixer.o", "layers.0.mixer.o_norm", "layers.0.mixer",
+        "layers.1.mixer.scores", "layers.1.mixer.weights", "layers.1.mlp", "layers.1.out", "norm_f",
+        "logits", "layers.0.mixer.b_proj.bias", "head.weight"}) {
+    INFO(expected);
+    CHECK(names.count(expected) == 1);
+  }
+}
+
+TEST_CASE("lina trace: every op of the forward once in the backward, in reverse, same shapes") {
+  // Both mixers, both scan forms.
+  for (const char* args : {"--preset gdn,attn --layers 2", "--preset delta --scan-form chunked",
+                           "--preset linear --context 5"}) {
+    test::Result r = run(std::string("trace ") + args);
+    INFO("lina trace " << args << "\n" << r.output);
+    REQUIRE(r.code == 0);
+    std::vector<TraceLine> lines = parse_trace(r.output);
+    check_reverse(lines);
+    CHECK(names_in(lines).count("layers.0.mixer.o") == 1);
+  }
+  test::Result r = run("trace --preset gdn,attn --layers 2");
+  std::set<std::string> names = names_in(parse_trace(r.output));
+  for (const char* expected : {"tok_emb", "layers.0.mixer.q", "layers.0.mixer.beta",
+                               "layers.1.mixer.weights", "norm_f", "logits", "loss"}) {
+    INFO(expected);
+    CHECK(names.count(expected) == 1);
+  }
+  // The scan op: one step of a sequential gdn layer keeps S_0 … S_{T−1}.
+  CHECK(r.output.find("scan            layers.0.mixer.o") != std::string::npos);
+}
+
+TEST_CASE("LINA_TRACE=1 and lina train --trace trace the first update only") {
+  std::filesystem::path dir = test::temp_dir("trace");
+  const std::string args = "train --preset gdn --task recall --steps 2 --batch 2 --pairs 4 --keys 8 "
+                           "--eval-batches 1 --quiet --out " + dir.string();
+  for (const std::string& env : {std::string("LINA_TRACE=1"), std::string()}) {
+    test::Result r = run(args + (env.empty() ? " --trace" : ""), env);
+    INFO(r.output);
+    REQUIRE(r.code == 0);
+    std::vector<TraceLine> lines = parse_trace(r.output);
+    check_reverse(lines);  // one update: each op once forward, once backward
+    CHECK(names_in(lines).count("layers.3.mixer.o") == 1);
+  }
+  test::Result quiet = run(args);
+  CHECK(parse_trace(quiet.output).empty());
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("lina graph writes the step's graph as dot: names, saved tensors, gradient norms") {
+  std::filesystem::path dir = test::temp_dir("graph");
+  const std::string dot = (dir / "g.dot").string();
+  test::Result r = run("graph --preset gdn --layers 1 --context 8 --out " + dot);
+  INFO(r.output);
+  REQUIRE(r.code == 0);
+  std::ifstream f(dot);
+  std::stringstream text;
+  text << f.rdbuf();
+  const std::string g = text.str();
+  CHECK(g.rfind("digraph lina {", 0) == 0);
+  CHECK(g.find("label=\"layers.0.mixer.o\\nfloat32[2, 8, 4, 32]\"") != std::string::npos);
+  // The sequential scan saved S_0 … S_7 of each (batch, head): [B, H, T, d, d].
+  CHECK(g.find("saved states float32[2, 4, 8, 32, 32]") != std::string::npos);
+  CHECK(g.find("saved rstd float32[16]") != std::string::npos);
+  std::smatch m;
+  CHECK(std::regex_search(g, m, std::regex(R"(layers\.0\.mixer\.b_proj\.bias\\nfloat32\[4\]\\n\|grad\| = [0-9.e+-]+)")));
+  CHECK(test::expect_error("graph --preset nope --out " + dot, "preset").code != 0);
+  CHECK(test::expect_error("graph --layers 5 --out " + dot, "layers").code != 0);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("lina graph renders SVG with graphviz") {
+  if (std::system("command -v dot >/dev/null 2>&1") != 0) {
+    MESSAGE("SKIPPED: graphviz's dot is not installed (apt-get install graphviz)");
+    return;
+  }
+  std::filesystem::path dir = test::temp_dir("graph_svg");
+  test::Result r = run("graph --preset hybrid --layers 4 --context 4 --out " + (dir / "g.dot").string());
+  INFO(r.output);
+  REQUIRE(r.code == 0);
+  CHECK(r.output.find("g.svg") != std::string::npos);
+  std::ifstream f(dir / "g.svg");
+  std::stringstream svg;
+  svg << f.rdbuf();
+  CHECK(svg.str().find("<svg") != std::string::npos);
+  CHECK(svg.str().find("layers.3.mixer.weights") != std::string::npos);
+  std::filesystem::remove_all(dir);
+}
+
+// "largest relative error 2.47e-08: they agree (pass mark 1e-05)"
+double largest_error(const std::string& output) {
+  std::smatch m;
+  if (!std::regex_search(output, m, std::regex(R"(largest relative error (\S+):)"))) return 1e9;
+  return std::stod(m[1]);
+}
+
+TEST_CASE("lina teach: the hand-written gradient agrees with the finite difference") {
+  for (const char* args :
+       {"", "--scan-form chunked", "--param layers.0.mixer.a_proj.weight --elements 4",
+        "--preset delta --param layers.0.mixer.conv_k.weight --elements 4",
+        "--preset attn --param layers.0.mixer.wk.weight --elements 4",
+        "--preset gdn,gdn --layers 2 --param layers.0.mixer.o_norm.weight --elements 4"}) {
+    test::Result r = run(std::string("teach ") + args);
+    INFO("lina teach " << args << "\n" << r.output);
+    CHECK(r.code == 0);
+    CHECK(r.output.find("they agree") != std::string::npos);
+    CHECK(largest_error(r.output) < 1e-5);
+  }
+  test::Result r = run("teach");
+  CHECK(r.output.find("parameter layers.0.mixer.b_proj.bias [4]") != std::string::npos);
+  CHECK(test::count_lines(r.output) == 4 + 4 + 1);  // header, 4 elements, verdict
+  test::expect_error("teach --param layers.0.mixer.nope", "unknown --param");
+  test::expect_error("teach --context 0", "--context");
+}
+
+}  // namespace
+}  // namespace lina
