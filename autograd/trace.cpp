@@ -66,17 +66,19 @@ void on_backward_start() {
     const VarImpl& v = *g_trace->forward[i].out;
     print_line("forward", int(i + 1), v, v.data.shape(), "|out|", g_trace->forward[i].norm);
   }
+  std::fflush(g_trace->out);  // in order with a debugger's output, and kept if the run is killed
 }
 
 void on_backward_op(const VarImpl& v, const Tensor& grad) {
   if (!g_trace) return;
   auto it = g_trace->number.find(&v);
   int number = it == g_trace->number.end() ? 0 : it->second;  // 0: recorded before the trace began
-  if (!grad.defined()) {
+  if (!grad.defined()) {  // no gradient reached this op's output
     print_line("backward", number, v, v.data.shape(), "|grad|", 0.0);
     return;
   }
   print_line("backward", number, v, grad.shape(), "|grad|", std::sqrt(kernels::sum_squares(grad)));
+  std::fflush(g_trace->out);
 }
 
 }  // namespace lina::trace

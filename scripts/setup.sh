@@ -3,8 +3,10 @@
 # nothing when they are present). The CUDA toolkit is optional and is used
 # when /usr/local/cuda/bin/nvcc exists.
 set -euo pipefail
-# python3-matplotlib and chromium: scripts/report.py and its explorer test.
-packages=(cmake g++ make libeigen3-dev doctest-dev nlohmann-json3-dev libcli11-dev python3-matplotlib chromium)
+# python3-matplotlib and chromium: scripts/report.py and its explorer test;
+# gdb and graphviz: stepping through a gradient and `lina graph`'s SVG (and their tests).
+packages=(cmake g++ make libeigen3-dev doctest-dev nlohmann-json3-dev libcli11-dev python3-matplotlib chromium
+          gdb graphviz)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Builds lina (scripts/build.sh) and runs every test with CTest, then builds
+# Builds lina (scripts/build.sh) and the debug preset's lina (for the gdb
+# tests) and runs every test with CTest, then builds
 # the "asan" preset (-fsanitize=address,undefined, CPU only) and runs the
 # suite again under the sanitizers; LINA_SANITIZE=0 skips that second part
 # for a quick local run. Under the sanitizers the fuzz test runs fewer cases
@@ -8,6 +9,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 start=$SECONDS
 scripts/build.sh
+# The debugger tests (gdb_printers, walkthrough_gdb) step through the debug
+# preset's lina: -O0 -g, no OpenMP, no CUDA.
+cmake --preset debug >/dev/null
+cmake --build --preset debug -j "$(nproc)" --target lina
 ctest --preset release -j "$(nproc)"
 echo "test.sh: release build and suite took $((SECONDS - start)) s"
 if [[ "${LINA_SANITIZE:-1}" != 0 ]]; then

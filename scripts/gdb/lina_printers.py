@@ -317,7 +317,8 @@ so that a walk-through keeps working when lines move."""
 
 class ValuesCommand(gdb.Command):
     """lina-values EXPR [COUNT]: the first COUNT (default 64) values of a
-lina::Tensor or lina::Var, one line per slice of its last dimension."""
+lina::Tensor or lina::Var, one line per slice of its last dimension, or
+COUNT values from a kernel's raw pointer (const float* dout)."""
 
     def __init__(self):
         super().__init__("lina-values", gdb.COMMAND_DATA, gdb.COMPLETE_EXPRESSION)
@@ -326,7 +327,12 @@ lina::Tensor or lina::Var, one line per slice of its last dimension."""
         m = re.match(r"^(.*?)(?:\s+(\d+))?\s*$", arg)
         expr, count = m.group(1), int(m.group(2) or 64)
         val = gdb.parse_and_eval(expr)
-        tag = val.type.strip_typedefs().unqualified().tag
+        t = val.type.strip_typedefs()
+        if t.code == gdb.TYPE_CODE_PTR:  # a kernel's raw pointer: `count` values from it
+            values = [float((val + i).dereference()) for i in range(count)]
+            print("%s (%s): " % (expr, val.type) + " ".join("%.4g" % x for x in values))
+            return
+        tag = t.unqualified().tag
         if tag == "lina::Var":
             val = shared_ptr(val["impl_"]).dereference()["data"]
         elif tag != "lina::Tensor":
