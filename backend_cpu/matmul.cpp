@@ -37,7 +37,7 @@ void gemm(int64_t batch, int64_t M, int64_t N, int64_t K, const T* a, bool ta, i
   // Threads only for a batch with enough work: below about a million
   // multiply-adds (a generation step's attention, say) waking the second
   // thread costs more than it saves.
-  [[maybe_unused]] const bool threaded = batch * M * N * K >= 32 * kParallelMin;  // no OpenMP: unused
+  [[maybe_unused]] const bool threaded = batch * M * N * K >= 32 * kParallelMin;  // read by the pragma
 #pragma omp parallel for schedule(static) if (threaded)
   for (int64_t i = 0; i < batch; ++i)
     gemm_one(M, N, K, a + i * stride_a, ta, b + i * stride_b, tb, c + i * stride_c, alpha, beta);

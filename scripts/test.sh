@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Builds lina (scripts/build.sh) and the debug preset's lina (for the gdb
-# tests) and runs every test with CTest, then builds
-# the "asan" preset (-fsanitize=address,undefined, CPU only) and runs the
-# suite again under the sanitizers; LINA_SANITIZE=0 skips that second part
+# tests) and runs every test with CTest, then builds the "asan" preset
+# (-fsanitize=address,undefined, CPU only) and runs the suite again under
+# the sanitizers; LINA_SANITIZE=0 skips that second part
 # for a quick local run. Under the sanitizers the fuzz test runs fewer cases
 # and the memory measurements report themselves as skipped.
 set -euo pipefail

@@ -176,7 +176,7 @@ class NodePrinter:
         text = "%s: op %s" % (self.val.type.strip_typedefs().tag, enum_name(node["kind"]))
         if output:
             text += ' making "%s"' % output
-        text += " (#%d in the forward)" % int(node["sequence"])
+        text += " (op #%d recorded)" % int(node["sequence"])
         inputs = [var_summary(v, with_values=False) for v in std_vector(node["inputs"])]
         return text + "; inputs: " + "; ".join(inputs)
 
