@@ -10,8 +10,8 @@
 // the reverse of the order the forward recorded them, and accumulates (+=)
 // into the .grad of every leaf Var that requires grad.
 #pragma once
-#include <memory>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>

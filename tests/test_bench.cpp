@@ -14,7 +14,7 @@ using nlohmann::json;
 
 namespace {
 
-// Model FLOPs of one training step at B×T from the spec's numbers (§1):
+// Model FLOPs of one training step at B×T from the numbers of docs/spec.md §1:
 // n_embd 128, 4 heads of 32, 2 KV heads, MLP 512, vocab 65, 4 layers.
 double spec_flops(bool attention, double B, double T) {
   const double C = 128, H = 4, d = 32, kv = 2 * 32, mlp = 512, vocab = 65;
