@@ -1,6 +1,7 @@
 #include "autograd/trace.h"
 
 #include <cmath>
+#include <memory>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -27,7 +28,7 @@ struct Trace {
   bool forward_printed = false;
 };
 
-Trace* g_trace = nullptr;
+std::unique_ptr<Trace> g_trace;  // while a trace is on
 
 void print_line(const char* phase, int number, const VarImpl& v, const Shape& shape,
                 const char* norm_label, double norm) {
@@ -41,15 +42,14 @@ void print_line(const char* phase, int number, const VarImpl& v, const Shape& sh
 
 void start(std::FILE* out) {
   stop();
-  g_trace = new Trace;
+  g_trace = std::make_unique<Trace>();
   g_trace->out = out;
   detail::g_active = true;
 }
 
 void stop() {
   detail::g_active = false;
-  delete g_trace;
-  g_trace = nullptr;
+  g_trace.reset();
 }
 
 void on_record(const Var& out) {
