@@ -27,6 +27,9 @@ struct ModelConfig {
   double rope_base = 10000.0;
   ScanForm scan_form = ScanForm::Chunked;  // the training form of the recurrence
   int scan_chunk = 64;
+  // Attention as one fused op (causal_attention), or as the composition of
+  // permute / expand / matmul / softmax ops a learner can step through.
+  bool fused_attention = true;
 
   int n_layer() const { return int(layers.size()); }
   int attention_layers() const;
