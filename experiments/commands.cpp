@@ -23,7 +23,9 @@ static LoadedModel load_model(const std::string& path) {
   LoadedModel m;
   SafetensorsFile file = load_safetensors(path);
   m.info = checkpoint_info(file);
-  m.model = std::make_unique<LanguageModel>(make_config(m.info.preset, m.info.vocab), 0);
+  ModelConfig config = make_config(m.info.preset, m.info.vocab);
+  config.feature_map = parse_feature_map(m.info.options.value("feature_map", "elu1"));
+  m.model = std::make_unique<LanguageModel>(config, 0);
   load_checkpoint(file, *m.model, nullptr);
   if (m.info.task == "lm") {
     check(!m.info.vocab_chars.empty(), "checkpoint " + path + ": lm checkpoint without vocabulary");
@@ -173,7 +175,7 @@ std::string state_size_table(int64_t context) {
   std::snprintf(line, sizeof line, "%-8s %12s %14s %12s %12s %14s\n", "preset", "kv_per_token",
                 "kv_cache", "state_const", "conv_cache", "total");
   os << line;
-  for (const std::string& p : preset_names()) {
+  for (const std::string& p : all_preset_names()) {
     ModelConfig c = make_config(p, 65);
     long long kv = c.kv_per_token() * context;
     std::snprintf(line, sizeof line, "%-8s %12lld %14lld %12lld %12lld %14lld\n", p.c_str(),
