@@ -65,6 +65,11 @@ std::vector<Var> split(const Var& x, int axis, const std::vector<int64_t>& sizes
 // every key (Tk ≥ Tq; Tk > Tq when a KV cache holds earlier keys).
 Var softmax(const Var& x, bool causal = false);
 Var log_softmax(const Var& x);  // over the last axis
+// Causal attention in one op: q [B, Tq, H, d], k and v [B, Tk, Hkv, d] (H a
+// multiple of Hkv, Tk >= Tq) -> [B, Tq, H, d], softmax(scale · q kᵀ) v per head
+// with query i seeing keys j <= i + Tk − Tq. The same as the composition
+// permute / expand / matmul / softmax / matmul (models/attention.cpp), fused.
+Var causal_attention(const Var& q, const Var& k, const Var& v, double scale);
 // Mean over the positions where mask != 0 of −log softmax(logits)[target].
 // logits [..., V] float; targets [...] int32 in [0, V); mask [...] of the
 // logits' dtype (1 keep, 0 drop) or undefined (keep all). Returns a scalar.

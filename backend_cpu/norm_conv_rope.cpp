@@ -35,12 +35,26 @@ void reduce_partials(const std::vector<T>& partial, int64_t chunks, int64_t widt
 }
 }  // namespace
 
+// Σ_i f(i) over i < n, accumulated in double in kLanes independent partial
+// sums (element i goes to lane i mod kLanes) that are added in a fixed
+// order at the end: the compiler can keep the lanes in one SIMD register
+// instead of waiting on one long chain of additions, and the result does
+// not depend on the thread count.
+template <class F>
+static double lane_sum(int64_t n, F f) {
+  constexpr int kLanes = 8;
+  double lane[kLanes] = {};
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (int l = 0; l < kLanes; ++l) lane[l] += f(i + l);
+  for (int l = 0; i < n; ++i, ++l) lane[l] += f(i);
+  return ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+}
+
 // Σ x² of one row, accumulated in double.
 template <class T>
 static double row_sum_squares(const T* x, int64_t n) {
-  double ss = 0.0;
-  for (int64_t i = 0; i < n; ++i) ss += double(x[i]) * double(x[i]);
-  return ss;
+  return lane_sum(n, [x](int64_t i) { return double(x[i]) * double(x[i]); });
 }
 
 // ---- rms_norm -------------------------------------------------------------------------
@@ -73,8 +87,7 @@ void rms_norm_backward(const T* x, const T* w, const T* rstd, const T* dy, T* dx
       T* dxr = dx + r * n;
       const T rho = rstd[r];
       // c = x̂ᵀh / n with x̂ = ρx, h = dy ⊙ w
-      double dot = 0.0;
-      for (int64_t i = 0; i < n; ++i) dot += double(rho * xr[i]) * double(dyr[i] * w[i]);
+      double dot = lane_sum(n, [&](int64_t i) { return double(rho * xr[i]) * double(dyr[i] * w[i]); });
       const T c = T(dot / double(n));
       for (int64_t i = 0; i < n; ++i) {
         const T xhat = rho * xr[i];
@@ -117,8 +130,7 @@ void l2_norm_backward(const T* x, const T* norm, const T* dy, T* dx, int64_t row
     }
     // dx = (dy − y (yᵀdy)) / ‖x‖ with y = x / ‖x‖
     const T inv = T(1) / nrm;
-    double dot = 0.0;
-    for (int64_t i = 0; i < n; ++i) dot += double(xr[i] * inv) * double(dyr[i]);
+    double dot = lane_sum(n, [&](int64_t i) { return double(xr[i] * inv) * double(dyr[i]); });
     const T ydy = T(dot);
     for (int64_t i = 0; i < n; ++i) dxr[i] = (dyr[i] - xr[i] * inv * ydy) * inv;
   }

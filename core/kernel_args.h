@@ -8,6 +8,19 @@
 
 namespace lina {
 
+// ---- causal attention: one fused kernel per (batch, head) ----
+// q, out [B, Tq, H, d]; k, v [B, Tk, Hkv, d]; query head h reads KV head
+// h / (H / Hkv) (grouped-query attention) by index, nothing is copied.
+// Query i sees keys j <= i + (Tk − Tq) (the cached tokens, then itself).
+//   scores = scale · q kᵀ,  probs = softmax over the visible keys (the others
+//   get probs = 0),  out = probs · v.
+// probs [B, H, Tq, Tk] is kept for the backward; dscores (same shape) is the
+// backward's scratch: dscores = scale · probs ⊙ (dprobs − Σ_j probs dprobs).
+struct AttentionShape {
+  int64_t B = 0, Tq = 0, Tk = 0, H = 0, Hkv = 0, d = 0;
+  double scale = 1.0;
+};
+
 // ---- scan: the recurrences of the recurrent mixers ----
 // The write rule, one type from the model down to the kernels:
 //   Linear              S_t = S_{t−1} + v_t k_tᵀ

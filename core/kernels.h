@@ -69,6 +69,19 @@ void gemm(const GemmShape& g, const Tensor& a, const Tensor& b, Tensor& c, doubl
           double beta = 0.0);
 
 
+// ---- causal attention, fused (core/kernel_args.h AttentionShape) ----
+// q [B, Tq, H, d], k and v [B, Tk, Hkv, d] with H a multiple of Hkv and
+// Tk >= Tq: out [B, Tq, H, d] = softmax(scale · q kᵀ, causal) v per head, query
+// head h reading KV head h / (H / Hkv). probs_out [B, H, Tq, Tk] is kept for
+// the backward.
+Tensor attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, double scale,
+                         Tensor& probs_out);
+struct AttentionGrads {
+  Tensor dq, dk, dv;
+};
+AttentionGrads attention_backward(const Tensor& q, const Tensor& k, const Tensor& v,
+                                  const Tensor& probs, const Tensor& dout, double scale);
+
 // ---- softmax, log-softmax, cross-entropy, embedding ----
 // All over the last axis. causal: x is [..., Tq, Tk] (Tk ≥ Tq) and entry
 // (i, j) gets weight 0 when j > i + (Tk − Tq).

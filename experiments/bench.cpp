@@ -175,7 +175,8 @@ std::string run_bench(const BenchOptions& o) {
       " float32: lina kernels::gemm " + fmt("%.1f", g.lina_gflops) + " GFLOP/s (" +
       fmt("%.1f", g.lina_ms) + " ms); OpenBLAS " +
       (g.openblas_gflops < 0 ? std::string("not installed")
-                             : fmt("%.1f", g.openblas_gflops) + " GFLOP/s (" + fmt("%.1f", g.openblas_ms) + " ms)"));
+                             : fmt("%.1f", g.openblas_gflops) + " GFLOP/s (" + fmt("%.1f", g.openblas_ms) + " ms, kernels for " +
+                                   (g.openblas_core.empty() ? std::string("?") : g.openblas_core) + ")"));
 
   json train = json::array(), infer = json::array();
   int child = 0;
@@ -285,7 +286,8 @@ std::string run_bench(const BenchOptions& o) {
     json gemm = {{"M", g.M}, {"K", g.K}, {"N", g.N}, {"dtype", "float32"}, {"lina_gflops", g.lina_gflops},
                  {"lina_ms", g.lina_ms}, {"openblas", g.openblas_gflops < 0 ? "not installed" : "installed"},
                  {"openblas_gflops", g.openblas_gflops < 0 ? json(nullptr) : json(g.openblas_gflops)},
-                 {"openblas_ms", g.openblas_ms < 0 ? json(nullptr) : json(g.openblas_ms)}};
+                 {"openblas_ms", g.openblas_ms < 0 ? json(nullptr) : json(g.openblas_ms)},
+                 {"openblas_core", g.openblas_core}};
     std::vector<std::string> shapes;
     for (const BenchShape& s : o.shapes) shapes.push_back(shape_name(s));
     json doc = {{"schema", "lina-bench-1"}, {"quick", o.quick}, {"profile", o.profile},

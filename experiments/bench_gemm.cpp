@@ -87,6 +87,9 @@ GemmRate measure_gemm(int repeats) {
       });
       r.openblas_gflops = flops / (r.openblas_ms * 1e6);
     }
+    using CoreNameFn = char* (*)();
+    if (auto core = reinterpret_cast<CoreNameFn>(dlsym(lib, "openblas_get_corename")))
+      r.openblas_core = core();
     dlclose(lib);
   }
   return r;

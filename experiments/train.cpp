@@ -63,6 +63,8 @@ void validate(TrainOptions& o) {
   parse_feature_map(o.feature_map);  // throws for an unknown name
   check(o.feature_map == "elu1" || make_config(o.preset, 1).has_layer(MixerKind::Linear),
         "--feature-map is for linear attention layers; preset '" + o.preset + "' has none");
+  check(o.attention == "fused" || o.attention == "composed",
+        "unknown --attention '" + o.attention + "': use fused or composed");
   check(o.task == "recall" || (!was_given(o, "--pairs") && !was_given(o, "--keys")),
         "--pairs and --keys are for --task recall");
   if (o.task == "recall") (void)RecallTask(o.pairs, o.keys);  // throws for impossible sizes
@@ -149,6 +151,7 @@ void adopt_checkpoint_options(TrainOptions& o, const CheckpointInfo& info, const
               " of checkpoint " + path);
     o.feature_map = saved_map;
   }
+  adopt("--attention", "attention", o.attention);
   adopt("--keys", "keys", o.keys);
   adopt("--warmup", "warmup", o.warmup);
   adopt("--seed", "seed", o.seed);
@@ -239,7 +242,7 @@ json options_json(const TrainOptions& o) {
           {"min_lr", o.lr / 10}, {"warmup", o.warmup}, {"clip", o.clip}, {"seed", o.seed},
           {"data", o.data}, {"eval_every", o.eval_every}, {"eval_batches", o.eval_batches},
           {"checkpoint_every", o.checkpoint_every}, {"pairs", o.pairs}, {"keys", o.keys},
-          {"scan_form", o.scan_form}, {"feature_map", o.feature_map},
+          {"scan_form", o.scan_form}, {"feature_map", o.feature_map}, {"attention", o.attention},
           {"weight_decay", 0.1}, {"betas", {0.9, 0.99}}, {"eps", 1e-8}};
 }
 
@@ -251,7 +254,8 @@ json model_json(const ModelConfig& c) {
           {"mlp_hidden", c.mlp_hidden}, {"conv_kernel", c.conv_kernel},
           {"norm_eps", c.norm_eps}, {"rope_base", c.rope_base},
           {"scan_form", c.scan_form == ScanForm::Chunked ? "chunked" : "sequential"},
-          {"scan_chunk", c.scan_chunk}, {"feature_map", feature_map_name(c.feature_map)}};
+          {"scan_chunk", c.scan_chunk}, {"feature_map", feature_map_name(c.feature_map)},
+          {"fused_attention", c.fused_attention}};
 }
 
 // LINA_INJECT_CUDA_STATUS=<status>@<step> makes update <step> fail as if a
@@ -323,6 +327,7 @@ TrainResult TrainingRun::run() {
   ModelConfig config = make_config(o_.preset, task_.vocab);
   config.scan_form = o_.scan_form == "sequential" ? ScanForm::Sequential : ScanForm::Chunked;
   config.feature_map = parse_feature_map(o_.feature_map);
+  config.fused_attention = o_.attention == "fused";
   model_ = std::make_unique<LanguageModel>(config, o_.seed, DType::f32, o_.device);
   optimizer_ = std::make_unique<AdamW>(model_->params(), AdamWConfig{o_.lr, 0.9, 0.99, 1e-8, 0.1});
   rng_ = Rng(o_.seed);

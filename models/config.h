@@ -40,6 +40,9 @@ struct ModelConfig {
   ScanForm scan_form = ScanForm::Chunked;  // the training form of the recurrence
   int scan_chunk = 64;
   FeatureMap feature_map = FeatureMap::Elu1;  // linear layers only
+  // Attention as one fused op (causal_attention), or as the composition of
+  // permute / expand / matmul / softmax ops a learner can step through.
+  bool fused_attention = true;
 
   int n_layer() const { return int(layers.size()); }
   int attention_layers() const;

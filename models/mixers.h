@@ -14,6 +14,10 @@ struct Mlp {
   Var forward(const Var& x) const { return linear(gelu(linear(x, fc)), proj); }
 };
 
+// Causal attention op by op (models/attention.cpp): q [B, T, H, d], k and v
+// [B, Tk, Hkv, d] -> [B, T, H, d]; what causal_attention computes in one op.
+Var attention_composed(const Var& q, const Var& k, const Var& v, double scale);
+
 struct AttentionMixer {
   Var wq, wk, wv, wo;
   // x [B, T, C] -> [B, T, C]; with a cache, attends to the cached keys too.

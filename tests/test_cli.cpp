@@ -45,6 +45,7 @@ TEST_CASE("bad input: one line, non-zero exit") {
   expect_error("train --preset gdn --task recall --device tpu" + out, "unknown device 'tpu'");
   expect_error("train --preset gdn --task lm --pairs 8" + out, "--pairs and --keys are for --task recall");
   expect_error("train --preset gdn --task recall --scan-form parallel" + out, "unknown --scan-form 'parallel'");
+  expect_error("train --preset attn --task recall --attention flash" + out, "unknown --attention 'flash'");
   expect_error("train --preset gdn --task recall --pairs 40 --keys 30" + out, "--keys must be at least --pairs (40)");
   expect_error("train --task recall" + out, "--preset is required (or --resume CKPT)");
   expect_error("train --preset gdn" + out, "--task is required (or --resume CKPT)");
@@ -139,6 +140,28 @@ TEST_CASE("--feature-map: in the run's name and json, checked on resume and eval
   CHECK(e.code == 0);
   nlohmann::json p = nlohmann::json::parse(std::ifstream(d / "p.json"));
   CHECK(p["accuracy"].get<double>() == doctest::Approx(j["final"]["val_accuracy"].get<double>()));
+}
+
+// Attention fused into one op or composed op by op is the same maths.
+TEST_CASE("--attention composed trains like the fused op") {
+  fs::path d = temp_dir("attention");
+  std::vector<double> losses[2];
+  int i = 0;
+  for (const char* form : {"fused", "composed"}) {
+    const fs::path out = d / form;
+    Result r = run("train --preset attn --task recall --attention " + std::string(form) + kTiny +
+                   " --out " + out.string());
+    INFO(r.output);
+    REQUIRE(r.code == 0);
+    nlohmann::json j = nlohmann::json::parse(std::ifstream(out / "cpu" / "recall_attn.json"));
+    CHECK(j["config"]["train"]["attention"] == form);
+    CHECK(j["config"]["model"]["fused_attention"] == (i == 0));
+    for (const auto& point : j["loss_curve"]) losses[i].push_back(point["loss"].get<double>());
+    ++i;
+  }
+  REQUIRE(losses[0].size() == 4);
+  REQUIRE(losses[1].size() == 4);
+  for (size_t s = 0; s < 4; ++s) CHECK(std::fabs(losses[0][s] - losses[1][s]) < 1e-4);
 }
 
 TEST_CASE("state-size prints spec 1.3's numbers") {

@@ -234,3 +234,27 @@ TEST_CASE("a few training steps lower the loss of every preset") {
     CHECK(last < 0.7 * first);
   }
 }
+
+TEST_CASE("fused and composed attention: the same loss and parameter gradients") {
+  for (std::string preset : {"attn", "hybrid"}) {
+    Tensor x, y;
+    std::vector<Tensor> grads[2];
+    double losses[2];
+    for (int fused = 0; fused < 2; ++fused) {
+      ModelConfig c = tiny_config(preset);
+      c.fused_attention = fused == 1;
+      LanguageModel m(c, 3, DType::f64);
+      perturb_all(m, 4);
+      x = random_ids(2, 7, c.vocab, 5), y = random_ids(2, 7, c.vocab, 6);
+      m.params().zero_grad();
+      Var loss = cross_entropy(m.forward(x), y);
+      loss.backward();
+      losses[fused] = loss.data().at(0);
+      for (const Parameter& p : m.params().parameters()) grads[fused].push_back(p.var.grad().clone());
+    }
+    INFO(preset);
+    CHECK(std::fabs(losses[0] - losses[1]) < 1e-12);
+    REQUIRE(grads[0].size() == grads[1].size());
+    for (size_t i = 0; i < grads[0].size(); ++i) CHECK(test::max_abs_diff(grads[0][i], grads[1][i]) < 1e-12);
+  }
+}
