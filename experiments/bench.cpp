@@ -43,7 +43,7 @@ long long parse_count(const std::string& s) {
 }  // namespace
 
 void finish_bench_options(BenchOptions& o) {
-  const std::vector<std::string> names = preset_names();
+  const std::vector<std::string> names = all_preset_names();
   for (const std::string& p : split(o.presets_arg)) o.presets.push_back(p);
   for (const std::string& item : split(o.shapes_arg)) {
     size_t x = item.find('x');
@@ -57,10 +57,11 @@ void finish_bench_options(BenchOptions& o) {
     check(c > 0, "--contexts: '" + item + "' is not a positive number");
     o.contexts.push_back(int(c));
   }
-  if (o.presets.empty()) o.presets = names;
+  if (o.presets.empty()) o.presets = preset_names();
   for (const std::string& p : o.presets)
     check(std::find(names.begin(), names.end(), p) != names.end(),
-          "--presets: unknown preset '" + p + "': use attn, linear, delta, gdn, hybrid");
+          "--presets: unknown preset '" + p +
+              "': use attn, linear, delta, gdn, hybrid, retnet, mamba2, gla");
   // --quick keeps both training shapes but takes 3 timed steps after 1
   // warm-up step (not 10 after 2), 3 timed tokens per context (not 8), and
   // drops inference context 4096.

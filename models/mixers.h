@@ -29,9 +29,10 @@ struct RecurrentMixer {
   Var wq, wk, wv, wo;
   Var conv_q, conv_k, conv_v;  // [C, K]
   Var b_proj_w, b_proj_b;      // delta, gdn: [H, C], [H]
-  Var a_proj_w, a_proj_b;      // gdn: [H, C], [H]
+  Var a_proj_w, a_proj_b;      // gdn, mamba2: [H, C], [H]; gla: [H·d, C], [H·d]
   Var o_norm;                  // [head_size], shared by the heads
   // x [B, T, C] -> [B, T, C]; with a cache, continues from its state.
+  // alpha_mean: the mean decay of each head (over channels for gla).
   Var forward(const ModelConfig& c, const Var& x, LayerCache* cache,
               std::vector<double>* alpha_mean) const;
 };
