@@ -65,6 +65,11 @@ std::vector<Var> split(const Var& x, int axis, const std::vector<int64_t>& sizes
 // every key (Tk ≥ Tq; Tk > Tq when a KV cache holds earlier keys).
 Var softmax(const Var& x, bool causal = false);
 Var log_softmax(const Var& x);  // over the last axis
+// Causal attention in one op: q [B, Tq, H, d], k and v [B, Tk, Hkv, d] (H a
+// multiple of Hkv, Tk >= Tq) -> [B, Tq, H, d], softmax(scale · q kᵀ) v per head
+// with query i seeing keys j <= i + Tk − Tq. The same as the composition
+// permute / expand / matmul / softmax / matmul (models/attention.cpp), fused.
+Var causal_attention(const Var& q, const Var& k, const Var& v, double scale);
 // Mean over the positions where mask != 0 of −log softmax(logits)[target].
 // logits [..., V] float; targets [...] int32 in [0, V); mask [...] of the
 // logits' dtype (1 keep, 0 drop) or undefined (keep all). Returns a scalar.
@@ -84,19 +89,21 @@ Var causal_conv1d(const Var& x, const Var& weight);
 // paired with j + D/2, angle (pos0 + t) · base^(−2j/D).
 Var rope(const Var& x, int64_t pos0 = 0, double base = 10000.0);
 
-// ---- scan: the linear / delta / gated-delta recurrence ----
-// The recurrence of the recurrent mixers (docs/recurrence.md):
-//   S_t = α_t S_{t−1} + u_t k_tᵀ,  o_t = S_t q_t,  per (batch, head), S is d×d
-//   linear: α = 1, u = v;  delta: α = 1, u = β(v − S k);  gated delta: u = β(v − α S k)
-// ScanRule (linear, delta, gated delta): core/kernel_args.h
+// ---- scan: the recurrences of the recurrent mixers ----
+// The recurrence of the recurrent mixers (docs/recurrence.md, docs/recurrence-gated.md):
+//   S_t = S_{t−1} diag(a_t) + u_t k_tᵀ,  o_t = S_t q_t,  per (batch, head), S is d×d
+//   linear: a = 1, u = v;  delta: a = 1, u = β(v − S k);  gated delta: u = β(v − α S k);
+//   retention: a = γ_h fixed;  gated linear: a = α_t;  channel-gated linear: a_t per key channel
+// ScanRule and its properties: core/kernel_args.h
 enum class ScanForm { Sequential, Chunked };  // token by token, or chunkwise-parallel
 struct ScanOptions {
   ScanRule rule = ScanRule::GatedDelta;
   ScanForm form = ScanForm::Chunked;
   int chunk = 64;  // chunk length C of the chunked form
 };
-// q, k, v [B, T, H, d]; beta and log_alpha (g = log α) [B, T, H], undefined
-// when the rule does not use them. initial_state [B, H, d, d] (value × key)
+// q, k, v [B, T, H, d]; beta and log_alpha (g = log α) [B, T, H] (log_alpha
+// [B, T, H, d] for the channel-gated rule), undefined when the rule does not
+// use them. initial_state [B, H, d, d] (value × key)
 // or undefined for zeros (no gradient flows to it). If final_state is not
 // null it receives S_T. Returns o [B, T, H, d].
 Var scan(const ScanOptions& options, const Var& q, const Var& k, const Var& v, const Var& beta,

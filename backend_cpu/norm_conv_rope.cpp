@@ -35,12 +35,26 @@ void reduce_partials(const std::vector<T>& partial, int64_t chunks, int64_t widt
 }
 }  // namespace
 
+// Σ_i f(i) over i < n, accumulated in double in kLanes independent partial
+// sums (element i goes to lane i mod kLanes) that are added in a fixed
+// order at the end: the compiler can keep the lanes in one SIMD register
+// instead of waiting on one long chain of additions, and the result does
+// not depend on the thread count.
+template <class F>
+static double lane_sum(int64_t n, F f) {
+  constexpr int kLanes = 8;
+  double lane[kLanes] = {};
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (int l = 0; l < kLanes; ++l) lane[l] += f(i + l);
+  for (int l = 0; i < n; ++i, ++l) lane[l] += f(i);
+  return ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+}
+
 // Σ x² of one row, accumulated in double.
 template <class T>
 static double row_sum_squares(const T* x, int64_t n) {
-  double ss = 0.0;
-  for (int64_t i = 0; i < n; ++i) ss += double(x[i]) * double(x[i]);
-  return ss;
+  return lane_sum(n, [x](int64_t i) { return double(x[i]) * double(x[i]); });
 }
 
 // ---- rms_norm -------------------------------------------------------------------------
@@ -73,8 +87,7 @@ void rms_norm_backward(const T* x, const T* w, const T* rstd, const T* dy, T* dx
       T* dxr = dx + r * n;
       const T rho = rstd[r];
       // c = x̂ᵀh / n with x̂ = ρx, h = dy ⊙ w
-      double dot = 0.0;
-      for (int64_t i = 0; i < n; ++i) dot += double(rho * xr[i]) * double(dyr[i] * w[i]);
+      double dot = lane_sum(n, [&](int64_t i) { return double(rho * xr[i]) * double(dyr[i] * w[i]); });
       const T c = T(dot / double(n));
       for (int64_t i = 0; i < n; ++i) {
         const T xhat = rho * xr[i];
@@ -117,8 +130,7 @@ void l2_norm_backward(const T* x, const T* norm, const T* dy, T* dx, int64_t row
     }
     // dx = (dy − y (yᵀdy)) / ‖x‖ with y = x / ‖x‖
     const T inv = T(1) / nrm;
-    double dot = 0.0;
-    for (int64_t i = 0; i < n; ++i) dot += double(xr[i] * inv) * double(dyr[i]);
+    double dot = lane_sum(n, [&](int64_t i) { return double(xr[i] * inv) * double(dyr[i]); });
     const T ydy = T(dot);
     for (int64_t i = 0; i < n; ++i) dxr[i] = (dyr[i] - xr[i] * inv * ydy) * inv;
   }
@@ -127,9 +139,20 @@ void l2_norm_backward(const T* x, const T* norm, const T* dy, T* dx, int64_t row
 // ---- causal depthwise conv1d ----------------------------------------------------------------
 // x, y [B, T, C]; w [C, K], tap K−1 = the current token.
 
+// w [C, K] as [K, C]: tap j of every channel side by side, so the loops over
+// channels read the weights contiguously (and vectorise) like x and y.
+template <class T>
+static std::vector<T> taps_by_channel(const T* w, int64_t C, int64_t K) {
+  std::vector<T> w_kc(static_cast<size_t>(K * C));
+  for (int64_t c = 0; c < C; ++c)
+    for (int64_t j = 0; j < K; ++j) w_kc[size_t(j * C + c)] = w[c * K + j];
+  return w_kc;
+}
+
 template <class T>
 void causal_conv1d_forward(const T* x, const T* w, T* y, int64_t B, int64_t T_len, int64_t C,
                            int64_t K) {
+  const std::vector<T> w_kc = taps_by_channel(w, C, K);
   LINA_PARALLEL_FOR_IF(B * T_len * C * K > kParallelMin)
   for (int64_t bt = 0; bt < B * T_len; ++bt) {
     const int64_t b = bt / T_len, t = bt % T_len;
@@ -140,7 +163,8 @@ void causal_conv1d_forward(const T* x, const T* w, T* y, int64_t B, int64_t T_le
       const int64_t s = t - K + 1 + j;
       if (s < 0) continue;
       const T* xr = x + (b * T_len + s) * C;
-      for (int64_t c = 0; c < C; ++c) yr[c] += w[c * K + j] * xr[c];
+      const T* wj = w_kc.data() + j * C;
+      for (int64_t c = 0; c < C; ++c) yr[c] += wj[c] * xr[c];
     }
   }
 }
@@ -150,6 +174,7 @@ void causal_conv1d_backward(const T* x, const T* w, const T* dy, T* dx, T* dw, i
                             int64_t T_len, int64_t C, int64_t K) {
   const int64_t rows = B * T_len;
   // dx_s[c] = Σ_j w[c, j] dy_{s+K−1−j}[c], terms past the end dropped
+  const std::vector<T> w_kc = taps_by_channel(w, C, K);
   LINA_PARALLEL_FOR_IF(rows * C * K > kParallelMin)
   for (int64_t bs = 0; bs < rows; ++bs) {
     const int64_t b = bs / T_len, s = bs % T_len;
@@ -159,7 +184,8 @@ void causal_conv1d_backward(const T* x, const T* w, const T* dy, T* dx, T* dw, i
       const int64_t t = s + K - 1 - j;
       if (t >= T_len) continue;
       const T* dyr = dy + (b * T_len + t) * C;
-      for (int64_t c = 0; c < C; ++c) dxr[c] += w[c * K + j] * dyr[c];
+      const T* wj = w_kc.data() + j * C;
+      for (int64_t c = 0; c < C; ++c) dxr[c] += wj[c] * dyr[c];
     }
   }
   // dw[c, j] = Σ_b Σ_t dy_t[c] x_{t−K+1+j}[c]; partials laid out [chunks, K, C]

@@ -1,9 +1,10 @@
-// The recurrence in chunkwise-parallel form (docs/recurrence.md §3): per chunk of
+// The delta rules in chunkwise-parallel form (docs/recurrence.md §3): per chunk of
 // C tokens a handful of C×d, C×C and d×d matrix products and one unit lower
 // triangular solve replace C sequential steps. One (batch, head) pair per
 // OpenMP iteration (threads only once B·H·T·d² reaches kParallelMin), Eigen
 // single-threaded inside; the per-chunk matrices live in one scratch buffer
-// per thread.
+// per thread. The rules without the delta correction take the simpler path
+// of scan_chunked_gated.cpp (docs/recurrence-gated.md).
 //
 // When C does not divide T the last chunk is simply shorter: that is exactly
 // padding it with q = k = v = 0, β = 0, g = 0 (padded tokens neither write
@@ -21,67 +22,17 @@
 #include "backend_cpu/cpu_kernels.h"
 #include "backend_cpu/eigen_maps.h"
 #include "backend_cpu/parallel.h"
+#include "backend_cpu/scan_chunk_parts.h"
 
 namespace lina::cpu {
 
 namespace {
 
-// c entries of one head in a [B, T, H] tensor (stride H).
-template <class T> using GateMap = Eigen::Map<Vector<T>, 0, Eigen::InnerStride<>>;
-template <class T> using ConstGateMap = Eigen::Map<const Vector<T>, 0, Eigen::InnerStride<>>;
-
-// One thread's scratch: a buffer carved into matrices of the current chunk's
-// size, reset for every chunk (no allocation after construction).
-template <class T>
-class Scratch {
- public:
-  explicit Scratch(size_t elements) : buffer_(Eigen::Index(elements)) {}
-  void reset() { used_ = 0; }
-  MatrixMap<T> matrix(int64_t rows, int64_t cols) {
-    T* p = buffer_.data() + used_;
-    used_ += size_t(rows * cols);
-    assert(used_ <= size_t(buffer_.size()));
-    return MatrixMap<T>(p, rows, cols);
-  }
-  VectorMap<T> vector(int64_t n) {
-    T* p = buffer_.data() + used_;
-    used_ += size_t(n);
-    assert(used_ <= size_t(buffer_.size()));
-    return VectorMap<T>(p, n);
-  }
-
- private:
-  // Eigen's own allocation is aligned to its widest vector, so the maps
-  // carved from it start at the same alignment in every run (an unaligned
-  // start changes how Eigen splits a sum, and so the rounding).
-  Vector<T> buffer_;
-  size_t used_ = 0;
-};
+using namespace scan_chunk;
 
 // The backward's matrices at the largest chunk: chunk_terms takes 4 C×C,
 // 4 C×d (YW counts twice) and 2 C-vectors, the backward 5 C×C and 6 C×d more.
 size_t scratch_size(int64_t C, int64_t d) { return size_t(9 * C * C + 10 * C * d + 2 * C); }
-
-// Where one chunk's rows sit in the [B, T, H, d] / [B, T, H] tensors.
-struct ChunkPlace {
-  int64_t c;        // rows in this chunk (C, or fewer for the last one)
-  int64_t token0;   // index of its first token in [B, T, H]
-  int64_t stride;   // H: from one token of the head to the next in [B, T, H]
-  int64_t d;
-};
-
-template <class T> ConstRowsMap<T> rows(const T* x, const ChunkPlace& at) {
-  return ConstRowsMap<T>(x + at.token0 * at.d, at.c, at.d, Eigen::OuterStride<>(at.stride * at.d));
-}
-template <class T> RowsMap<T> rows(T* x, const ChunkPlace& at) {
-  return RowsMap<T>(x + at.token0 * at.d, at.c, at.d, Eigen::OuterStride<>(at.stride * at.d));
-}
-template <class T> ConstGateMap<T> gates(const T* x, const ChunkPlace& at) {
-  return ConstGateMap<T>(x + at.token0, at.c, Eigen::InnerStride<>(at.stride));
-}
-template <class T> GateMap<T> gates(T* x, const ChunkPlace& at) {
-  return GateMap<T>(x + at.token0, at.c, Eigen::InnerStride<>(at.stride));
-}
 
 // Everything one chunk's forward computes before its read-out; the backward
 // recomputes it from the saved chunk-start state H instead of storing it.
@@ -110,17 +61,9 @@ ChunkTerms<T> chunk_terms(const ScanShape& s, const ScanInputs<T>& in, const Chu
   // Gates in log space: Γ_ri from the segment sum g_{i+1} + … + g_r (accurate
   // in float32 even when λ is large), formed only on and below the diagonal
   // so exp never sees a positive exponent.
-  m.Gamma.setZero();
   if (uses_gate(s.rule)) {
     ConstGateMap<T> g = gates(in.g, at);
-    for (int64_t r = 0; r < c; ++r) {
-      T segment = 0;
-      m.Gamma(r, r) = 1;
-      for (int64_t i = r - 1; i >= 0; --i) {
-        segment += g[i + 1];
-        m.Gamma(r, i) = std::exp(segment);
-      }
-    }
+    segment_decays(c, [&](int64_t i) { return g[i]; }, m.Gamma);
     T lambda = 0;
     for (int64_t r = 0; r < c; ++r) {
       lambda += g[r];
@@ -128,6 +71,7 @@ ChunkTerms<T> chunk_terms(const ScanShape& s, const ScanInputs<T>& in, const Chu
     }
     m.delta = m.Gamma.row(c - 1).transpose();
   } else {
+    m.Gamma.setZero();
     m.Gamma.template triangularView<Eigen::Lower>().setOnes();
     m.gamma.setOnes();
     m.delta.setOnes();
@@ -135,10 +79,6 @@ ChunkTerms<T> chunk_terms(const ScanShape& s, const ScanInputs<T>& in, const Chu
   m.DK = m.delta.asDiagonal() * K;
   m.QK.noalias() = Q * K.transpose();
 
-  if (!uses_beta(s.rule)) {  // linear: u = v (K Kᵀ, A, Y, W are not needed)
-    m.U = V;
-    return m;
-  }
   ConstGateMap<T> beta = gates(in.beta, at);
   m.KK.noalias() = K * K.transpose();
   // F1  A = strictly_lower(diag(β) (K Kᵀ ⊙ Γ))
@@ -160,6 +100,7 @@ ChunkTerms<T> chunk_terms(const ScanShape& s, const ScanInputs<T>& in, const Chu
 template <class T>
 void scan_chunked_forward(const ScanShape& s, int64_t C, const ScanInputs<T>& in, const T* s0,
                           T* o, T* s_final, T* chunk_states) {
+  if (!uses_beta(s.rule)) return scan_chunk::gated_forward(s, C, in, s0, o, s_final, chunk_states);
   const int64_t d = s.d, dd = d * d, pairs = s.B * s.H, chunks = (s.T + C - 1) / C;
   const int64_t Cmax = std::min(C, s.T);
 #pragma omp parallel if (pairs > 1 && pairs * s.T * dd >= kParallelMin)
@@ -201,6 +142,8 @@ template <class T>
 void scan_chunked_backward(const ScanShape& s, int64_t C, const ScanInputs<T>& in,
                            const T* chunk_states, const T* dout, const T* ds_final,
                            const ScanInputGrads<T>& grads) {
+  if (!uses_beta(s.rule))
+    return scan_chunk::gated_backward(s, C, in, chunk_states, dout, ds_final, grads);
   const int64_t d = s.d, dd = d * d, pairs = s.B * s.H, chunks = (s.T + C - 1) / C;
   const int64_t Cmax = std::min(C, s.T);
 #pragma omp parallel if (pairs > 1 && pairs * s.T * dd >= kParallelMin)
@@ -229,11 +172,11 @@ void scan_chunked_backward(const ScanShape& s, int64_t C, const ScanInputs<T>& i
         dU.noalias() = m.DK * G.transpose();
         dPG = m.QK.cwiseProduct(m.Gamma);
         dU.noalias() += dPG.transpose() * dO;
-        // B2  dH = γ_c dH' + dOᵀ diag(γ) Q − dUᵀ W   (the last term: delta rules)
+        // B2  dH = γ_c dH' + dOᵀ diag(γ) Q − dUᵀ W
         GQ = m.gamma.asDiagonal() * Q;
         dH.noalias() = dO.transpose() * GQ;
         dH += m.gamma[c - 1] * G;
-        if (uses_beta(s.rule)) dH.noalias() -= dU.transpose() * m.YW.rightCols(d);
+        dH.noalias() -= dU.transpose() * m.YW.rightCols(d);
         // B3  dP = lower_incl(dO Uᵀ) (the mask comes with Γ)
         //     dQ = diag(γ) dO H + (dP ⊙ Γ) K,   dK = diag(δ) U dH' + (dP ⊙ Γ)ᵀ Q
         MatrixMap<T> dP = scratch.matrix(c, c);
@@ -250,9 +193,7 @@ void scan_chunked_backward(const ScanShape& s, int64_t C, const ScanInputs<T>& i
         MatrixMap<T> dGammaGamma = scratch.matrix(c, c);
         if (uses_gate(s.rule)) dGammaGamma = dPG.cwiseProduct(m.QK);
 
-        if (!uses_beta(s.rule)) {  // B4  linear: dV = dU
-          dV = dU;
-        } else {
+        {  // B4–B10 through the system of F2
           ConstGateMap<T> beta = gates(in.beta, at);
           GateMap<T> dbeta = gates(grads.dbeta, at);
           // B5–B6  (I + A)ᵀ [dBV | dBK] = [dU | dW],  dW = −dU H   (back substitution)

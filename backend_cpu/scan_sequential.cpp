@@ -4,7 +4,7 @@
 // matrix-vector work on Eigen maps, no allocation per token.
 //
 // Layouts: q, k, v, o [B, T, H, d] (token t of head h at ((b·T + t)·H + h)·d),
-// beta, g [B, T, H], states [B, H, d, d] value × key, saved states
+// beta [B, T, H], g [B, T, H] or per key channel [B, T, H, d], states [B, H, d, d] value × key, saved states
 // [B, H, T, d, d]. Every output is written (=), never accumulated.
 #include <Eigen/Core>
 #include <cmath>
@@ -17,6 +17,12 @@ namespace lina::cpu {
 
 namespace {
 
+// a_j = exp(log decay of key channel j) at `token`: all ones without decay,
+// one value repeated for a per-head decay, d values for a per-channel gate.
+template <class T>
+void decay_of(const ScanShape& s, const ScanInputs<T>& in, int64_t token, Vector<T>& a) {
+  for (int64_t j = 0; j < s.d; ++j) a[j] = std::exp(scan_log_decay(s, in.g, token, j));
+}
 
 }  // namespace
 
@@ -26,7 +32,7 @@ void scan_sequential_forward(const ScanShape& s, const ScanInputs<T>& in, const 
   const int64_t d = s.d, dd = d * d, pairs = s.B * s.H;
 #pragma omp parallel if (pairs > 1 && pairs * s.T * dd >= kParallelMin)
   {
-    Vector<T> p(d), u(d);
+    Vector<T> a = Vector<T>::Ones(d), p(d), u(d);
 #pragma omp for schedule(static)
     for (int64_t bh = 0; bh < pairs; ++bh) {
       const int64_t b = bh / s.H, h = bh % s.H;
@@ -39,31 +45,37 @@ void scan_sequential_forward(const ScanShape& s, const ScanInputs<T>& in, const 
         ConstVectorMap<T> q_t(in.q + token * d, d), k_t(in.k + token * d, d),
             v_t(in.v + token * d, d);
         if (states) MatrixMap<T>(states + (bh * s.T + t) * dd, d, d) = S;  // S_{t−1}
-        const T alpha = uses_gate(s.rule) ? std::exp(in.g[token]) : T(1);
+        if (decays(s.rule)) decay_of(s, in, token, a);
+        if (decays(s.rule)) S.array().rowwise() *= a.transpose().array();  // S_{t−1} diag(a_t)
         if (uses_beta(s.rule)) {
-          p.noalias() = S * k_t;                           // p = S_{t−1} k_t
-          u = in.beta[token] * (v_t - alpha * p);          // u = β (v − α p)
+          p.noalias() = S * k_t;                           // p = S_{t−1} diag(a) k_t
+          u = in.beta[token] * (v_t - p);                  // u = β (v − p)
         } else {
           u = v_t;
         }
-        if (uses_gate(s.rule)) S *= alpha;
-        S.noalias() += u * k_t.transpose();                // S_t = α S_{t−1} + u kᵀ
+        S.noalias() += u * k_t.transpose();                // S_t = S_{t−1} diag(a) + u kᵀ
         VectorMap<T>(o + token * d, d).noalias() = S * q_t;  // o_t = S_t q_t
       }
     }
   }
 }
 
-// Reverse-time recurrence of §2.1. G is the gradient of L with respect to
-// the current state; it starts at dS_T and ends as dS_0.
+// Reverse-time recurrence of §2.1, with the decay per key channel (a rule
+// that decays per head has all a_j equal; then dg is the sum over j). G is
+// the gradient of L with respect to the current state; it starts at dS_T and
+// ends as dS_0. With Sa = S_{t−1} diag(a):
+//   G += dO qᵀ;  e = G k;  dv = β e;  dβ = eᵀ(v − Sa k)
+//   dq = Saᵀ dO + (uᵀ dO) k;  dk = Gᵀ u − β Saᵀ e
+//   dg_j = a_j (Σ_i G_ij S_{t−1,ij} − β k_j (S_{t−1}ᵀ e)_j)
+//   G ← (G − β e kᵀ) diag(a)
 template <class T>
 void scan_sequential_backward(const ScanShape& s, const ScanInputs<T>& in, const T* states,
                               const T* dout, const T* ds_final, const ScanInputGrads<T>& grads) {
   const int64_t d = s.d, dd = d * d, pairs = s.B * s.H;
 #pragma omp parallel if (pairs > 1 && pairs * s.T * dd >= kParallelMin)
   {
-    RowMatrix<T> G(d, d);
-    Vector<T> p(d), r(d), u(d), e(d);
+    RowMatrix<T> G(d, d), Sa(d, d);
+    Vector<T> a = Vector<T>::Ones(d), p(d), r(d), u(d), e(d), Se(d), dg(d);
 #pragma omp for schedule(static)
     for (int64_t bh = 0; bh < pairs; ++bh) {
       const int64_t b = bh / s.H, h = bh % s.H;
@@ -76,13 +88,14 @@ void scan_sequential_backward(const ScanShape& s, const ScanInputs<T>& in, const
         VectorMap<T> dq_t(grads.dq + token * d, d), dk_t(grads.dk + token * d, d),
             dv_t(grads.dv + token * d, d);
         ConstMatrixMap<T> S_prev(states + (bh * s.T + t) * dd, d, d);  // S_{t−1}
-        const T alpha = uses_gate(s.rule) ? std::exp(in.g[token]) : T(1);
+        if (decays(s.rule)) decay_of(s, in, token, a);
+        Sa = S_prev * a.asDiagonal();
         const T beta = uses_beta(s.rule) ? in.beta[token] : T(1);
 
-        // Recompute this step's write u_t (and r_t, p = S_{t−1} k_t).
+        // Recompute this step's write u_t (and r_t, p = Sa k_t).
         if (uses_beta(s.rule)) {
-          p.noalias() = S_prev * k_t;
-          r = v_t - alpha * p;
+          p.noalias() = Sa * k_t;
+          r = v_t - p;
           u = beta * r;
         } else {
           u = v_t;
@@ -90,24 +103,26 @@ void scan_sequential_backward(const ScanShape& s, const ScanInputs<T>& in, const
 
         G.noalias() += do_t * q_t.transpose();  // read-out o_t = S_t q_t: now G = G_t
         e.noalias() = G * k_t;                  // e = dL/du_t
-        // dq_t = S_tᵀ dO_t with S_t = α S_{t−1} + u kᵀ, so no S_t needs storing.
-        dq_t.noalias() = alpha * S_prev.transpose() * do_t;
+        // dq_t = S_tᵀ dO_t with S_t = Sa + u kᵀ, so no S_t needs storing.
+        dq_t.noalias() = Sa.transpose() * do_t;
         dq_t += u.dot(do_t) * k_t;
         dk_t.noalias() = G.transpose() * u;  // from the write u kᵀ
-        if (!uses_beta(s.rule)) {                      // linear: G passes through unchanged
-          dv_t = e;
-          continue;
-        }
         dv_t = beta * e;
-        grads.dbeta[token] = e.dot(r);
-        dk_t.noalias() -= (alpha * beta) * (S_prev.transpose() * e);  // from u = β(v − α S k)
-        if (uses_gate(s.rule)) {
-          // dα = ⟨G, S_{t−1}⟩ − β eᵀ(S_{t−1} k);  dg = α dα
-          const T dalpha = G.cwiseProduct(S_prev).sum() - beta * e.dot(p);
-          grads.dg[token] = alpha * dalpha;
+        if (uses_beta(s.rule)) {
+          grads.dbeta[token] = e.dot(r);
+          Se.noalias() = S_prev.transpose() * e;
+          dk_t -= beta * a.cwiseProduct(Se);  // from u = β(v − Sa k)
         }
-        G.noalias() -= beta * e * k_t.transpose();  // G ← α (G − β e kᵀ)
-        if (uses_gate(s.rule)) G *= alpha;
+        if (uses_gate(s.rule)) {
+          // dL/da_j = Σ_i G_ij S_{t−1,ij} − β k_j (S_{t−1}ᵀ e)_j;  dg_j = a_j dL/da_j
+          dg = G.cwiseProduct(S_prev).colwise().sum().transpose();
+          if (uses_beta(s.rule)) dg -= beta * k_t.cwiseProduct(Se);
+          dg = dg.cwiseProduct(a);
+          if (gate_per_channel(s.rule)) VectorMap<T>(grads.dg + token * d, d) = dg;
+          else grads.dg[token] = dg.sum();
+        }
+        if (uses_beta(s.rule)) G.noalias() -= beta * e * k_t.transpose();
+        if (decays(s.rule)) G.array().rowwise() *= a.transpose().array();  // G ← (G − β e kᵀ) diag(a)
       }
       MatrixMap<T>(grads.ds0 + bh * dd, d, d) = G;
     }

@@ -17,9 +17,11 @@
 // workspace, carved afresh for each chunk at its size c (the workspace is
 // sized for C_max = min(C, T)). All matrices are row-major.
 //
-// The gate is one number per head and token (DecayKind::PerHeadGate), read
+// The decay is one number per head and token (fixed or learned), read
 // through scan_log_decay; all gate products are formed in log space as
-// segment sums, so exp never sees a positive exponent.
+// segment sums, so exp never sees a positive exponent. A decay per key
+// channel has no chunked program here (scan.cu says so; such a rule takes
+// the token-by-token one, scan_device.h).
 //
 // Layouts as in scan_device.h: q, k, v, o [B, T, H, d]; beta, g [B, T, H];
 // states [B, H, d, d] value × key; chunk_states (saved_out / saved)
@@ -56,7 +58,7 @@ LINA_HD int64_t max_chunk(const ScanArgs& a) { return a.chunk < a.s.T ? a.chunk 
 
 // g_r of row r of the chunk (log α; the gate is per head).
 LINA_HD float log_gate(const ScanArgs& a, const ChunkPlace& at, int64_t r) {
-  return scan_log_decay(a.s.rule, a.in.g, at.token(r), 0);
+  return scan_log_decay(a.s, a.in.g, at.token(r), 0);
 }
 
 // The block's workspace carved into the chunk's matrices, reset for every
@@ -92,7 +94,7 @@ LINA_HD int64_t chunk_terms_floats(int64_t c, int64_t d) { return 4 * c * c + 2 
 LINA_HD ChunkTerms chunk_terms(const ScanArgs& a, const Block& block, const ChunkPlace& at,
                                const float* H, Carve& carve) {
   const int64_t c = at.c, d = at.d;
-  const bool delta_rule = uses_beta(a.s.rule), gated = uses_gate(a.s.rule);
+  const bool delta_rule = uses_beta(a.s.rule), gated = decays(a.s.rule);
   ChunkTerms m;
   m.Gamma = carve.take(c * c);
   m.gamma = carve.take(c);
@@ -250,7 +252,7 @@ struct ScanChunkedBackward {
     using namespace chunked;
     const ScanShape& s = a.s;
     const int64_t d = s.d, dd = d * d, bh = block.index, chunks = chunk_count(a);
-    const bool delta_rule = uses_beta(s.rule), gated = uses_gate(s.rule);
+    const bool delta_rule = uses_beta(s.rule), gated = uses_gate(s.rule);  // gated: dg wanted
     float* G = block.shared;  // [d, d]  dH', the gradient of the state leaving the chunk
     float* dH = G + dd;       // [d, d]  the gradient of the state entering it
 
@@ -374,43 +376,44 @@ struct ScanChunkedBackward {
           for (int64_t i = 0; i < r; ++i) dAE += dA[r * c + i] * (m.KK[r * c + i] * m.Gamma[r * c + i]);
           a.grads.dbeta[at.token(r)] = dBVv + m.gamma[r] * dBKk + dAE;
         });
-        if (gated) {
-          // dΓ ⊙ Γ, gathered for the gates: dΓ = dP ⊙ (Q Kᵀ) + dE ⊙ (K Kᵀ)   [c, c]
-          block.each(c * c, [&](int64_t ri) {
-            dGammaGamma[ri] = dPG[ri] * m.QK[ri] + dEG[ri] * m.KK[ri];
-          });
-          // B9  dγ_r = dO_r·(H q_r) + β_r dBK_r·k_r   (dO_r·(H q_r) = (dO H)_r·q_r)
-          //     dδ_r = u_rᵀ dH' k_r = (U dH')_r·k_r
-          //     dλ_r = γ_r dγ_r + Σ_i (dΓ⊙Γ)_ri − Σ_i (dΓ⊙Γ)_ir − δ_r dδ_r   [c]
-          block.each(c, [&](int64_t r) {
-            float dOHq = 0.0f, dBKk = 0.0f, UGk = 0.0f, row = 0.0f, col = 0.0f;
-            for (int64_t j = 0; j < d; ++j) {
-              dOHq += dOH[r * d + j] * q[at.at(r, j)];
-              dBKk += dB[r * 2 * d + d + j] * k[at.at(r, j)];
-              UGk += UG[r * d + j] * k[at.at(r, j)];
-            }
-            for (int64_t i = 0; i < c; ++i) {
-              row += dGammaGamma[r * c + i];
-              col += dGammaGamma[i * c + r];
-            }
-            const float dgamma = dOHq + beta[at.token(r)] * dBKk;
-            ddelta_delta[r] = m.delta[r] * UGk;
-            dlambda[r] = m.gamma[r] * dgamma + row - col - ddelta_delta[r];
-          });
-          //     dλ_c += γ_c ⟨dH', H⟩ + Σ_i δ_i dδ_i
-          // B10 dg_j = Σ_{r ≥ j} dλ_r   (one item: a sum over the chunk)
-          block.each(1, [&](int64_t) {
-            float GH = 0.0f, decay_to_end = 0.0f;
-            for (int64_t ij = 0; ij < dd; ++ij) GH += G[ij] * H[ij];
-            for (int64_t r = 0; r < c; ++r) decay_to_end += ddelta_delta[r];
-            float sum = dlambda[c - 1] + (m.gamma[c - 1] * GH + decay_to_end);
-            a.grads.dg[at.token(c - 1)] = sum;
-            for (int64_t r = c - 2; r >= 0; --r) {
-              sum += dlambda[r];
-              a.grads.dg[at.token(r)] = sum;
-            }
-          });
-        }
+      }
+      if (gated) {
+        const float* beta = a.in.beta;
+        // dΓ ⊙ Γ, gathered for the gates: dΓ = dP ⊙ (Q Kᵀ) + dE ⊙ (K Kᵀ) (the last: delta)   [c, c]
+        block.each(c * c, [&](int64_t ri) {
+          dGammaGamma[ri] = dPG[ri] * m.QK[ri] + (delta_rule ? dEG[ri] * m.KK[ri] : 0.0f);
+        });
+        // B9  dγ_r = dO_r·(H q_r) + β_r dBK_r·k_r   (dO_r·(H q_r) = (dO H)_r·q_r; β: delta)
+        //     dδ_r = u_rᵀ dH' k_r = (U dH')_r·k_r
+        //     dλ_r = γ_r dγ_r + Σ_i (dΓ⊙Γ)_ri − Σ_i (dΓ⊙Γ)_ir − δ_r dδ_r   [c]
+        block.each(c, [&](int64_t r) {
+          float dOHq = 0.0f, dBKk = 0.0f, UGk = 0.0f, row = 0.0f, col = 0.0f;
+          for (int64_t j = 0; j < d; ++j) {
+            dOHq += dOH[r * d + j] * q[at.at(r, j)];
+            if (delta_rule) dBKk += dB[r * 2 * d + d + j] * k[at.at(r, j)];
+            UGk += UG[r * d + j] * k[at.at(r, j)];
+          }
+          for (int64_t i = 0; i < c; ++i) {
+            row += dGammaGamma[r * c + i];
+            col += dGammaGamma[i * c + r];
+          }
+          const float dgamma = dOHq + (delta_rule ? beta[at.token(r)] * dBKk : 0.0f);
+          ddelta_delta[r] = m.delta[r] * UGk;
+          dlambda[r] = m.gamma[r] * dgamma + row - col - ddelta_delta[r];
+        });
+        //     dλ_c += γ_c ⟨dH', H⟩ + Σ_i δ_i dδ_i
+        // B10 dg_j = Σ_{r ≥ j} dλ_r   (one item: a sum over the chunk)
+        block.each(1, [&](int64_t) {
+          float GH = 0.0f, decay_to_end = 0.0f;
+          for (int64_t ij = 0; ij < dd; ++ij) GH += G[ij] * H[ij];
+          for (int64_t r = 0; r < c; ++r) decay_to_end += ddelta_delta[r];
+          float sum = dlambda[c - 1] + (m.gamma[c - 1] * GH + decay_to_end);
+          a.grads.dg[at.token(c - 1)] = sum;
+          for (int64_t r = c - 2; r >= 0; --r) {
+            sum += dlambda[r];
+            a.grads.dg[at.token(r)] = sum;
+          }
+        });
       }
       float* swap = G;  // dH of this chunk is dH' of the one before
       G = dH;

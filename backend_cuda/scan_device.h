@@ -11,7 +11,8 @@
 //   S_t = S_{t−1} diag(a) + u_t k_tᵀ,   u_t = β (v_t − S_{t−1} diag(a) k_t)   (delta rules)
 //                                       u_t = v_t                              (linear)
 //   o_t = S_t q_t
-// Layouts: q, k, v, o [B, T, H, d]; beta, g [B, T, H]; states [B, H, d, d]
+// Layouts: q, k, v, o [B, T, H, d]; beta [B, T, H]; g [B, T, H], or
+// [B, T, H, d] for a per-channel gate; states [B, H, d, d]
 // value × key; saved states [B, H, T, d, d]. Outputs are written (=).
 // No CUDA headers here: the file must compile under g++ alone.
 #pragma once
@@ -44,9 +45,9 @@ LINA_HD int64_t scan_token(const ScanShape& s, int64_t bh, int64_t t) {
   return ((bh / s.H) * s.T + t) * s.H + bh % s.H;
 }
 
-// a_j = exp(g_j): the decay of key channel j at `token` (1 without a gate).
+// a_j = exp(log a_j): the decay of key channel j at `token` (1 without decay).
 LINA_HD float scan_decay(const ScanArgs& args, int64_t token, int64_t j) {
-  return uses_gate(args.s.rule) ? expf(scan_log_decay(args.s.rule, args.in.g, token, j)) : 1.0f;
+  return decays(args.s.rule) ? expf(scan_log_decay(args.s, args.in.g, token, j)) : 1.0f;
 }
 
 struct ScanSequentialForward {
@@ -90,7 +91,7 @@ struct ScanSequentialForward {
 //   columns j   dq = diag(a) S_{t−1}ᵀ do + (uᵀdo) k;
 //               dk = Gᵀ u − β diag(a) S_{t−1}ᵀ e;
 //               dg_j = a_j (Σ_i G_ij S_ij − β k_j Σ_i e_i S_ij)   (per channel)
-//   one item    dβ = eᵀ r,  dg = Σ_j dg_j   (per-head gate)
+//   one item    dβ = eᵀ r,  dg = Σ_j dg_j   (per-head gate; a per-channel gate keeps dg_j)
 //   rows i      G ← (G − β e kᵀ) diag(a)   (= dL/dS_{t−1})
 // with r = v − S_{t−1} diag(a) k and u = β r (delta rules), u = v (linear).
 struct ScanSequentialBackward {
@@ -153,7 +154,9 @@ struct ScanSequentialBackward {
           for (int64_t i = 0; i < d; ++i) dbeta += e[i] * r[i];
           a.grads.dbeta[token] = dbeta;
         }
-        if (uses_gate(s.rule)) {
+        if (uses_gate(s.rule) && gate_per_channel(s.rule)) {
+          for (int64_t j = 0; j < d; ++j) a.grads.dg[token * d + j] = dg_channel[j];
+        } else if (uses_gate(s.rule)) {
           float dg = 0.0f;
           for (int64_t j = 0; j < d; ++j) dg += dg_channel[j];
           a.grads.dg[token] = dg;

@@ -57,12 +57,13 @@ void scale_inplace(Tensor& x, double factor) {
   });
 }
 
-// ---- scan: the linear / delta / gated-delta recurrence ----
+// ---- scan: the recurrences of the recurrent mixers ----
 
 namespace {
 
-// Checks q, k, v [B, T, H, d] and the gates [B, T, H] the rule uses (the
-// others must be undefined); returns the dimensions.
+// Checks q, k, v [B, T, H, d] and the gates the rule uses, [B, T, H] (or
+// [B, T, H, d] for a per-channel gate; the others must be undefined);
+// returns the dimensions.
 ScanShape check_scan_inputs(const ScanConfig& c, const Tensor& q, const Tensor& k,
                                  const Tensor& v, const Tensor& beta, const Tensor& log_alpha) {
   check(q.defined() && k.defined() && v.defined(), "scan: q, k and v are required");
@@ -75,19 +76,21 @@ ScanShape check_scan_inputs(const ScanConfig& c, const Tensor& q, const Tensor& 
   check_same_dtype_device(q, v, "scan");
   check(!c.chunked || c.chunk > 0,
         "scan: chunk length must be positive, got " + std::to_string(c.chunk));
-  const Shape gate_shape{q.dim(0), q.dim(1), q.dim(2)};
-  auto check_gate = [&](const Tensor& x, bool used, const char* name) {
+  const Shape head_shape{q.dim(0), q.dim(1), q.dim(2)};
+  auto check_gate = [&](const Tensor& x, bool used, const char* name, bool per_channel) {
     if (!used) {
       check(!x.defined(), "scan: the " + std::string(scan_rule_name(c.rule)) + " takes no " + name);
       return;
     }
-    check(x.defined() && x.shape() == gate_shape,
-          "scan: " + std::string(scan_rule_name(c.rule)) + " needs " + name + " [B, T, H] = " +
-              shape_str(gate_shape) + (x.defined() ? ", got " + shape_str(x.shape()) : ""));
+    const Shape expected = per_channel ? q.shape() : head_shape;
+    check(x.defined() && x.shape() == expected,
+          "scan: " + std::string(scan_rule_name(c.rule)) + " needs " + name +
+              (per_channel ? " [B, T, H, d] = " : " [B, T, H] = ") + shape_str(expected) +
+              (x.defined() ? ", got " + shape_str(x.shape()) : ""));
     check_same_dtype_device(q, x, "scan");
   };
-  check_gate(beta, uses_beta(c.rule), "beta");
-  check_gate(log_alpha, uses_gate(c.rule), "log_alpha");
+  check_gate(beta, uses_beta(c.rule), "beta", false);
+  check_gate(log_alpha, uses_gate(c.rule), "log_alpha", gate_per_channel(c.rule));
   ScanShape s;
   s.B = q.dim(0), s.T = q.dim(1), s.H = q.dim(2), s.d = q.dim(3);
   s.rule = c.rule;

@@ -1,41 +1,76 @@
 // The argument structs of the backend kernels, shared by both backends
 // (backend_cpu/ and backend_cuda/ include this header, never each other's).
 #pragma once
+#include <cmath>
 #include <cstdint>
 
 #include "core/elementwise_math.h"  // LINA_HD
 
 namespace lina {
 
-// ---- scan: the linear / delta / gated-delta recurrence ----
+// ---- causal attention: one fused kernel per (batch, head) ----
+// q, out [B, Tq, H, d]; k, v [B, Tk, Hkv, d]; query head h reads KV head
+// h / (H / Hkv) (grouped-query attention) by index, nothing is copied.
+// Query i sees keys j <= i + (Tk − Tq) (the cached tokens, then itself).
+//   scores = scale · q kᵀ,  probs = softmax over the visible keys (the others
+//   get probs = 0),  out = probs · v.
+// probs [B, H, Tq, Tk] is kept for the backward; dscores (same shape) is the
+// backward's scratch: dscores = scale · probs ⊙ (dprobs − Σ_j probs dprobs).
+struct AttentionShape {
+  int64_t B = 0, Tq = 0, Tk = 0, H = 0, Hkv = 0, d = 0;
+  double scale = 1.0;
+};
+
+// ---- scan: the recurrences of the recurrent mixers ----
 // The write rule, one type from the model down to the kernels:
-//   Linear      S_t = S_{t−1} + v_t k_tᵀ
-//   Delta       S_t = S_{t−1}(I − β_t k_t k_tᵀ) + β_t v_t k_tᵀ
-//   GatedDelta  S_t = α_t S_{t−1}(I − β_t k_t k_tᵀ) + β_t v_t k_tᵀ
+//   Linear              S_t = S_{t−1} + v_t k_tᵀ
+//   Delta               S_t = S_{t−1}(I − β_t k_t k_tᵀ) + β_t v_t k_tᵀ
+//   GatedDelta          S_t = α_t S_{t−1}(I − β_t k_t k_tᵀ) + β_t v_t k_tᵀ
+//   Retention           S_t = γ_h S_{t−1} + v_t k_tᵀ       (RetNet: a fixed γ per head)
+//   GatedLinear         S_t = α_t S_{t−1} + v_t k_tᵀ       (Mamba2: a learned α per head)
+//   ChannelGatedLinear  S_t = S_{t−1} diag(a_t) + v_t k_tᵀ (GLA: a learned a per key channel)
 // A rule is described to the kernels by two properties, never by its name:
 // whether it corrects its write (β and the delta term) and how its state
 // decays between tokens. A new rule adds a value here and answers these two.
-enum class ScanRule { Linear, Delta, GatedDelta };
+enum class ScanRule { Linear, Delta, GatedDelta, Retention, GatedLinear, ChannelGatedLinear };
 
-// How the state decays: not at all, or by α_t = exp(g_t) with one learned
-// log-gate per head and token, g [B, T, H]. (The kernels that read the gate
-// go through scan_log_decay below, so a decay per key channel, g [B, T, H, d],
-// or a fixed one per head, is one more case there.)
-enum class DecayKind { None, PerHeadGate };
+// How the state decays: not at all; by a fixed γ_h = 1 − 2^(−5−h) per head h;
+// by α_t = exp(g_t) with one learned log-gate per head and token, g [B, T, H];
+// or by a_t = exp(g_t) per key channel, g [B, T, H, d]. Kernels read the
+// decay only through scan_log_decay below, so every kind goes through the
+// same code.
+enum class DecayKind { None, FixedPerHead, PerHeadGate, PerChannelGate };
 
-constexpr bool uses_beta(ScanRule r) { return r != ScanRule::Linear; }  // β_t [B, T, H]
+constexpr bool uses_beta(ScanRule r) {  // β_t [B, T, H] and the delta correction
+  return r == ScanRule::Delta || r == ScanRule::GatedDelta;
+}
 constexpr DecayKind decay_kind(ScanRule r) {
-  return r == ScanRule::GatedDelta ? DecayKind::PerHeadGate : DecayKind::None;
+  return r == ScanRule::GatedDelta || r == ScanRule::GatedLinear ? DecayKind::PerHeadGate
+         : r == ScanRule::Retention                              ? DecayKind::FixedPerHead
+         : r == ScanRule::ChannelGatedLinear                     ? DecayKind::PerChannelGate
+                                                                 : DecayKind::None;
 }
-constexpr bool uses_gate(ScanRule r) { return decay_kind(r) != DecayKind::None; }  // g [B, T, H]
+constexpr bool decays(ScanRule r) { return decay_kind(r) != DecayKind::None; }
+// The rule reads a learned log-gate g (and the backward returns dg).
+constexpr bool uses_gate(ScanRule r) {
+  return decay_kind(r) == DecayKind::PerHeadGate || decay_kind(r) == DecayKind::PerChannelGate;
+}
+constexpr bool gate_per_channel(ScanRule r) { return decay_kind(r) == DecayKind::PerChannelGate; }
 constexpr const char* scan_rule_name(ScanRule r) {
-  return r == ScanRule::Linear ? "linear rule" : r == ScanRule::Delta ? "delta rule" : "gated delta rule";
+  return r == ScanRule::Linear               ? "linear rule"
+         : r == ScanRule::Delta              ? "delta rule"
+         : r == ScanRule::GatedDelta         ? "gated delta rule"
+         : r == ScanRule::Retention          ? "retention rule"
+         : r == ScanRule::GatedLinear        ? "gated linear rule"
+                                             : "channel-gated linear rule";
 }
 
-// Per (b, h) of q, k, v [B, T, H, d] and beta, g [B, T, H]:
-//   S_t = α_t S_{t−1} + u_t k_tᵀ,  o_t = S_t q_t,  states [.., d, d] value × key,
-//   α_t = exp(g_t) when gated (else 1), u_t = β_t (v_t − α_t S_{t−1} k_t) when
-//   delta (else v_t). beta / g are null when unused, s0 null means S_0 = 0.
+// Per (b, h) of q, k, v [B, T, H, d], beta [B, T, H] and g [B, T, H] (or
+// [B, T, H, d] when the gate is per channel):
+//   S_t = S_{t−1} diag(a_t) + u_t k_tᵀ,  o_t = S_t q_t,  states [.., d, d] value × key,
+//   a_tj = exp(scan_log_decay(.., j)) (all 1 without decay, all α_t for a
+//   per-head decay), u_t = β_t (v_t − S_{t−1} diag(a_t) k_t) when delta (else
+//   v_t). beta / g are null when unused, s0 null means S_0 = 0.
 struct ScanShape {
   int64_t B = 0, T = 0, H = 0, d = 0;
   ScanRule rule = ScanRule::Linear;
@@ -43,16 +78,27 @@ struct ScanShape {
 template <class T> struct ScanInputs {
   const T *q, *k, *v, *beta, *g;
 };
-// dbeta / dg null when the rule has no β / α; ds0 [B, H, d, d] always written.
+// dbeta / dg null when the rule has no β / learned gate; ds0 [B, H, d, d] always written.
 template <class T> struct ScanInputGrads {
   T *dq, *dk, *dv, *dbeta, *dg, *ds0;
 };
 
-// log α of `token` (an index into [B, T, H]) for key channel j: the one place
+// log γ_h = log(1 − 2^(−5−h)) of the retention rule (RetNet's per-head decay:
+// 0.96875, 0.984375, 0.9921875, 0.99609375 for h = 0..3).
+LINA_HD double retention_log_decay(int64_t h) {
+  return log1p(-ldexp(1.0, -5 - int(h)));
+}
+
+// log a of `token` (an index into [B, T, H]) for key channel j: the one place
 // a kernel reads the decay, so kernels written with it take any DecayKind.
 template <class T>
-LINA_HD T scan_log_decay(ScanRule rule, const T* g, int64_t token, int64_t /*j*/) {
-  return decay_kind(rule) == DecayKind::PerHeadGate ? g[token] : T(0);
+LINA_HD T scan_log_decay(const ScanShape& s, const T* g, int64_t token, int64_t j) {
+  switch (decay_kind(s.rule)) {
+    case DecayKind::FixedPerHead: return T(retention_log_decay(token % s.H));
+    case DecayKind::PerHeadGate: return g[token];
+    case DecayKind::PerChannelGate: return g[token * s.d + j];
+    default: return T(0);
+  }
 }
 
 }  // namespace lina

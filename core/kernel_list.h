@@ -28,6 +28,9 @@
 // softmax family, over rows of the last axis, R = rows: x, y, dy, dx [R, N];
 //   causal: rows form [Tq, N] matrices, row i sees keys j <= i + (N − Tq),
 //   the others get y = 0. log_softmax_backward takes y = log-probabilities.
+// attention (core/kernel_args.h AttentionShape): forward writes probs and out;
+//   backward writes dscores (scratch), dq, dk and dv (each KV head's gradient
+//   sums over the query heads that read it).
 // cross_entropy: logits, probs, dlogits [R, V]; targets [R] in [0, V); mask
 //   [R] or null (keep all); loss and dloss: one element (device memory on
 //   CUDA): loss = Σ mask·(−log p_target) / max(Σ mask, 1).
@@ -78,6 +81,10 @@
                  T alpha, T beta))                                                                \
   X(void, softmax_forward, (const T* x, T* y, int64_t R, int64_t N, int64_t Tq, bool causal))     \
   X(void, softmax_backward, (const T* y, const T* dy, T* dx, int64_t R, int64_t N))               \
+  X(void, attention_forward, (const AttentionShape& s, const T* q, const T* k, const T* v,        \
+                              T* probs, T* out))                                                  \
+  X(void, attention_backward, (const AttentionShape& s, const T* q, const T* k, const T* v,       \
+                               const T* probs, const T* dout, T* dscores, T* dq, T* dk, T* dv))   \
   X(void, log_softmax_forward, (const T* x, T* y, int64_t R, int64_t N))                          \
   X(void, log_softmax_backward, (const T* y, const T* dy, T* dx, int64_t R, int64_t N))           \
   X(void, cross_entropy_forward, (const T* logits, const int32_t* targets, const T* mask,         \

@@ -69,6 +69,19 @@ void gemm(const GemmShape& g, const Tensor& a, const Tensor& b, Tensor& c, doubl
           double beta = 0.0);
 
 
+// ---- causal attention, fused (core/kernel_args.h AttentionShape) ----
+// q [B, Tq, H, d], k and v [B, Tk, Hkv, d] with H a multiple of Hkv and
+// Tk >= Tq: out [B, Tq, H, d] = softmax(scale · q kᵀ, causal) v per head, query
+// head h reading KV head h / (H / Hkv). probs_out [B, H, Tq, Tk] is kept for
+// the backward.
+Tensor attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, double scale,
+                         Tensor& probs_out);
+struct AttentionGrads {
+  Tensor dq, dk, dv;
+};
+AttentionGrads attention_backward(const Tensor& q, const Tensor& k, const Tensor& v,
+                                  const Tensor& probs, const Tensor& dout, double scale);
+
 // ---- softmax, log-softmax, cross-entropy, embedding ----
 // All over the last axis. causal: x is [..., Tq, Tk] (Tk ≥ Tq) and entry
 // (i, j) gets weight 0 when j > i + (Tk − Tq).
@@ -126,17 +139,18 @@ void scale_inplace(Tensor& x, double factor);  // x *= factor
 // x's device from the float64 scalar sum_of_squares (sum_squares_on_device).
 void clip_to_norm(Tensor& x, const Tensor& sum_of_squares, double max_norm);
 
-// ---- scan: the linear / delta / gated-delta recurrence ----
-// Per (batch, head), docs/recurrence.md §1: S_t = α_t S_{t−1} + u_t k_tᵀ, o_t = S_t q_t,
-// S value × key (d×d); α_t = exp(g_t) when gated, else 1; u_t = β_t (v_t − α_t S_{t−1} k_t)
-// when delta, else v_t (gated requires delta: the gated delta rule).
+// ---- scan: the recurrences of the recurrent mixers ----
+// Per (batch, head), docs/recurrence.md §1 and docs/recurrence-gated.md:
+// S_t = S_{t−1} diag(a_t) + u_t k_tᵀ, o_t = S_t q_t, S value × key (d×d);
+// a_t = exp(log decay) per the rule's DecayKind (core/kernel_args.h);
+// u_t = β_t (v_t − S_{t−1} diag(a_t) k_t) for the delta rules, else v_t.
 struct ScanConfig {
   ScanRule rule = ScanRule::GatedDelta;  // core/kernel_args.h
   bool chunked = false;  // chunkwise-parallel form (§3), else token by token (§1–2)
   int64_t chunk = 64;    // chunk length C of the chunked form
 };
-// q, k, v [B, T, H, d]; beta, log_alpha [B, T, H] (undefined when the rule
-// does not use them); initial_state [B, H, d, d] or undefined (zeros).
+// q, k, v [B, T, H, d]; beta [B, T, H], log_alpha [B, T, H] or [B, T, H, d]
+// for a per-channel gate (undefined when the rule does not use them); initial_state [B, H, d, d] or undefined (zeros).
 // Returns o [B, T, H, d] and writes S_T [B, H, d, d] to final_state. When
 // saved_states is not null it receives what scan_backward needs: S_0 … S_{T−1}
 // [B, H, T, d, d] (sequential) or the chunk-start states [B, H, ⌈T/C⌉, d, d] (chunked).

@@ -23,6 +23,7 @@ namespace lina {
   X(Concat, concat)                                                         \
   /* attention & normalisation */                                           \
   X(Softmax, softmax) X(LogSoftmax, log_softmax)                            \
+  X(Attention, attention)                                                   \
   X(CrossEntropy, cross_entropy) X(Embedding, embedding)                    \
   X(RmsNorm, rms_norm) X(L2Norm, l2_norm) X(CausalConv1d, causal_conv1d)    \
   X(Rope, rope)                                                             \

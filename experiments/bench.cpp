@@ -43,7 +43,7 @@ long long parse_count(const std::string& s) {
 }  // namespace
 
 void finish_bench_options(BenchOptions& o) {
-  const std::vector<std::string> names = preset_names();
+  const std::vector<std::string> names = all_preset_names();
   for (const std::string& p : split(o.presets_arg)) o.presets.push_back(p);
   for (const std::string& item : split(o.shapes_arg)) {
     size_t x = item.find('x');
@@ -57,10 +57,11 @@ void finish_bench_options(BenchOptions& o) {
     check(c > 0, "--contexts: '" + item + "' is not a positive number");
     o.contexts.push_back(int(c));
   }
-  if (o.presets.empty()) o.presets = names;
+  if (o.presets.empty()) o.presets = preset_names();
   for (const std::string& p : o.presets)
     check(std::find(names.begin(), names.end(), p) != names.end(),
-          "--presets: unknown preset '" + p + "': use attn, linear, delta, gdn, hybrid");
+          "--presets: unknown preset '" + p +
+              "': use attn, linear, delta, gdn, hybrid, retnet, mamba2, gla");
   // --quick keeps both training shapes but takes 3 timed steps after 1
   // warm-up step (not 10 after 2), 3 timed tokens per context (not 8), and
   // drops inference context 4096.
@@ -174,7 +175,8 @@ std::string run_bench(const BenchOptions& o) {
       " float32: lina kernels::gemm " + fmt("%.1f", g.lina_gflops) + " GFLOP/s (" +
       fmt("%.1f", g.lina_ms) + " ms); OpenBLAS " +
       (g.openblas_gflops < 0 ? std::string("not installed")
-                             : fmt("%.1f", g.openblas_gflops) + " GFLOP/s (" + fmt("%.1f", g.openblas_ms) + " ms)"));
+                             : fmt("%.1f", g.openblas_gflops) + " GFLOP/s (" + fmt("%.1f", g.openblas_ms) + " ms, kernels for " +
+                                   (g.openblas_core.empty() ? std::string("?") : g.openblas_core) + ")"));
 
   json train = json::array(), infer = json::array();
   int child = 0;
@@ -284,7 +286,8 @@ std::string run_bench(const BenchOptions& o) {
     json gemm = {{"M", g.M}, {"K", g.K}, {"N", g.N}, {"dtype", "float32"}, {"lina_gflops", g.lina_gflops},
                  {"lina_ms", g.lina_ms}, {"openblas", g.openblas_gflops < 0 ? "not installed" : "installed"},
                  {"openblas_gflops", g.openblas_gflops < 0 ? json(nullptr) : json(g.openblas_gflops)},
-                 {"openblas_ms", g.openblas_ms < 0 ? json(nullptr) : json(g.openblas_ms)}};
+                 {"openblas_ms", g.openblas_ms < 0 ? json(nullptr) : json(g.openblas_ms)},
+                 {"openblas_core", g.openblas_core}};
     std::vector<std::string> shapes;
     for (const BenchShape& s : o.shapes) shapes.push_back(shape_name(s));
     json doc = {{"schema", "lina-bench-1"}, {"quick", o.quick}, {"profile", o.profile},

@@ -65,6 +65,10 @@ struct GemmRate {
   int64_t M = 4096, K = 512, N = 2048;
   double lina_gflops = 0, lina_ms = 0;
   double openblas_gflops = -1, openblas_ms = -1;
+  // The CPU kernel set OpenBLAS chose (openblas_get_corename): a CPU it does
+  // not recognise (a virtual machine's, say) gets a slow generic set, and
+  // OPENBLAS_CORETYPE=<name> overrides the choice.
+  std::string openblas_core;
 };
 GemmRate measure_gemm(int repeats);
 

@@ -21,8 +21,9 @@ long long matmul_weights(const ModelConfig& c) {
       w += C * inner + 2 * C * kv + inner * C;  // wq, wk, wv (n_kv_head heads), wo
     } else {
       w += 3 * C * inner + inner * C;           // wq, wk, wv, wo
-      if (k != MixerKind::Linear) w += C * H;   // b_proj (β per head)
-      if (k == MixerKind::GatedDelta) w += C * H;  // a_proj (α per head)
+      const ScanRule rule = scan_rule(k);
+      if (uses_beta(rule)) w += C * H;  // b_proj (β per head)
+      if (uses_gate(rule)) w += C * (gate_per_channel(rule) ? inner : H);  // a_proj (α per head or channel)
     }
   }
   return w;
@@ -86,6 +87,9 @@ GemmRate measure_gemm(int repeats) {
       });
       r.openblas_gflops = flops / (r.openblas_ms * 1e6);
     }
+    using CoreNameFn = char* (*)();
+    if (auto core = reinterpret_cast<CoreNameFn>(dlsym(lib, "openblas_get_corename")))
+      r.openblas_core = core();
     dlclose(lib);
   }
   return r;

@@ -23,7 +23,9 @@ static LoadedModel load_model(const std::string& path) {
   LoadedModel m;
   SafetensorsFile file = load_safetensors(path);
   m.info = checkpoint_info(file);
-  m.model = std::make_unique<LanguageModel>(make_config(m.info.preset, m.info.vocab), 0);
+  ModelConfig config = make_config(m.info.preset, m.info.vocab);
+  config.feature_map = parse_feature_map(m.info.options.value("feature_map", "elu1"));
+  m.model = std::make_unique<LanguageModel>(config, 0);
   load_checkpoint(file, *m.model, nullptr);
   if (m.info.task == "lm") {
     check(!m.info.vocab_chars.empty(), "checkpoint " + path + ": lm checkpoint without vocabulary");
@@ -173,7 +175,7 @@ std::string state_size_table(int64_t context) {
   std::snprintf(line, sizeof line, "%-8s %12s %14s %12s %12s %14s\n", "preset", "kv_per_token",
                 "kv_cache", "state_const", "conv_cache", "total");
   os << line;
-  for (const std::string& p : preset_names()) {
+  for (const std::string& p : all_preset_names()) {
     ModelConfig c = make_config(p, 65);
     long long kv = c.kv_per_token() * context;
     std::snprintf(line, sizeof line, "%-8s %12lld %14lld %12lld %12lld %14lld\n", p.c_str(),
@@ -181,6 +183,59 @@ std::string state_size_table(int64_t context) {
                   kv + c.state_const() + c.conv_cache());
     os << line;
   }
+  os << "\n" << real_scale_table();
+  return os.str();
+}
+
+// Bytes as "128 MiB", "4 GiB", "3.5 GiB".
+static std::string human_bytes(double n) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  while (n >= 1024 && u < 4) n /= 1024, ++u;
+  char text[32];
+  std::snprintf(text, sizeof text, n == double(int64_t(n)) ? "%.0f %s" : "%.3g %s", n, units[u]);
+  return text;
+}
+
+// docs/spec.md §1.3's real-scale comparison: what a layer keeps per sequence, KV
+// cache against a linear-attention state, for the survey's 32-layer model
+// (d_model 4096, 32 heads of 128, float32) and the course's layout
+// (12 × (3 GDN + 1 attention), 2 KV heads of 256, 32 value heads with
+// 128 × 128 states, bf16). The same numbers as scripts/report_lib/memory.py.
+std::string real_scale_table() {
+  struct Layout {
+    const char* name;
+    double kv_per_token, state, bytes;  // numbers per token (all layers), constant numbers, bytes each
+  };
+  const double survey_kv_layer = 2.0 * 32 * 128, survey_state_layer = 32.0 * 128 * 128;
+  const double course_kv_layer = 2.0 * 2 * 256, course_state_layer = 32.0 * 128 * 128;
+  const Layout layouts[] = {
+      {"survey 32 x attention, f32", 32 * survey_kv_layer, 0, 4},
+      {"survey 32 x linear attention, f32", 0, 32 * survey_state_layer, 4},
+      {"course 12x(3 GDN + 1 attn), bf16", 12 * course_kv_layer, 36 * course_state_layer, 2},
+      {"course 48 x attention, bf16", 48 * course_kv_layer, 0, 2},
+      {"course 48 x GDN, bf16", 0, 48 * course_state_layer, 2},
+  };
+  std::ostringstream os;
+  char line[200];
+  os << "real scale: bytes kept per sequence (KV cache + recurrent state, no conv cache)\n";
+  std::snprintf(line, sizeof line, "%-36s %12s %12s %12s\n", "layout", "ctx 4,096", "ctx 32,768",
+                "ctx 131,072");
+  os << line;
+  for (const Layout& l : layouts) {
+    std::string cells[3];
+    const double contexts[3] = {4096, 32768, 131072};
+    for (int i = 0; i < 3; ++i) cells[i] = human_bytes((l.kv_per_token * contexts[i] + l.state) * l.bytes);
+    std::snprintf(line, sizeof line, "%-36s %12s %12s %12s\n", l.name, cells[0].c_str(),
+                  cells[1].c_str(), cells[2].c_str());
+    os << line;
+  }
+  std::snprintf(line, sizeof line,
+                "survey, one layer: KV cache 2 x ctx x 32 x 128 x 4 bytes = %s at 4,096; "
+                "state 32 x 128 x 128 x 4 bytes = %s at any context\n",
+                human_bytes(survey_kv_layer * 4096 * 4).c_str(),
+                human_bytes(survey_state_layer * 4).c_str());
+  os << line;
   return os.str();
 }
 

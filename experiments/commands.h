@@ -30,6 +30,8 @@ RecallEvalResult eval_recall_checkpoint(const std::string& checkpoint, const std
                                         int batches, int show = 4);
 
 // The memory table of docs/spec.md §1.3 for every preset at `context` tokens.
-std::string state_size_table(int64_t context);
+std::string state_size_table(int64_t context);  // lina's presets, then real_scale_table()
+// The survey's and the course's layouts at contexts 4,096 / 32,768 / 131,072 (docs/spec.md §1.3).
+std::string real_scale_table();
 
 }  // namespace lina

@@ -64,7 +64,9 @@ int main(int argc, char** argv) {
   train->add_option("--context", t.context, "lm context length");
   train->add_option("--pairs", t.pairs, "recall: key–value pairs per sequence (default 32)");
   train->add_option("--keys", t.keys, "recall: distinct keys (default 64; values are always 16)");
+  train->add_option("--attention", t.attention, "fused (default) | composed: attention as one op, or op by op (permute, expand, matmul, softmax) to step through");
   train->add_option("--scan-form", t.scan_form, "chunked (default) | sequential: the recurrence's training form; sequential runs the readable token-by-token backward");
+  train->add_option("--feature-map", t.feature_map, "linear layers' feature map: elu1 (default, elu(x)+1) | relu (relu(x)+1e-5) | sigmoid (sigmoid(x)+1e-5)");
   train->add_option("--lr", t.lr, "peak learning rate (the cosine ends at lr/10)");
   train->add_option("--warmup", t.warmup, "warm-up updates");
   train->add_option("--seed", t.seed, "seed of every random choice");

@@ -39,6 +39,7 @@ static bool was_given(const TrainOptions& o, const char* flag) {
 
 std::string run_name(const TrainOptions& o) {
   std::string name = o.task + "_" + o.preset;
+  if (o.feature_map != "elu1") name += "-" + o.feature_map;
   if (o.task == "recall" && o.pairs != RecallTask::kDefaultPairs) name += "_p" + std::to_string(o.pairs);
   if (o.task == "recall" && o.keys != RecallTask::kDefaultKeys) name += "_k" + std::to_string(o.keys);
   return name;
@@ -60,6 +61,11 @@ void validate(TrainOptions& o) {
   check(o.context > 0, "--context must be positive, got " + std::to_string(o.context));
   check(o.scan_form == "chunked" || o.scan_form == "sequential",
         "unknown --scan-form '" + o.scan_form + "': use chunked or sequential");
+  parse_feature_map(o.feature_map);  // throws for an unknown name
+  check(o.feature_map == "elu1" || make_config(o.preset, 1).has_layer(MixerKind::Linear),
+        "--feature-map is for linear attention layers; preset '" + o.preset + "' has none");
+  check(o.attention == "fused" || o.attention == "composed",
+        "unknown --attention '" + o.attention + "': use fused or composed");
   check(o.task == "recall" || (!was_given(o, "--pairs") && !was_given(o, "--keys")),
         "--pairs and --keys are for --task recall");
   if (o.task == "recall") (void)RecallTask(o.pairs, o.keys);  // throws for impossible sizes
@@ -139,6 +145,14 @@ void adopt_checkpoint_options(TrainOptions& o, const CheckpointInfo& info, const
   adopt("--context", "context", o.context);
   adopt("--pairs", "pairs", o.pairs);
   adopt("--scan-form", "scan_form", o.scan_form);
+  {  // checkpoints from before --feature-map used elu1
+    const std::string saved_map = saved.value("feature_map", "elu1");
+    check(!was_given(o, "--feature-map") || o.feature_map == saved_map,
+          "--feature-map " + o.feature_map + " differs from the " + saved_map +
+              " of checkpoint " + path);
+    o.feature_map = saved_map;
+  }
+  adopt("--attention", "attention", o.attention);
   adopt("--keys", "keys", o.keys);
   adopt("--warmup", "warmup", o.warmup);
   adopt("--seed", "seed", o.seed);
@@ -229,7 +243,7 @@ json options_json(const TrainOptions& o) {
           {"min_lr", o.lr / 10}, {"warmup", o.warmup}, {"clip", o.clip}, {"seed", o.seed},
           {"data", o.data}, {"eval_every", o.eval_every}, {"eval_batches", o.eval_batches},
           {"checkpoint_every", o.checkpoint_every}, {"pairs", o.pairs}, {"keys", o.keys},
-          {"scan_form", o.scan_form},
+          {"scan_form", o.scan_form}, {"feature_map", o.feature_map}, {"attention", o.attention},
           {"weight_decay", 0.1}, {"betas", {0.9, 0.99}}, {"eps", 1e-8}};
 }
 
@@ -241,7 +255,8 @@ json model_json(const ModelConfig& c) {
           {"mlp_hidden", c.mlp_hidden}, {"conv_kernel", c.conv_kernel},
           {"norm_eps", c.norm_eps}, {"rope_base", c.rope_base},
           {"scan_form", c.scan_form == ScanForm::Chunked ? "chunked" : "sequential"},
-          {"scan_chunk", c.scan_chunk}};
+          {"scan_chunk", c.scan_chunk}, {"feature_map", feature_map_name(c.feature_map)},
+          {"fused_attention", c.fused_attention}};
 }
 
 // LINA_INJECT_CUDA_STATUS=<status>@<step> makes update <step> fail as if a
@@ -312,6 +327,8 @@ TrainResult TrainingRun::run() {
   task_ = make_task(o_);
   ModelConfig config = make_config(o_.preset, task_.vocab);
   config.scan_form = o_.scan_form == "sequential" ? ScanForm::Sequential : ScanForm::Chunked;
+  config.feature_map = parse_feature_map(o_.feature_map);
+  config.fused_attention = o_.attention == "fused";
   model_ = std::make_unique<LanguageModel>(config, o_.seed, DType::f32, o_.device);
   optimizer_ = std::make_unique<AdamW>(model_->params(), AdamWConfig{o_.lr, 0.9, 0.99, 1e-8, 0.1});
   rng_ = Rng(o_.seed);
@@ -451,7 +468,8 @@ void TrainingRun::final_evaluations() {
     }
     final_results_["extrapolation"] = ex;
   }
-  bool gated = std::find(config.layers.begin(), config.layers.end(), MixerKind::GatedDelta) != config.layers.end();
+  bool gated = false;  // a layer with a learned decay (gdn, mamba2, gla)
+  for (MixerKind k : config.layers) gated = gated || (k != MixerKind::Attention && uses_gate(scan_rule(k)));
   if (gated && !stop_requested()) {
     NoGradGuard no_grad;
     AlphaStats stats;

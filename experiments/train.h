@@ -20,6 +20,8 @@ struct TrainOptions {
   int pairs = 32;      // recall: key–value pairs per sequence
   int keys = 64;       // recall: distinct key tokens (values are always 16)
   std::string scan_form = "chunked";  // the recurrence in training: "chunked" or "sequential" (token by token)
+  std::string feature_map = "elu1";   // linear layers: "elu1", "relu" or "sigmoid"
+  std::string attention = "fused";    // attention layers: "fused" (one op) or "composed" (op by op)
   double lr = 1e-3;    // peak; the cosine ends at lr / 10 (1e-4 at the default)
   int warmup = 100;
   double clip = 1.0;

@@ -18,6 +18,24 @@ static Var repeat_kv_heads(const Var& kv, int group) {
   return reshape(e, {B, n_kv * group, T, d});
 }
 
+// The attention of q [B, T, H, d] over k, v [B, Tk, Hkv, d] op by op — permute,
+// repeat each KV head for its query heads, q kᵀ, scale, causal softmax, · v —
+// the composition causal_attention fuses, kept for stepping through and as
+// the reference the fused op is tested against. Returns [B, T, H, d]. With
+// `names`, the scores and weights carry the layer's names.
+Var attention_composed(const Var& q, const Var& k, const Var& v, double scale,
+                       const LayerNames* names) {
+  int group = int(q.dim(2) / k.dim(2));
+  Var qh = permute(q, {0, 2, 1, 3});   // [B, H, T, d]
+  Var kh = repeat_kv_heads(k, group);  // [B, H, Tk, d]
+  Var vh = repeat_kv_heads(v, group);
+  Var scores = named(mul_scalar(matmul(qh, kh, false, true), scale),
+                     names ? names->scores : nullptr);                        // [B, H, T, Tk]
+  Var weights = named(softmax(scores, /*causal=*/true), names ? names->weights : nullptr);
+  Var o = matmul(weights, vh);       // [B, H, T, d]
+  return permute(o, {0, 2, 1, 3});   // [B, T, H, d]
+}
+
 Var AttentionMixer::forward(const ModelConfig& c, const Var& x, const LayerNames& n,
                             int64_t pos0, LayerCache* cache) const {
   int64_t B = x.dim(0), T = x.dim(1), d = c.head_size;
@@ -33,16 +51,11 @@ Var AttentionMixer::forward(const ModelConfig& c, const Var& x, const LayerNames
     cache->k = k.data();
     cache->v = v.data();
   }
-  int group = c.n_head / c.n_kv_head;
-  Var qh = permute(q, {0, 2, 1, 3});  // [B, H, T, d]
-  Var kh = repeat_kv_heads(k, group); // [B, H, Tk, d]
-  Var vh = repeat_kv_heads(v, group);
-  Var scores = named(mul_scalar(matmul(qh, kh, false, true), 1.0 / std::sqrt(double(d))),
-                     n.scores);                                             // [B, H, T, Tk]
-  Var weights = named(softmax(scores, /*causal=*/true), n.weights);
-  Var o = named(matmul(weights, vh), n.o);  // [B, H, T, d]
-  o = reshape(permute(o, {0, 2, 1, 3}), {B, T, int64_t(c.n_head) * d});
-  return named(linear(o, wo), n.mixer);
+  const double scale = 1.0 / std::sqrt(double(d));
+  Var o = c.fused_attention ? causal_attention(q, k, v, scale)          // one op, GQA by index
+                            : attention_composed(q, k, v, scale, &n);   // op by op
+  o = named(o, n.o);  // [B, T, H, d]
+  return named(linear(reshape(o, {B, T, int64_t(c.n_head) * d}), wo), n.mixer);
 }
 
 }  // namespace lina

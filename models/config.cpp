@@ -10,17 +10,56 @@ const char* mixer_name(MixerKind k) {
     case MixerKind::Linear: return "linear";
     case MixerKind::Delta: return "delta";
     case MixerKind::GatedDelta: return "gdn";
+    case MixerKind::RetNet: return "retnet";
+    case MixerKind::Mamba2: return "mamba2";
+    case MixerKind::Gla: return "gla";
   }
   return "?";
 }
 
+ScanRule scan_rule(MixerKind k) {
+  switch (k) {
+    case MixerKind::Linear: return ScanRule::Linear;
+    case MixerKind::Delta: return ScanRule::Delta;
+    case MixerKind::GatedDelta: return ScanRule::GatedDelta;
+    case MixerKind::RetNet: return ScanRule::Retention;
+    case MixerKind::Mamba2: return ScanRule::GatedLinear;
+    case MixerKind::Gla: return ScanRule::ChannelGatedLinear;
+    case MixerKind::Attention: break;
+  }
+  throw Error("model: attention has no scan rule");
+}
+
+const char* feature_map_name(FeatureMap f) {
+  switch (f) {
+    case FeatureMap::Elu1: return "elu1";
+    case FeatureMap::Relu: return "relu";
+    case FeatureMap::Sigmoid: return "sigmoid";
+  }
+  return "?";
+}
+
+FeatureMap parse_feature_map(const std::string& name) {
+  for (FeatureMap f : {FeatureMap::Elu1, FeatureMap::Relu, FeatureMap::Sigmoid})
+    if (name == feature_map_name(f)) return f;
+  throw Error("unknown feature map '" + name + "': use elu1, relu or sigmoid");
+}
+
 std::vector<std::string> preset_names() { return {"attn", "linear", "delta", "gdn", "hybrid"}; }
+std::vector<std::string> survey_preset_names() { return {"retnet", "mamba2", "gla"}; }
+std::vector<std::string> all_preset_names() {
+  std::vector<std::string> all = preset_names();
+  for (const std::string& p : survey_preset_names()) all.push_back(p);
+  return all;
+}
 
 static MixerKind parse_mixer(const std::string& word, const std::string& preset) {
-  for (MixerKind k : {MixerKind::Attention, MixerKind::Linear, MixerKind::Delta, MixerKind::GatedDelta})
+  for (MixerKind k : {MixerKind::Attention, MixerKind::Linear, MixerKind::Delta, MixerKind::GatedDelta,
+                      MixerKind::RetNet, MixerKind::Mamba2, MixerKind::Gla})
     if (word == mixer_name(k)) return k;
   throw Error("unknown preset '" + preset +
-              "': use attn, linear, delta, gdn, hybrid or a layer pattern such as gdn,gdn,gdn,attn");
+              "': use attn, linear, delta, gdn, hybrid, retnet, mamba2, gla or a layer pattern "
+              "such as gdn,gdn,gdn,attn");
 }
 
 ModelConfig make_config(const std::string& preset, int vocab) {
@@ -48,6 +87,11 @@ int ModelConfig::attention_layers() const {
   int n = 0;
   for (MixerKind k : layers) n += k == MixerKind::Attention;
   return n;
+}
+bool ModelConfig::has_layer(MixerKind k) const {
+  for (MixerKind l : layers)
+    if (l == k) return true;
+  return false;
 }
 int ModelConfig::recurrent_layers() const { return n_layer() - attention_layers(); }
 long long ModelConfig::kv_per_token() const {

@@ -1,6 +1,7 @@
-// Model configuration and the five presets (docs/spec.md §1). A preset is a layer
+// Model configuration and the presets (docs/spec.md §1, §1.2b). A preset is a layer
 // pattern: "gdn" means four gdn layers, "hybrid" is "gdn,gdn,gdn,attn", and
-// any comma-separated pattern of attn/linear/delta/gdn is accepted as is.
+// any comma-separated pattern of attn/linear/delta/gdn/retnet/mamba2/gla is
+// accepted as is.
 #pragma once
 #include <string>
 #include <vector>
@@ -9,9 +10,20 @@
 
 namespace lina {
 
-enum class MixerKind { Attention, Linear, Delta, GatedDelta };
+enum class MixerKind { Attention, Linear, Delta, GatedDelta, RetNet, Mamba2, Gla };
 
-const char* mixer_name(MixerKind k);  // "attn", "linear", "delta", "gdn"
+// "attn", "linear", "delta", "gdn", "retnet", "mamba2", "gla"
+const char* mixer_name(MixerKind k);
+// The write rule of a recurrent mixer (core/kernel_args.h): the one type the
+// model, the autograd op and the kernels share. Not for attention.
+ScanRule scan_rule(MixerKind k);
+
+// The feature map of q and k in linear attention (docs/spec.md §1.2b): elu(x) + 1,
+// relu(x) + 1e-5 or sigmoid(x) + 1e-5.
+enum class FeatureMap { Elu1, Relu, Sigmoid };
+const char* feature_map_name(FeatureMap f);  // "elu1", "relu", "sigmoid"
+// Throws a one-line lina::Error for an unknown name.
+FeatureMap parse_feature_map(const std::string& name);
 
 struct ModelConfig {
   std::string preset = "gdn";  // the name given by the user (preset or pattern)
@@ -27,20 +39,27 @@ struct ModelConfig {
   double rope_base = 10000.0;
   ScanForm scan_form = ScanForm::Chunked;  // the training form of the recurrence
   int scan_chunk = 64;
+  FeatureMap feature_map = FeatureMap::Elu1;  // linear layers only
+  // Attention as one fused op (causal_attention), or as the composition of
+  // permute / expand / matmul / softmax ops a learner can step through.
+  bool fused_attention = true;
 
   int n_layer() const { return int(layers.size()); }
   int attention_layers() const;
   int recurrent_layers() const;
+  bool has_layer(MixerKind k) const;
   // docs/spec.md §1.3 memory accounting (numbers of floats).
   long long kv_per_token() const;  // 2 · n_kv_head · head_size · attention layers
   long long state_const() const;   // n_head · head_size² · recurrent layers
   long long conv_cache() const;    // (conv_kernel − 1) · 3 · n_embd · recurrent layers
 };
 
-// "attn" | "linear" | "delta" | "gdn" | "hybrid" | a pattern such as
-// "gdn,gdn,gdn,attn". Throws a one-line lina::Error for anything else.
+// "attn" | "linear" | "delta" | "gdn" | "retnet" | "mamba2" | "gla" | "hybrid"
+// | a pattern such as "gdn,gdn,gdn,attn" or "gla,gla,gla,attn". Throws a one-line lina::Error for anything else.
 constexpr int kMaxLayers = 64;  // in a layer pattern
 ModelConfig make_config(const std::string& preset, int vocab);
-std::vector<std::string> preset_names();
+std::vector<std::string> preset_names();         // the comparison's five (docs/spec.md §1)
+std::vector<std::string> survey_preset_names();  // retnet, mamba2, gla (docs/spec.md §1.2b)
+std::vector<std::string> all_preset_names();     // both
 
 }  // namespace lina

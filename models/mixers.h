@@ -37,6 +37,12 @@ struct Mlp {
   }
 };
 
+// Causal attention op by op (models/attention.cpp): q [B, T, H, d], k and v
+// [B, Tk, Hkv, d] -> [B, T, H, d]; what causal_attention computes in one op.
+// With `names`, its scores and weights are named after the layer.
+Var attention_composed(const Var& q, const Var& k, const Var& v, double scale,
+                       const LayerNames* names = nullptr);
+
 struct AttentionMixer {
   Var wq, wk, wv, wo;
   // x [B, T, C] -> [B, T, C]; with a cache, attends to the cached keys too.
@@ -49,9 +55,10 @@ struct RecurrentMixer {
   Var wq, wk, wv, wo;
   Var conv_q, conv_k, conv_v;  // [C, K]
   Var b_proj_w, b_proj_b;      // delta, gdn: [H, C], [H]
-  Var a_proj_w, a_proj_b;      // gdn: [H, C], [H]
+  Var a_proj_w, a_proj_b;      // gdn, mamba2: [H, C], [H]; gla: [H·d, C], [H·d]
   Var o_norm;                  // [head_size], shared by the heads
   // x [B, T, C] -> [B, T, C]; with a cache, continues from its state.
+  // alpha_mean: the mean decay of each head (over channels for gla).
   Var forward(const ModelConfig& c, const Var& x, const LayerNames& n, LayerCache* cache,
               std::vector<double>* alpha_mean) const;
 };

@@ -114,13 +114,15 @@ LanguageModel::LanguageModel(const ModelConfig& c, uint64_t seed, DType dtype, D
       r.conv_q = init.uniform(p + "mixer.conv_q.weight", {C, c.conv_kernel}, -0.5, 0.5);
       r.conv_k = init.uniform(p + "mixer.conv_k.weight", {C, c.conv_kernel}, -0.5, 0.5);
       r.conv_v = init.uniform(p + "mixer.conv_v.weight", {C, c.conv_kernel}, -0.5, 0.5);
-      if (b.kind != MixerKind::Linear) {
+      const ScanRule rule = scan_rule(b.kind);
+      if (uses_beta(rule)) {
         r.b_proj_w = init.normal(p + "mixer.b_proj.weight", {H, C}, std);
         r.b_proj_b = init.constant(p + "mixer.b_proj.bias", {H}, 0.0);
       }
-      if (b.kind == MixerKind::GatedDelta) {
-        r.a_proj_w = init.normal(p + "mixer.a_proj.weight", {H, C}, std);
-        r.a_proj_b = init.constant(p + "mixer.a_proj.bias", {H}, 3.0);  // α ≈ σ(3) ≈ 0.95
+      if (uses_gate(rule)) {  // one gate per head, or per head and key channel (gla)
+        const int64_t gates = gate_per_channel(rule) ? H * c.head_size : H;
+        r.a_proj_w = init.normal(p + "mixer.a_proj.weight", {gates, C}, std);
+        r.a_proj_b = init.constant(p + "mixer.a_proj.bias", {gates}, 3.0);  // α ≈ σ(3) ≈ 0.95
       }
       r.o_norm = init.constant(p + "mixer.o_norm.weight", {c.head_size}, 1.0);
     }
@@ -175,7 +177,7 @@ Var LanguageModel::forward(const Tensor& ids, InferenceState* state, AlphaStats*
       h = b.attn.forward(c, h, n, pos0, cache);
     } else {
       std::vector<double> alpha_mean;
-      bool gated = alpha && b.kind == MixerKind::GatedDelta;
+      bool gated = alpha && uses_gate(scan_rule(b.kind));
       h = b.rec.forward(c, h, n, cache, gated ? &alpha_mean : nullptr);
       if (gated) {
         alpha->layer.push_back(int(i));

@@ -1,10 +1,14 @@
-// The recurrent mixer of the linear / delta / gdn presets (docs/spec.md §1.2):
+// The recurrent mixer of the linear / delta / gdn / retnet / mamba2 / gla
+// presets (docs/spec.md §1.2, §1.2b):
 //   q, k, v = x W_qᵀ, x W_kᵀ, x W_vᵀ         (each 4 heads × 32)
 //   each through its causal depthwise conv (kernel 4), then SiLU
-//   feature map on q, k: elu + 1 (linear) or L2-normalise per head (delta, gdn)
+//   feature map on q, k: elu + 1, relu + 1e-5 or sigmoid + 1e-5 (linear),
+//   else L2-normalise per head
 //   q scaled by 1/√d
-//   β = σ(x W_bᵀ + b_b), log α = log σ(x W_aᵀ + b_a)
-//   o = scan(q, k, v, β, log α)  — the recurrence, see docs/recurrence.md
+//   β = σ(x W_bᵀ + b_b) (delta rules), log α = log σ(x W_aᵀ + b_a) (learned
+//   decays: one per head, or one per head and key channel for gla)
+//   o = scan(q, k, v, β, log α)  — the recurrence, see docs/recurrence.md and
+//   docs/recurrence-gated.md; retnet's fixed decay lives in the scan itself
 //   per-head RMSNorm of o, concat, W_o
 #include <cmath>
 
@@ -23,24 +27,23 @@ static Var conv_silu(const Var& x, const Var& weight, Tensor* cache) {
   return silu(slice(causal_conv1d(window, weight), 1, keep, T));
 }
 
-// The feature map of q and k, on [B, T, H, d].
-static Var feature_map(MixerKind kind, const Var& x) {
-  if (kind == MixerKind::Linear) return add_scalar(elu(x), 1.0);  // elu(x) + 1 > 0
-  return l2_norm(x, 1e-12);
-}
-
-static ScanRule rule_of(MixerKind kind) {
-  switch (kind) {
-    case MixerKind::Linear: return ScanRule::Linear;
-    case MixerKind::Delta: return ScanRule::Delta;
-    default: return ScanRule::GatedDelta;
+// The feature map of q and k, on [B, T, H, d]: linear attention's positive
+// map (elu(x) + 1, relu(x) + 1e-5 or sigmoid(x) + 1e-5), else L2-normalise.
+static Var feature_map(const ModelConfig& c, MixerKind kind, const Var& x) {
+  if (kind != MixerKind::Linear) return l2_norm(x, 1e-12);
+  switch (c.feature_map) {
+    case FeatureMap::Relu: return add_scalar(relu(x), 1e-5);
+    case FeatureMap::Sigmoid: return add_scalar(sigmoid(x), 1e-5);
+    case FeatureMap::Elu1: break;
   }
+  return add_scalar(elu(x), 1.0);  // elu(x) + 1 > 0
 }
 
 Var RecurrentMixer::forward(const ModelConfig& c, const Var& x, const LayerNames& n,
                             LayerCache* cache, std::vector<double>* alpha_mean) const {
   int64_t B = x.dim(0), T = x.dim(1), H = c.n_head, d = c.head_size;
   Shape heads{B, T, H, d};
+  const ScanRule rule = scan_rule(kind);
   // Projection, then conv + SiLU, then split into heads (all [B, T, C] = [B, T, H·d]).
   auto project = [&](const Var& w, const Var& conv, Tensor* conv_cache, const char* proj_name,
                      const char* conv_name) {
@@ -50,26 +53,34 @@ Var RecurrentMixer::forward(const ModelConfig& c, const Var& x, const LayerNames
   Var q = project(wq, conv_q, cache ? &cache->conv_q : nullptr, n.q_proj, n.q_conv);
   Var k = project(wk, conv_k, cache ? &cache->conv_k : nullptr, n.k_proj, n.k_conv);
   Var v = named(project(wv, conv_v, cache ? &cache->conv_v : nullptr, n.v_proj, n.v_conv), n.v);
-  q = named(mul_scalar(feature_map(kind, q), 1.0 / std::sqrt(double(d))), n.q);
-  k = named(feature_map(kind, k), n.k);
+  q = named(mul_scalar(feature_map(c, kind, q), 1.0 / std::sqrt(double(d))), n.q);
+  k = named(feature_map(c, kind, k), n.k);
 
-  Var beta, log_alpha;  // [B, T, H]
-  if (kind != MixerKind::Linear)
+  Var beta, log_alpha;  // [B, T, H]; log_alpha [B, T, H, d] when per key channel
+  if (uses_beta(rule))
     beta = named(sigmoid(named(add(linear(x, b_proj_w), b_proj_b), n.b_proj)), n.beta);
-  if (kind == MixerKind::GatedDelta) {
+  if (uses_gate(rule)) {
     Var a_proj = named(add(linear(x, a_proj_w), a_proj_b), n.a_proj);
-    log_alpha = named(log_sigmoid(a_proj), n.log_alpha);  // −softplus(−z), never log(σ(z))
-    if (alpha_mean) {
-      Tensor alpha = sum_to(kernels::unary(UnaryFn::Exp, log_alpha.data()), {H});
-      alpha_mean->resize(size_t(H));
-      for (int64_t h = 0; h < H; ++h) (*alpha_mean)[size_t(h)] = alpha.at(h) / double(B * T);
+    log_alpha = log_sigmoid(a_proj);  // −softplus(−z), never log(σ(z))
+    if (gate_per_channel(rule)) log_alpha = reshape(log_alpha, heads);
+    log_alpha = named(log_alpha, n.log_alpha);
+    if (alpha_mean) {  // the mean α of each head, over tokens (and key channels)
+      Tensor alpha = kernels::unary(UnaryFn::Exp, log_alpha.data());
+      const int64_t per_head = gate_per_channel(rule) ? d : 1;
+      alpha = sum_to(alpha.reshape({B * T, H * per_head}), {H * per_head});
+      alpha_mean->assign(size_t(H), 0.0);
+      for (int64_t i = 0; i < H * per_head; ++i)
+        (*alpha_mean)[size_t(i / per_head)] += alpha.at(i) / double(B * T * per_head);
     }
   }
 
   ScanOptions options;
-  options.rule = rule_of(kind);
+  options.rule = rule;
   options.form = cache ? ScanForm::Sequential : c.scan_form;  // generation: token by token
   options.chunk = c.scan_chunk;
+  // The GPU's chunked programs take a decay per head only (backend_cuda/scan.cu):
+  // a decay per key channel runs token by token there.
+  if (gate_per_channel(rule) && x.data().device() == Device::cuda) options.form = ScanForm::Sequential;
   Tensor s0 = cache ? cache->state : Tensor();
   Var o = named(scan(options, q, k, v, beta, log_alpha, s0, cache ? &cache->state : nullptr), n.o);
   o = named(rms_norm(o, o_norm, c.norm_eps), n.o_norm);  // per head: the last dim is one head's d

@@ -99,6 +99,9 @@ def write_report(runs, out, course):
               "(held-out positions = eval batches × batch × pairs).")
     md += ["", "## Findings (generated from the numbers)", ""]
     md += findings.lm_findings(runs, noise) + findings.recall_findings(runs)
+    ladder = findings.decay_ladder(runs, noise)
+    if ladder:
+        md += ["", "### The decay ladder: no decay → fixed → learned → per channel", ""] + ladder
     md += ["", "### Course reported / lina measured", "",
            "| what | course reported | lina measured | verdict |", "|---|---|---|---|"]
     md += [f"| {a} | {b} | {c} | {d} |" for a, b, c, d in findings.course_table(runs, course, noise)]

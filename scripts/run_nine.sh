@@ -6,7 +6,12 @@
 #   recall × attn, linear, delta, gdn
 #
 #   scripts/run_nine.sh [--device cpu|cuda] [--steps N] [--batch N] [--out DIR]
-#                       [--eval-batches N]
+#                       [--eval-batches N] [--presets all|LIST] [--tasks lm,recall]
+#
+# --presets all adds the survey's rules (retnet, mamba2, gla) on both tasks
+# to the nine: fifteen runs. --presets LIST runs those presets on every task
+# of --tasks (default both); a name such as linear-relu means preset linear
+# with --feature-map relu (its run is lm_linear-relu / recall_linear-relu).
 #
 # --steps N gives every run N updates (evaluations then come every N/10 on
 # lm, N/20 on recall, as in the spec's 500/5000 and 100/2000). Resumable:
@@ -18,7 +23,7 @@
 # One line per run. LINA=path/to/lina overrides build/release/lina.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-device=cpu steps="" batch="" out=runs eval_batches=""
+device=cpu steps="" batch="" out=runs eval_batches="" presets="" tasks=lm,recall
 die() { echo "run_nine: $*" >&2; exit 2; }
 while (($#)); do
   case "$1" in
@@ -27,7 +32,9 @@ while (($#)); do
     --batch) batch=${2:-}; shift 2 || die "--batch needs a value" ;;
     --eval-batches) eval_batches=${2:-}; shift 2 || die "--eval-batches needs a value" ;;
     --out) out=${2:-}; shift 2 || die "--out needs a value" ;;
-    -h|--help) sed -n 2,20p "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --presets) presets=${2:-}; shift 2 || die "--presets needs a value" ;;
+    --tasks) tasks=${2:-}; shift 2 || die "--tasks needs a value" ;;
+    -h|--help) sed -n 2,27p "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown argument '$1' (see --help)" ;;
   esac
 done
@@ -43,12 +50,26 @@ lina=${LINA:-build/release/lina}
 field() { python3 -c "import json,sys; j=json.load(open(sys.argv[1])); print($2)" "$1" 2>/dev/null || echo "?"; }
 
 runs=(lm:attn lm:linear lm:delta lm:gdn lm:hybrid recall:attn recall:linear recall:delta recall:gdn)
+if [[ -n $presets ]]; then
+  all=0
+  [[ $presets == all ]] && all=1 && presets=attn,linear,delta,gdn,hybrid,retnet,mamba2,gla
+  runs=()
+  for task in ${tasks//,/ }; do
+    [[ $task == lm || $task == recall ]] || die "--tasks: unknown task '$task' (lm, recall)"
+    for name in ${presets//,/ }; do
+      ((all)) && [[ $task == recall && $name == hybrid ]] && continue  # as in the nine
+      runs+=("$task:$name")
+    done
+  done
+fi
 i=0
 for r in "${runs[@]}"; do
   i=$((i + 1))
-  task=${r%%:*} preset=${r##*:}
-  json="$out/$device/${task}_${preset}.json" ckpt="$out/$device/${task}_${preset}.safetensors"
-  tag="[$i/9] $task $preset"
+  task=${r%%:*} name=${r##*:}
+  preset=${name%%-*} feature_map=""
+  [[ $name == *-* ]] && feature_map=${name#*-}
+  json="$out/$device/${task}_${name}.json" ckpt="$out/$device/${task}_${name}.safetensors"
+  tag="[$i/${#runs[@]}] $task $name"
   start=$SECONDS
   if [[ -f $json && $(field "$json" "j.get('finished') is True") == True ]]; then
     what="already finished"
@@ -57,6 +78,7 @@ for r in "${runs[@]}"; do
     "$lina" train --resume "$ckpt" --quiet >/dev/null
   else
     args=(train --preset "$preset" --task "$task" --device "$device" --out "$out" --quiet)
+    [[ -n $feature_map ]] && args+=(--feature-map "$feature_map")
     if [[ -n $steps ]]; then
       per=20
       [[ $task == lm ]] && per=10
@@ -71,7 +93,7 @@ for r in "${runs[@]}"; do
   fi
   summary="$(field "$json" "'%d steps, val loss %.4f%s' % (j['steps_done'], j['final']['val_loss'], ', accuracy %.3f' % j['final']['val_accuracy'] if 'val_accuracy' in j['final'] else '')")"
   if [[ $task == recall ]]; then
-    pred="$out/$device/${task}_${preset}.predictions.json"
+    pred="$out/$device/${task}_${name}.predictions.json"
     if [[ ! -f $pred || $pred -ot $ckpt ]]; then
       "$lina" eval --task recall --checkpoint "$ckpt" --predictions "$pred" >/dev/null
     fi

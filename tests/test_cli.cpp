@@ -45,6 +45,7 @@ TEST_CASE("bad input: one line, non-zero exit") {
   expect_error("train --preset gdn --task recall --device tpu" + out, "unknown device 'tpu'");
   expect_error("train --preset gdn --task lm --pairs 8" + out, "--pairs and --keys are for --task recall");
   expect_error("train --preset gdn --task recall --scan-form parallel" + out, "unknown --scan-form 'parallel'");
+  expect_error("train --preset attn --task recall --attention flash" + out, "unknown --attention 'flash'");
   expect_error("train --preset gdn --task recall --pairs 40 --keys 30" + out, "--keys must be at least --pairs (40)");
   expect_error("train --task recall" + out, "--preset is required (or --resume CKPT)");
   expect_error("train --preset gdn" + out, "--task is required (or --resume CKPT)");
@@ -114,6 +115,55 @@ TEST_CASE("--scan-form sequential trains like the chunked form") {
   for (size_t s = 0; s < 4; ++s) CHECK(std::fabs(losses[0][s] - losses[1][s]) < 1e-4);
 }
 
+TEST_CASE("--feature-map: in the run's name and json, checked on resume and eval") {
+  fs::path d = temp_dir("feature_map");
+  const std::string out = " --out " + d.string();
+  expect_error("train --preset linear --task recall --feature-map tanh" + out,
+               "unknown feature map 'tanh': use elu1, relu or sigmoid");
+  expect_error("train --preset gdn --task recall --feature-map relu" + out,
+               "--feature-map is for linear attention layers; preset 'gdn' has none");
+  Result r = run("train --preset linear --task recall --feature-map relu" + out + kTiny);
+  INFO(r.output);
+  REQUIRE(r.code == 0);
+  fs::path json_path = d / "cpu" / "recall_linear-relu.json";
+  fs::path ckpt = d / "cpu" / "recall_linear-relu.safetensors";
+  REQUIRE(fs::exists(json_path));
+  nlohmann::json j = nlohmann::json::parse(std::ifstream(json_path));
+  CHECK(j["config"]["train"]["feature_map"] == "relu");
+  CHECK(j["config"]["model"]["feature_map"] == "relu");
+  expect_error("train --resume " + ckpt.string() + " --feature-map sigmoid --extend-to 6 --quiet",
+               "--feature-map sigmoid differs from the relu of checkpoint");
+  // eval rebuilds the model with the checkpoint's map: the json's final accuracy again
+  Result e = run("eval --task recall --checkpoint " + ckpt.string() + " --predictions " +
+                 (d / "p.json").string());
+  INFO(e.output);
+  CHECK(e.code == 0);
+  nlohmann::json p = nlohmann::json::parse(std::ifstream(d / "p.json"));
+  CHECK(p["accuracy"].get<double>() == doctest::Approx(j["final"]["val_accuracy"].get<double>()));
+}
+
+// Attention fused into one op or composed op by op is the same maths.
+TEST_CASE("--attention composed trains like the fused op") {
+  fs::path d = temp_dir("attention");
+  std::vector<double> losses[2];
+  int i = 0;
+  for (const char* form : {"fused", "composed"}) {
+    const fs::path out = d / form;
+    Result r = run("train --preset attn --task recall --attention " + std::string(form) + kTiny +
+                   " --out " + out.string());
+    INFO(r.output);
+    REQUIRE(r.code == 0);
+    nlohmann::json j = nlohmann::json::parse(std::ifstream(out / "cpu" / "recall_attn.json"));
+    CHECK(j["config"]["train"]["attention"] == form);
+    CHECK(j["config"]["model"]["fused_attention"] == (i == 0));
+    for (const auto& point : j["loss_curve"]) losses[i].push_back(point["loss"].get<double>());
+    ++i;
+  }
+  REQUIRE(losses[0].size() == 4);
+  REQUIRE(losses[1].size() == 4);
+  for (size_t s = 0; s < 4; ++s) CHECK(std::fabs(losses[0][s] - losses[1][s]) < 1e-4);
+}
+
 TEST_CASE("state-size prints spec 1.3's numbers") {
   Result r = run("state-size --context 4096");
   CHECK(r.code == 0);
@@ -121,6 +171,15 @@ TEST_CASE("state-size prints spec 1.3's numbers") {
   CHECK(r.output.find("attn              512        2097152") != std::string::npos);
   CHECK(r.output.find("16384") != std::string::npos);
   CHECK(r.output.find("12288") != std::string::npos);
+  CHECK(r.output.find("gla                 0              0        16384") != std::string::npos);
+  // the survey's real scale: 128 MiB of KV cache per layer at 4,096 (4 GiB
+  // for 32 layers, 128 GiB at 131,072) against a 2 MiB state per layer (64 MiB)
+  CHECK(r.output.find("survey 32 x attention, f32                  4 GiB       32 GiB      128 GiB") !=
+        std::string::npos);
+  CHECK(r.output.find("survey 32 x linear attention, f32          64 MiB       64 MiB       64 MiB") !=
+        std::string::npos);
+  CHECK(r.output.find("KV cache 2 x ctx x 32 x 128 x 4 bytes = 128 MiB at 4,096") != std::string::npos);
+  CHECK(r.output.find("= 2 MiB at any context") != std::string::npos);
 }
 
 TEST_CASE("a short run writes json and checkpoint; bad checkpoints are refused") {

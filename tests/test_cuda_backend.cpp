@@ -512,10 +512,12 @@ void add_scan_rows(std::vector<Row>& rows) {
   };
   const Size sizes[] = {{2, 13, 2, 8, 4, -1.0, -0.01}, {2, 70, 4, 32, 64, -1.0, -0.01},
                         {1, 40, 2, 32, 16, -20.0, -5.0}};
-  for (ScanRule rule : {ScanRule::Linear, ScanRule::Delta, ScanRule::GatedDelta})
+  for (ScanRule rule : {ScanRule::Linear, ScanRule::Delta, ScanRule::GatedDelta, ScanRule::Retention,
+                        ScanRule::GatedLinear, ScanRule::ChannelGatedLinear})
     for (bool chunked : {false, true})
       for (const Size& z : sizes) {
         if (z.gate_lo < -2 && !uses_gate(rule)) continue;
+        if (chunked && gate_per_channel(rule)) continue;  // token by token only on the GPU
         const std::string name = std::string("scan ") + scan_rule_name(rule) +
                                  (chunked ? ", chunked C=" + std::to_string(z.chunk) : ", token by token") +
                                  " [" + std::to_string(z.B) + ", " + std::to_string(z.T) + ", " +
@@ -528,7 +530,9 @@ void add_scan_rows(std::vector<Row>& rows) {
                           Tensor k = in.randn({z.B, z.T, z.H, z.d}, k_scale);
                           Tensor v = in.randn({z.B, z.T, z.H, z.d});
                           Tensor beta = uses_beta(rule) ? in.rand({z.B, z.T, z.H}, 0.1, 0.9) : Tensor();
-                          Tensor g = uses_gate(rule) ? in.rand({z.B, z.T, z.H}, z.gate_lo, z.gate_hi) : Tensor();
+                          const Shape gate_shape = gate_per_channel(rule) ? Shape{z.B, z.T, z.H, z.d}
+                                                                          : Shape{z.B, z.T, z.H};
+                          Tensor g = uses_gate(rule) ? in.rand(gate_shape, z.gate_lo, z.gate_hi) : Tensor();
                           Tensor s0 = in.randn({z.B, z.H, z.d, z.d}, 0.1);
                           Tensor dout = in.randn({z.B, z.T, z.H, z.d});
                           Tensor ds_final = in.randn({z.B, z.H, z.d, z.d}, 0.1);
@@ -659,7 +663,8 @@ TEST_CASE("cuda: cross-entropy, embedding, norm and conv gradients, sum_to, sum_
 
 // ---- a whole training step ------------------------------------------------------------
 
-const char* const kPresets[] = {"attn", "linear", "delta", "gdn", "hybrid"};
+const char* const kPresets[] = {"attn",   "linear", "delta", "gdn", "hybrid",
+                                "retnet", "mamba2", "gla", "gla,gla,gla,attn"};
 
 // The model of `preset` on `device`, with the scan in `form`.
 ModelConfig config_of(const std::string& preset, ScanForm form) {

@@ -33,7 +33,13 @@ namespace {
 using Floats = std::vector<float>;
 
 const float kNaN = std::numeric_limits<float>::quiet_NaN();
-const ScanRule kRules[] = {ScanRule::Linear, ScanRule::Delta, ScanRule::GatedDelta};
+const ScanRule kRules[] = {ScanRule::Linear,    ScanRule::Delta,       ScanRule::GatedDelta,
+                           ScanRule::Retention, ScanRule::GatedLinear, ScanRule::ChannelGatedLinear};
+
+// Entries of the log-gate: one per head and token, or per key channel too.
+int64_t gate_count(const ScanShape& s) {
+  return s.B * s.T * s.H * (gate_per_channel(s.rule) ? s.d : 1);
+}
 
 Rng& test_rng() {
   static Rng rng(4242);
@@ -86,10 +92,10 @@ Problem make_problem(ScanRule rule, const ProblemSpec& spec) {
   }
   if (uses_gate(rule)) {
     if (spec.g_lo == 0.0 && spec.g_hi == 0.0) {
-      p.g = uniform(rows, -3.0, 6.0);
+      p.g = uniform(gate_count(p.s), -3.0, 6.0);
       for (float& g : p.g) g = -std::log1p(std::exp(-g));
     } else {
-      p.g = uniform(rows, spec.g_lo, spec.g_hi);
+      p.g = uniform(gate_count(p.s), spec.g_lo, spec.g_hi);
     }
   }
   return p;
@@ -117,7 +123,7 @@ Results empty_results(const Problem& p, bool chunked, float fill) {
   r.saved.assign(size_t(s.B * s.H * saved_states * dd), fill);
   r.dq = r.dk = r.dv = r.o;
   if (uses_beta(s.rule)) r.dbeta.assign(size_t(rows), fill);
-  if (uses_gate(s.rule)) r.dg.assign(size_t(rows), fill);
+  if (uses_gate(s.rule)) r.dg.assign(size_t(gate_count(s)), fill);
   r.ds0 = r.s_final;
   return r;
 }
@@ -204,10 +210,12 @@ std::string describe(ScanRule rule, bool chunked, ItemOrder order, const Problem
          (spec.with_ds_final ? ", dS_T" : "");
 }
 
-// Both forms of `rule` on one problem, in both item orders, against the CPU.
+// Both forms of `rule` on one problem, in both item orders, against the CPU
+// (a decay per key channel has only the token-by-token program on the GPU).
 void check_against_cpu(ScanRule rule, const ProblemSpec& spec, bool require_finite = false) {
   const Problem p = make_problem(rule, spec);
   for (bool chunked : {false, true}) {
+    if (chunked && gate_per_channel(rule)) continue;
     const Results want = run_cpu(p, chunked);
     for (ItemOrder order : {ItemOrder::Forward, ItemOrder::Reverse}) {
       const std::string what = describe(rule, chunked, order, spec);
@@ -250,6 +258,8 @@ TEST_CASE("cuda emulation: scan block programs match the CPU at the model's size
 TEST_CASE("cuda emulation: scan block programs stay finite under strongly forgetting gates") {
   // α = exp(g) down to e^−20 per token: λ over a chunk reaches −80 (γ
   // underflows), which only the segment sums in log space survive.
-  check_against_cpu(ScanRule::GatedDelta, {2, 13, 2, 8, 4, true, true, -20.0, -5.0}, true);
-  check_against_cpu(ScanRule::GatedDelta, {1, 21, 1, 8, 16, false, true, -20.0, -5.0}, true);
+  for (ScanRule rule : {ScanRule::GatedDelta, ScanRule::GatedLinear, ScanRule::ChannelGatedLinear}) {
+    check_against_cpu(rule, {2, 13, 2, 8, 4, true, true, -20.0, -5.0}, true);
+    check_against_cpu(rule, {1, 21, 1, 8, 16, false, true, -20.0, -5.0}, true);
+  }
 }

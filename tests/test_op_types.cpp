@@ -66,6 +66,7 @@ std::vector<OpCase> op_cases() {
       {OpKind::Concat, [] { return concat({x23(), x23()}, 0); }},
       {OpKind::Softmax, [] { return softmax(x23()); }},
       {OpKind::LogSoftmax, [] { return log_softmax(x23()); }},
+      {OpKind::Attention, [] { return causal_attention(leaf({1, 2, 2, 4}), leaf({1, 2, 1, 4}), leaf({1, 2, 1, 4}), 0.5); }},
       {OpKind::CrossEntropy, [] { return cross_entropy(x23(), ids({0, 2}, {2})); }},
       {OpKind::Embedding, [] { return embedding(leaf({4, 3}), ids({1, 3}, {2})); }},
       {OpKind::RmsNorm, [] { return rms_norm(leaf({2, 3}), leaf({3})); }},

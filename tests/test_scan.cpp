@@ -19,11 +19,10 @@ using namespace lina::test;
 
 namespace {
 
-const ScanRule kRules[] = {ScanRule::Linear, ScanRule::Delta, ScanRule::GatedDelta};
+const ScanRule kRules[] = {ScanRule::Linear,    ScanRule::Delta,       ScanRule::GatedDelta,
+                           ScanRule::Retention, ScanRule::GatedLinear, ScanRule::ChannelGatedLinear};
 
-std::string rule_name(ScanRule r) {
-  return r == ScanRule::Linear ? "linear" : r == ScanRule::Delta ? "delta" : "gated delta";
-}
+std::string rule_name(ScanRule r) { return scan_rule_name(r); }
 
 // Inputs in the model's regime (docs/recurrence.md §5.1), float64: q scaled by
 // 1/√d, unit-norm keys for the delta rules, β = σ(N(0, 1)),
@@ -51,7 +50,8 @@ ScanCase make_case(ScanRule rule, int64_t B, int64_t T, int64_t H, int64_t d, Rn
     for (int64_t i = 0; i < c.beta.numel(); ++i) b[i] = 1.0 / (1.0 + std::exp(-b[i]));
   }
   if (uses_gate(rule)) {
-    c.log_alpha = Tensor::rand({B, T, H}, rng, -3.0, 6.0, f64);
+    c.log_alpha = Tensor::rand(gate_per_channel(rule) ? Shape{B, T, H, d} : Shape{B, T, H}, rng,
+                               -3.0, 6.0, f64);
     double* g = c.log_alpha.data<double>();
     for (int64_t i = 0; i < c.log_alpha.numel(); ++i) g[i] = -std::log1p(std::exp(-g[i]));
   }
@@ -154,8 +154,9 @@ GradcheckRow scan_row(ScanRule rule, ScanForm form) {
               Tensor s0 = c.s0;
               check_gradients(
                   [=](const std::vector<Var>& x) {
+                    const size_t gate = uses_beta(rule) ? 4 : 3;  // g follows β when both
                     return scan(options, x[0], x[1], x[2], uses_beta(rule) ? x[3] : Var(),
-                                uses_gate(rule) ? x[4] : Var(), s0);
+                                uses_gate(rule) ? x[gate] : Var(), s0);
                   },
                   inputs);
             }
@@ -169,6 +170,12 @@ const std::vector<GradcheckRow> kRows = {
     scan_row(ScanRule::Delta, ScanForm::Chunked),
     scan_row(ScanRule::GatedDelta, ScanForm::Sequential),
     scan_row(ScanRule::GatedDelta, ScanForm::Chunked),
+    scan_row(ScanRule::Retention, ScanForm::Sequential),
+    scan_row(ScanRule::Retention, ScanForm::Chunked),
+    scan_row(ScanRule::GatedLinear, ScanForm::Sequential),
+    scan_row(ScanRule::GatedLinear, ScanForm::Chunked),
+    scan_row(ScanRule::ChannelGatedLinear, ScanForm::Sequential),
+    scan_row(ScanRule::ChannelGatedLinear, ScanForm::Chunked),
 };
 const int kRegistered = register_gradchecks(kRows);
 
@@ -243,18 +250,25 @@ TEST_CASE("scan: sequential and chunked forms agree, float64 and float32") {
 
 TEST_CASE("scan: strongly forgetting gates stay finite and accurate in float32") {
   // g = log σ(z), z ~ U(−30, 0): the decay over a 64-token chunk underflows
-  // float32 many times over (docs/recurrence.md §5.3).
-  Rng rng(77);
-  ScanCase c = make_case(ScanRule::GatedDelta, 2, 100, 2, 32, rng);
-  c.log_alpha = Tensor::rand(c.log_alpha.shape(), rng, -30.0, 0.0, DType::f64);
-  double* g = c.log_alpha.data<double>();
-  for (int64_t i = 0; i < c.log_alpha.numel(); ++i) g[i] = -std::log1p(std::exp(-g[i]));
-  Tensor R1 = Tensor::randn(c.q.shape(), rng, 1.0, 0.0, DType::f64);
-  Tensor R2 = Tensor::randn(c.s0.shape(), rng, 1.0, 0.0, DType::f64);
-  const ScanRun reference = run_kernels(kernel_config(ScanRule::GatedDelta, false, 64), c, R1, R2);
-  const ScanRun chunked = run_kernels(kernel_config(ScanRule::GatedDelta, true, 64), c, R1, R2,
-                                      DType::f32);
-  check_all_close("float32 chunked vs float64, C = 64:", chunked, reference, 1e-4);
+  // float32 many times over (docs/recurrence.md §5.3); for the per-channel gate
+  // every key channel forgets at its own rate (docs/recurrence-gated.md §4).
+  for (ScanRule rule : {ScanRule::GatedDelta, ScanRule::GatedLinear, ScanRule::ChannelGatedLinear}) {
+    INFO(rule_name(rule));
+    Rng rng(77);
+    ScanCase c = make_case(rule, 2, 100, 2, 32, rng);
+    c.log_alpha = Tensor::rand(c.log_alpha.shape(), rng, -30.0, 0.0, DType::f64);
+    double* g = c.log_alpha.data<double>();
+    for (int64_t i = 0; i < c.log_alpha.numel(); ++i) g[i] = -std::log1p(std::exp(-g[i]));
+    Tensor R1 = Tensor::randn(c.q.shape(), rng, 1.0, 0.0, DType::f64);
+    Tensor R2 = Tensor::randn(c.s0.shape(), rng, 1.0, 0.0, DType::f64);
+    const ScanRun reference = run_kernels(kernel_config(rule, false, 64), c, R1, R2);
+    for (bool chunked : {false, true}) {
+      const ScanRun single = run_kernels(kernel_config(rule, chunked, 64), c, R1, R2, DType::f32);
+      check_all_close(chunked ? "float32 chunked vs float64, C = 64:"
+                              : "float32 sequential vs float64:",
+                      single, reference, 1e-4);
+    }
+  }
 }
 
 TEST_CASE("scan: two runs with the carried state equal one run") {
@@ -331,6 +345,50 @@ TEST_CASE("scan: hand-computed values") {
   }
 }
 
+TEST_CASE("scan: hand-computed values of the decaying rules") {
+  // One head, d = 2, S_0 = I, zero writes (v = 0): the state only decays.
+  for (ScanForm form : {ScanForm::Sequential, ScanForm::Chunked}) {
+    INFO((form == ScanForm::Chunked ? "chunked, C = 2" : "sequential"));
+    Var q(Tensor::from_vector<double>({1, 1, 1, 1, 1, 1}, {1, 3, 1, 2}));
+    Var k(Tensor::from_vector<double>({1, 0, 0, 1, 1, 1}, {1, 3, 1, 2}));
+    Var v(Tensor::zeros({1, 3, 1, 2}, DType::f64));
+    Tensor s0 = Tensor::from_vector<double>({1, 0, 0, 1}, {1, 1, 2, 2});
+    SUBCASE("retention: head h decays by γ_h = 1 − 2^(−5−h) per token") {
+      // Two heads: the second decays by 0.984375.
+      Var q2(Tensor::ones({1, 3, 2, 2}, DType::f64)), k2(Tensor::ones({1, 3, 2, 2}, DType::f64));
+      Var v2(Tensor::zeros({1, 3, 2, 2}, DType::f64));
+      Tensor s0_2 = Tensor::from_vector<double>({1, 0, 0, 1, 1, 0, 0, 1}, {1, 2, 2, 2});
+      Tensor s_final;
+      scan({ScanRule::Retention, form, 2}, q2, k2, v2, Var(), Var(), s0_2, &s_final);
+      CHECK(s_final.at(0) == doctest::Approx(std::pow(0.96875, 3)));
+      CHECK(s_final.at(4) == doctest::Approx(std::pow(0.984375, 3)));
+      CHECK(s_final.at(1) == 0.0);
+    }
+    SUBCASE("channel-gated linear: key channel j decays by its own a_tj") {
+      // log a: channel 0 by −0.1 per token, channel 1 by −1.
+      Var g(Tensor::from_vector<double>({-0.1, -1, -0.1, -1, -0.1, -1}, {1, 3, 1, 2}));
+      Tensor s_final;
+      Var o = scan({ScanRule::ChannelGatedLinear, form, 2}, q, k, v, Var(), g, s0, &s_final);
+      // S_3 = S_0 diag(e^{−0.3}, e^{−3}): the columns (key channels) decay apart.
+      CHECK(s_final.at(0) == doctest::Approx(std::exp(-0.3)));
+      CHECK(s_final.at(3) == doctest::Approx(std::exp(-3.0)));
+      CHECK(s_final.at(1) == 0.0);
+      CHECK(o.data().at(0) == doctest::Approx(std::exp(-0.1)));  // o_1 = S_1 q_1, row 0
+      CHECK(o.data().at(1) == doctest::Approx(std::exp(-1.0)));
+    }
+    SUBCASE("gated linear: v k^T written after the decay, one α for the head") {
+      Var v1(Tensor::from_vector<double>({0, 0, 2, 0, 0, 0}, {1, 3, 1, 2}));
+      Var g(Tensor::from_vector<double>({-0.5, -0.5, -0.5}, {1, 3, 1}));
+      Tensor s_final;
+      scan({ScanRule::GatedLinear, form, 2}, q, k, v1, Var(), g, s0, &s_final);
+      // S_3 = e^{−1.5} I + e^{−0.5} · (2, 0)ᵀ (0, 1)
+      CHECK(s_final.at(0) == doctest::Approx(std::exp(-1.5)));
+      CHECK(s_final.at(1) == doctest::Approx(2 * std::exp(-0.5)));
+      CHECK(s_final.at(3) == doctest::Approx(std::exp(-1.5)));
+    }
+  }
+}
+
 TEST_CASE("scan: only the inputs the rule reads are recorded") {
   Rng rng(9);
   for (ScanRule rule : kRules) {
@@ -368,6 +426,13 @@ TEST_CASE("scan errors name the problem") {
                        doctest::Contains("log_alpha [B, T, H] = [2, 5, 2], got [2, 5]"), Error);
   CHECK_THROWS_WITH_AS(scan(linear, x, x, x, gate, Var()),
                        doctest::Contains("scan: the linear rule takes no beta"), Error);
+  const ScanOptions channel{ScanRule::ChannelGatedLinear, ScanForm::Chunked, 4};
+  CHECK_THROWS_WITH_AS(scan(channel, x, x, x, Var(), gate),
+                       doctest::Contains("scan: channel-gated linear rule needs log_alpha "
+                                         "[B, T, H, d] = [2, 5, 2, 4], got [2, 5, 2]"),
+                       Error);
+  CHECK_THROWS_WITH_AS(scan({ScanRule::Retention, ScanForm::Chunked, 4}, x, x, x, Var(), gate),
+                       doctest::Contains("scan: the retention rule takes no log_alpha"), Error);
   Tensor bad_state = Tensor::zeros({2, 2, 4, 3}, DType::f64);
   CHECK_THROWS_WITH_AS(scan(delta, x, x, x, gate, Var(), bad_state),
                        doctest::Contains("initial_state must be [2, 2, 4, 4], got [2, 2, 4, 3]"),

@@ -84,11 +84,10 @@ TEST_CASE("names: interned once, set on the op that made a tensor, nothing witho
   }
 }
 
-TEST_CASE("names: the model names its intermediates after spec 1.4's prefixes") {
-  LanguageModel model(make_config("gdn,attn", 65), 7);
-  Var logits = model.forward(Tensor::zeros({1, 4}, DType::i32));
+// Every name in the graph behind `root`.
+std::set<std::string> graph_names(const Var& root) {
   std::set<std::string> names;
-  std::vector<VarImpl*> todo{logits.impl()};
+  std::vector<VarImpl*> todo{root.impl()};
   std::set<VarImpl*> seen;
   while (!todo.empty()) {
     VarImpl* v = todo.back();
@@ -98,20 +97,34 @@ TEST_CASE("names: the model names its intermediates after spec 1.4's prefixes") 
     if (v->grad_fn)
       for (const Var& in : v->grad_fn->inputs) todo.push_back(in.impl());
   }
+  return names;
+}
+
+TEST_CASE("names: the model names its intermediates after spec 1.4's prefixes") {
+  ModelConfig config = make_config("gdn,attn", 65);
+  LanguageModel model(config, 7);
+  std::set<std::string> names = graph_names(model.forward(Tensor::zeros({1, 4}, DType::i32)));
   for (const char* expected :
        {"tok_emb", "layers.0.norm1", "layers.0.mixer.q", "layers.0.mixer.beta",
         "layers.0.mixer.log_alpha", "layers.0.mixer.o", "layers.0.mixer.o_norm", "layers.0.mixer",
-        "layers.1.mixer.scores", "layers.1.mixer.weights", "layers.1.mlp", "layers.1.out", "norm_f",
+        "layers.1.mixer.q", "layers.1.mixer.o", "layers.1.mlp", "layers.1.out", "norm_f",
         "logits", "layers.0.mixer.b_proj.bias", "head.weight"}) {
-    INFO(expected);
+    INFO(std::string(expected));
     CHECK(names.count(expected) == 1);
   }
+  // Attention op by op names its scores and weights too.
+  config.fused_attention = false;
+  LanguageModel composed(config, 7);
+  names = graph_names(composed.forward(Tensor::zeros({1, 4}, DType::i32)));
+  CHECK(names.count("layers.1.mixer.scores") == 1);
+  CHECK(names.count("layers.1.mixer.weights") == 1);
 }
 
 TEST_CASE("lina trace: every op of the forward once in the backward, in reverse, same shapes") {
   // Both mixers, both scan forms.
   for (const char* args : {"--preset gdn,attn --layers 2", "--preset delta --scan-form chunked",
-                           "--preset linear --context 5"}) {
+                           "--preset linear --context 5", "--preset gla --scan-form chunked",
+                           "--preset retnet,mamba2 --layers 2"}) {
     test::Result r = run(std::string("trace ") + args);
     INFO("lina trace " << args << "\n" << r.output);
     REQUIRE(r.code == 0);
@@ -122,8 +135,8 @@ TEST_CASE("lina trace: every op of the forward once in the backward, in reverse,
   test::Result r = run("trace --preset gdn,attn --layers 2");
   std::set<std::string> names = names_in(parse_trace(r.output));
   for (const char* expected : {"tok_emb", "layers.0.mixer.q", "layers.0.mixer.beta",
-                               "layers.1.mixer.weights", "norm_f", "logits", "loss"}) {
-    INFO(expected);
+                               "layers.1.mixer.o", "norm_f", "logits", "loss"}) {
+    INFO(std::string(expected));
     CHECK(names.count(expected) == 1);
   }
   // The scan op: one step of a sequential gdn layer keeps S_0 … S_{T−1}.
@@ -183,7 +196,8 @@ TEST_CASE("lina graph renders SVG with graphviz") {
   std::stringstream svg;
   svg << f.rdbuf();
   CHECK(svg.str().find("<svg") != std::string::npos);
-  CHECK(svg.str().find("layers.3.mixer.weights") != std::string::npos);
+  CHECK(svg.str().find("layers.3.mixer.o") != std::string::npos);
+  CHECK(svg.str().find("saved probs") != std::string::npos);  // the fused attention op
   std::filesystem::remove_all(dir);
 }
 
@@ -199,6 +213,7 @@ TEST_CASE("lina teach: the hand-written gradient agrees with the finite differen
        {"", "--scan-form chunked", "--param layers.0.mixer.a_proj.weight --elements 4",
         "--preset delta --param layers.0.mixer.conv_k.weight --elements 4",
         "--preset attn --param layers.0.mixer.wk.weight --elements 4",
+        "--preset gla --param layers.0.mixer.a_proj.bias --elements 4",
         "--preset gdn,gdn --layers 2 --param layers.0.mixer.o_norm.weight --elements 4"}) {
     test::Result r = run(std::string("teach ") + args);
     INFO("lina teach " << args << "\n" << r.output);

@@ -89,6 +89,35 @@ def lm_findings(runs, noise):
     return out
 
 
+# One change at a time (docs/spec.md §1.2b): each step adds one thing to the rule.
+LADDER = [("linear", "retnet", "a fixed decay per head"),
+          ("retnet", "mamba2", "a learned decay per head and token"),
+          ("mamba2", "gla", "a learned decay per key channel"),
+          ("mamba2", "gdn", "the delta correction (with a learned decay)"),
+          ("linear", "delta", "the delta correction (without decay)"),
+          ("linear", "linear-relu", "relu(x)+1e-5 instead of elu(x)+1"),
+          ("linear", "linear-sigmoid", "sigmoid(x)+1e-5 instead of elu(x)+1")]
+
+
+def decay_ladder(runs, noise):
+    """Lines: what each step of the ladder changes on lm and recall, above the noise or not."""
+    lm, rc, out = by_preset(runs, "lm"), by_preset(runs, "recall"), []
+    for a, b, what in LADDER:
+        parts = []
+        if a in lm and b in lm and final(lm[a], "val_loss") is not None and final(lm[b], "val_loss") is not None:
+            d = final(lm[b], "val_loss") - final(lm[a], "val_loss")
+            tag = "no noise estimate" if noise is None else ("noise" if abs(d) <= noise else "above noise")
+            parts.append(f"lm val loss {final(lm[a], 'val_loss'):.4f} → {final(lm[b], 'val_loss'):.4f} ({d:+.4f}, {tag})")
+        if a in rc and b in rc and final(rc[a], "val_accuracy") is not None and final(rc[b], "val_accuracy") is not None:
+            d = final(rc[b], "val_accuracy") - final(rc[a], "val_accuracy")
+            n = acc_noise(rc[a], rc[b])
+            parts.append(f"recall accuracy {final(rc[a], 'val_accuracy'):.3f} → {final(rc[b], 'val_accuracy'):.3f} "
+                         f"({d:+.3f}, {'noise' if abs(d) <= n else 'above noise'}, noise {n:.3f})")
+        if parts:
+            out.append(f"- {a} → {b} ({what}): " + "; ".join(parts) + ".")
+    return out
+
+
 def recall_findings(runs):
     rec = [r for r in runs if r["task"] == "recall" and final(r, "val_accuracy") is not None]
     if not rec:

@@ -10,6 +10,7 @@ LINA = dict(n_head=4, head_size=32, n_kv_head=2, n_embd=128, conv_kernel=4)
 PRESET_LAYERS = {
     "attn": ["attn"] * 4, "linear": ["linear"] * 4, "delta": ["delta"] * 4,
     "gdn": ["gdn"] * 4, "hybrid": ["gdn", "gdn", "gdn", "attn"],
+    "retnet": ["retnet"] * 4, "mamba2": ["mamba2"] * 4, "gla": ["gla"] * 4,
 }
 
 

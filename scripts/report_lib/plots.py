@@ -10,7 +10,9 @@ import matplotlib.pyplot as plt  # noqa: E402
 from . import memory  # noqa: E402
 from .runs import extrap  # noqa: E402
 
-COLORS = {"attn": "tab:blue", "linear": "tab:orange", "delta": "tab:green", "gdn": "tab:red", "hybrid": "tab:purple"}
+COLORS = {"attn": "tab:blue", "linear": "tab:orange", "delta": "tab:green", "gdn": "tab:red", "hybrid": "tab:purple",
+          "retnet": "tab:brown", "mamba2": "tab:pink", "gla": "tab:olive", "linear-relu": "tab:cyan",
+          "linear-sigmoid": "gold"}
 
 
 def color(r):

@@ -2,7 +2,8 @@
 import json
 import os
 
-PRESET_ORDER = ["attn", "linear", "delta", "gdn", "hybrid"]
+PRESET_ORDER = ["attn", "linear", "linear-relu", "linear-sigmoid", "delta", "gdn", "hybrid",
+                "retnet", "mamba2", "gla"]
 
 
 class ReportError(Exception):
@@ -37,6 +38,10 @@ def load(dirs, warn):
             predictions[path[: -len(".predictions.json")] + ".json"] = j
         elif is_run(j):
             j["_path"] = path
+            # linear attention with another feature map is its own entry: linear-relu
+            fmap = ((j.get("config") or {}).get("model") or {}).get("feature_map", "elu1")
+            if fmap != "elu1":
+                j["preset"] = f"{j['preset']}-{fmap}"
             runs.append(j)
     if not runs:
         raise ReportError("no run json (with preset, task, loss_curve, config) under " + ", ".join(dirs))

@@ -1,0 +1,45 @@
+// Causal attention as one op: forward and backward of the fused kernel
+// (core/kernels.h attention_forward / attention_backward). With
+// P = softmax(scale · q kᵀ) (causal) and out = P v:
+//   dv = Pᵀ dout
+//   dP = dout vᵀ,  dS = scale · P ⊙ (dP − Σ_j P_j dP_j)   (softmax's Jacobian)
+//   dq = dS k,  dk = dSᵀ q
+// summed over the query heads that share a KV head (grouped-query attention).
+#include "autograd/functions.h"
+#include "core/kernels.h"
+
+namespace lina {
+
+struct AttentionOp : Node {
+  AttentionOp() : Node(OpKind::Attention) {}
+  Tensor q, k, v;  // saved inputs
+  Tensor probs;    // saved P [B, H, Tq, Tk]
+  double scale = 1.0;
+  SavedTensors saved() const override {
+    return {{"q", q}, {"k", k}, {"v", v}, {"probs", probs}};
+  }
+
+  static Var apply(const Var& q, const Var& k, const Var& v, double scale) {
+    Tensor probs;
+    Tensor out = kernels::attention_forward(q.data(), k.data(), v.data(), scale, probs);
+    if (!needs_grad({q, k, v})) return Var(out);
+    auto node = std::make_shared<AttentionOp>();
+    node->q = q.data();
+    node->k = k.data();
+    node->v = v.data();
+    node->probs = probs;
+    node->scale = scale;
+    return record(out, node, {q, k, v});
+  }
+
+  std::vector<Tensor> backward(const Tensor& dout) override {
+    kernels::AttentionGrads g = kernels::attention_backward(q, k, v, probs, dout, scale);
+    return {g.dq, g.dk, g.dv};
+  }
+};
+
+Var causal_attention(const Var& q, const Var& k, const Var& v, double scale) {
+  return AttentionOp::apply(q, k, v, scale);
+}
+
+}  // namespace lina

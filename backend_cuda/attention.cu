@@ -1,0 +1,61 @@
+// CUDA causal attention (float32), the GPU twin of backend_cpu/attention.cpp:
+// one thread per query row for the forward and for dscores / dq, one thread
+// per key row for dk / dv. The per-thread work is in
+// backend_cuda/attention_device.h.
+#include "backend_cuda/attention_device.h"
+#include "backend_cuda/cuda_context.h"
+#include "backend_cuda/cuda_kernels.h"
+
+namespace lina::cuda {
+
+namespace {
+
+__global__ void attention_forward_kernel(AttentionShape s, const float* q, const float* k,
+                                         const float* v, float* probs, float* out, int64_t rows) {
+  for (int64_t r = first_index(); r < rows; r += index_stride())
+    attention_forward_thread(r, s, q, k, v, probs, out);
+}
+
+__global__ void attention_backward_query_kernel(AttentionShape s, const float* k, const float* v,
+                                                const float* probs, const float* dout,
+                                                float* dscores, float* dq, int64_t rows) {
+  for (int64_t r = first_index(); r < rows; r += index_stride())
+    attention_backward_query_thread(r, s, k, v, probs, dout, dscores, dq);
+}
+
+__global__ void attention_backward_key_kernel(AttentionShape s, const float* q, const float* probs,
+                                              const float* dout, const float* dscores, float* dk,
+                                              float* dv, int64_t rows) {
+  for (int64_t r = first_index(); r < rows; r += index_stride())
+    attention_backward_key_thread(r, s, q, probs, dout, dscores, dk, dv);
+}
+
+}  // namespace
+
+void attention_forward(const AttentionShape& s, const float* q, const float* k, const float* v,
+                       float* probs, float* out) {
+  const int64_t rows = s.B * s.H * s.Tq;
+  if (rows == 0) return;
+  attention_forward_kernel<<<blocks_for(rows), kThreads, 0, context().stream>>>(s, q, k, v, probs,
+                                                                              out, rows);
+  LINA_CHECK_LAUNCH("cuda::attention_forward");
+}
+
+void attention_backward(const AttentionShape& s, const float* q, const float* k, const float* v,
+                        const float* probs, const float* dout, float* dscores, float* dq,
+                        float* dk, float* dv) {
+  const int64_t query_rows = s.B * s.H * s.Tq, key_rows = s.B * s.Hkv * s.Tk;
+  cudaStream_t stream = context().stream;
+  if (query_rows > 0) {
+    attention_backward_query_kernel<<<blocks_for(query_rows), kThreads, 0, stream>>>(
+        s, k, v, probs, dout, dscores, dq, query_rows);
+    LINA_CHECK_LAUNCH("cuda::attention_backward (dscores, dq)");
+  }
+  if (key_rows > 0) {  // after the first kernel on the same stream: reads its dscores
+    attention_backward_key_kernel<<<blocks_for(key_rows), kThreads, 0, stream>>>(
+        s, q, probs, dout, dscores, dk, dv, key_rows);
+    LINA_CHECK_LAUNCH("cuda::attention_backward (dk, dv)");
+  }
+}
+
+}  // namespace lina::cuda

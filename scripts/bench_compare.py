@@ -1,0 +1,91 @@
+#!/usr/bin/env python3
+"""Summary of scripts/bench_compare.sh's runs: per preset and shape the best
+(lowest) ms per training step of each binary over the rounds, their ratio,
+the after binary's model-FLOP rate as a fraction of its GEMM rate, peak
+memory, and the speed targets of README "Benchmarks" checked one by one.
+    scripts/bench_compare.py OUT_DIR ROUNDS > OUT_DIR/summary.md
+"""
+import json
+import sys
+from pathlib import Path
+
+
+def load(out, which, rounds):
+    runs = []
+    for r in range(1, rounds + 1):
+        p = out / f"{which}-{r}.json"
+        if p.exists():
+            runs.append(json.loads(p.read_text()))
+    if not runs:
+        sys.exit(f"bench_compare.py: no {which}-N.json in {out}")
+    return runs
+
+
+def best_train(runs):
+    """(preset, shape) -> the round's entry with the lowest ms per step."""
+    best = {}
+    for run in runs:
+        for t in run["train"]:
+            key = (t["preset"], t["shape"])
+            if key not in best or t["ms_per_step"] < best[key]["ms_per_step"]:
+                best[key] = dict(t, gemm=run["gemm"]["lina_gflops"])
+    return best
+
+
+def main():
+    out, rounds = Path(sys.argv[1]), int(sys.argv[2])
+    before, after = load(out, "before", rounds), load(out, "after", rounds)
+    b, a = best_train(before), best_train(after)
+    gemm_after = max(r["gemm"]["lina_gflops"] for r in after)
+    print("# lina bench: before / after\n")
+    print(f"Best of {rounds} rounds per binary, run back to back (`scripts/bench_compare.sh`).")
+    print("Load average before each run: " + ", ".join(
+        f"{w}{i + 1} {r['load_average']['before']:.2f}" for w, runs in (("before", before), ("after", after))
+        for i, r in enumerate(runs)) + ".")
+    ob = [r["gemm"] for r in after if r["gemm"].get("openblas_gflops")]
+    print(f"\nGEMM 4096x512x2048 float32 through lina's path (after binary, best round): "
+          f"{gemm_after:.1f} GFLOP/s" + (
+              f"; OpenBLAS {max(g['openblas_gflops'] for g in ob):.1f} GFLOP/s with kernels for "
+              f"{ob[0].get('openblas_core') or '?'}" if ob else "; OpenBLAS not installed") + ".\n")
+    print("| preset | B×T | before ms/step | after ms/step | after/before | after %GEMM | after /attn "
+          "| before peak RSS MB | after peak RSS MB | before tensors MB | after tensors MB |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for key in sorted(a, key=lambda k: (k[1], k[0])):
+        x, y = b.get(key), a[key]
+        attn = a.get(("attn", key[1]))
+        ratio = f"{y['ms_per_step'] / x['ms_per_step']:.3f}" if x else "—"
+        frac = y["model_gflops"] / gemm_after
+        print(f"| {key[0]} | {key[1]} | {x['ms_per_step']:.1f} | " if x else f"| {key[0]} | {key[1]} | — | ",
+              end="")
+        print(f"{y['ms_per_step']:.1f} | {ratio} | {100 * frac:.1f} % | "
+              f"{y['ms_per_step'] / attn['ms_per_step']:.2f} | "
+              f"{x['peak_rss_mb'] if x else float('nan'):.0f} | {y['peak_rss_mb']:.0f} | "
+              f"{x['host_peak_mb'] if x else float('nan'):.0f} | {y['host_peak_mb']:.0f} |")
+    print("\n## Targets (after binary)\n")
+    checks = []
+    fr = {k: v["model_gflops"] / gemm_after for k, v in a.items() if k[1] == "64x64"}
+    checks.append(("every preset's model-FLOP rate >= 65 % of the GEMM rate at 64x64",
+                   all(f >= 0.65 for f in fr.values()),
+                   ", ".join(f"{k[0]} {100 * f:.0f} %" for k, f in sorted(fr.items()))))
+    attn = a.get(("attn", "64x64"))
+    if attn:
+        rel = {k[0]: v["ms_per_step"] / attn["ms_per_step"] for k, v in a.items()
+               if k[1] == "64x64" and k[0] != "attn"}
+        if "gdn" in rel:
+            checks.append(("gdn/attn <= 1.15 at 64x64", rel["gdn"] <= 1.15, f"{rel['gdn']:.2f}"))
+        checks.append(("every recurrent preset <= 1.2x attn at 64x64", all(r <= 1.2 for r in rel.values()),
+                       ", ".join(f"{p} {r:.2f}" for p, r in sorted(rel.items()))))
+    slower = [f"{k[0]} {a[k]['ms_per_step'] / b[k]['ms_per_step']:.2f}" for k in a
+              if k[1] == "16x256" and k in b and a[k]["ms_per_step"] > b[k]["ms_per_step"]]
+    checks.append(("no preset slower than before at 16x256", not slower, ", ".join(slower) or "none slower"))
+    higher = [f"{k[0]} {k[1]} {b[k]['peak_rss_mb']:.0f}->{a[k]['peak_rss_mb']:.0f} MB" for k in a
+              if k in b and a[k]["peak_rss_mb"] > b[k]["peak_rss_mb"] * 1.02]
+    checks.append(("peak resident memory not above before's (2 % slack; compare builds of the "
+                   "same kind: the CUDA libraries alone add resident memory)", not higher,
+                   ", ".join(higher) or "none above"))
+    for what, ok, detail in checks:
+        print(f"- {'holds' if ok else 'DOES NOT HOLD'}: {what} ({detail})")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,114 @@
+// The fused causal attention op (autograd/ops/attention.cpp,
+// backend_cpu/attention.cpp): float64 gradient checks, and forward and
+// gradients equal to the composition permute / expand / matmul / softmax /
+// matmul (attention_composed in models/attention.cpp) in float64 and float32,
+// over grouped-query heads, cached keys (Tk > Tq) and more than one tile of
+// 64 rows; bad shapes are one-line errors.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <string>
+
+#include "core/kernels.h"
+#include "models/mixers.h"
+#include "tests/gradcheck.h"
+
+using namespace lina;
+using namespace lina::test;
+
+namespace {
+
+const std::vector<GradcheckRow> kRows = {
+    {OpKind::Attention,
+     "q [2, 3, 2, 4] k, v [2, 3, 1, 4] (two query heads per KV head); q [1, 2, 2, 3] k, v "
+     "[1, 5, 2, 3] (cached keys); q [1, 4, 4, 2] k, v [1, 4, 1, 2]",
+     [] {
+       auto f = [](double scale) {
+         return [scale](auto& v) { return causal_attention(v[0], v[1], v[2], scale); };
+       };
+       check_gradients(f(0.5), {randn64({2, 3, 2, 4}), randn64({2, 3, 1, 4}), randn64({2, 3, 1, 4})});
+       check_gradients(f(1.0), {randn64({1, 2, 2, 3}), randn64({1, 5, 2, 3}), randn64({1, 5, 2, 3})});
+       check_gradients(f(0.7), {randn64({1, 4, 4, 2}), randn64({1, 4, 1, 2}), randn64({1, 4, 1, 2})});
+     }},
+};
+const int kRegistered = register_gradchecks(kRows);
+
+struct Case {
+  int64_t B, Tq, Tk, H, Hkv, d;
+};
+
+// Forward and every input gradient of the fused op and of the composition,
+// for the same inputs and the same upstream gradient.
+void check_fused_equals_composed(const Case& c, DType dtype, double tol) {
+  INFO("B " << c.B << " Tq " << c.Tq << " Tk " << c.Tk << " H " << c.H << " Hkv " << c.Hkv
+            << " d " << c.d << (dtype == DType::f32 ? " float32" : " float64"));
+  Rng rng(42);
+  Tensor q = Tensor::randn({c.B, c.Tq, c.H, c.d}, rng, 1.0, 0.0, dtype);
+  Tensor k = Tensor::randn({c.B, c.Tk, c.Hkv, c.d}, rng, 1.0, 0.0, dtype);
+  Tensor v = Tensor::randn({c.B, c.Tk, c.Hkv, c.d}, rng, 1.0, 0.0, dtype);
+  Tensor r = Tensor::randn({c.B, c.Tq, c.H, c.d}, rng, 1.0, 0.0, dtype);  // upstream gradient
+  const double scale = 1.0 / std::sqrt(double(c.d));
+  auto run = [&](bool fused) {
+    Var vq(q, true), vk(k, true), vv(v, true);
+    Var o = fused ? causal_attention(vq, vk, vv, scale) : attention_composed(vq, vk, vv, scale);
+    sum_all(mul(o, Var(r))).backward();
+    return std::vector<Tensor>{o.data(), vq.grad(), vk.grad(), vv.grad()};
+  };
+  std::vector<Tensor> fused = run(true), composed = run(false);
+  const char* names[] = {"out", "dq", "dk", "dv"};
+  for (int i = 0; i < 4; ++i) {
+    INFO(names[i]);
+    CHECK(fused[i].shape() == composed[i].shape());
+    CHECK(max_abs_diff(fused[i], composed[i]) < tol);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("gradcheck: causal attention") { run_gradchecks(kRows); }
+
+TEST_CASE("fused attention equals the composition of ops, forward and gradients") {
+  const Case cases[] = {
+      {2, 5, 5, 4, 2, 8},      // the model's grouping, one tile
+      {1, 3, 7, 2, 2, 4},      // cached keys, one query head per KV head
+      {1, 1, 9, 4, 1, 4},      // one new token over a cache (generation)
+      {2, 70, 70, 4, 2, 32},   // two tiles of query rows and of keys
+      {1, 130, 150, 2, 1, 8},  // three tiles, cached keys
+  };
+  for (const Case& c : cases) {
+    check_fused_equals_composed(c, DType::f64, 1e-12);
+    check_fused_equals_composed(c, DType::f32, 2e-5);
+  }
+}
+
+TEST_CASE("fused attention: rows of probabilities sum to one, masked keys get zero") {
+  Rng rng(3);
+  Tensor q = Tensor::randn({1, 3, 2, 4}, rng), k = Tensor::randn({1, 5, 1, 4}, rng);
+  Tensor probs;
+  kernels::attention_forward(q, k, k, 0.5, probs);
+  REQUIRE(probs.shape() == Shape{1, 2, 3, 5});
+  for (int64_t h = 0; h < 2; ++h)
+    for (int64_t i = 0; i < 3; ++i) {
+      double s = 0;
+      for (int64_t j = 0; j < 5; ++j) {
+        double p = probs.at(((h * 3) + i) * 5 + j);
+        if (j > i + 2) CHECK(p == 0.0);  // query i sees keys j <= i + (5 − 3)
+        s += p;
+      }
+      CHECK(s == doctest::Approx(1.0).epsilon(1e-6));
+    }
+}
+
+TEST_CASE("fused attention: bad shapes are one-line errors") {
+  Rng rng(4);
+  Tensor probs;
+  Tensor q = Tensor::randn({1, 4, 3, 8}, rng), k = Tensor::randn({1, 4, 2, 8}, rng);
+  CHECK_THROWS_WITH_AS(kernels::attention_forward(q, k, k, 1.0, probs),
+                       doctest::Contains("must be a multiple of KV heads"), Error);
+  Tensor q2 = Tensor::randn({1, 6, 2, 8}, rng), k2 = Tensor::randn({1, 4, 2, 8}, rng);
+  CHECK_THROWS_WITH_AS(kernels::attention_forward(q2, k2, k2, 1.0, probs),
+                       doctest::Contains("at least as many keys as queries"), Error);
+  Tensor k3 = Tensor::randn({1, 6, 2, 4}, rng);
+  CHECK_THROWS_WITH_AS(kernels::attention_forward(q2, k3, k3, 1.0, probs),
+                       doctest::Contains("disagree on batch or head size"), Error);
+}
