@@ -115,7 +115,7 @@ def decay_ladder(runs, noise):
                          f"({d:+.3f}, {'noise' if abs(d) <= n else 'above noise'}, noise {n:.3f})")
         if parts:
             unfinished = sorted({f"{r['_label']} at step {r.get('steps_done')}"
-                                 for t in (lm, rc) for p in (a, b) if p in t
+                                 for t in (lm, rc) if a in t and b in t for p in (a, b)
                                  for r in [t[p]] if not r.get("finished")})
             out.append(f"- {a} → {b} ({what}): " + "; ".join(parts)
                        + (f" (unfinished: {', '.join(unfinished)})" if unfinished else "") + ".")
