@@ -139,9 +139,20 @@ void l2_norm_backward(const T* x, const T* norm, const T* dy, T* dx, int64_t row
 // ---- causal depthwise conv1d ----------------------------------------------------------------
 // x, y [B, T, C]; w [C, K], tap K−1 = the current token.
 
+// w [C, K] as [K, C]: tap j of every channel side by side, so the loops over
+// channels read the weights contiguously (and vectorise) like x and y.
+template <class T>
+static std::vector<T> taps_by_channel(const T* w, int64_t C, int64_t K) {
+  std::vector<T> w_kc(static_cast<size_t>(K * C));
+  for (int64_t c = 0; c < C; ++c)
+    for (int64_t j = 0; j < K; ++j) w_kc[size_t(j * C + c)] = w[c * K + j];
+  return w_kc;
+}
+
 template <class T>
 void causal_conv1d_forward(const T* x, const T* w, T* y, int64_t B, int64_t T_len, int64_t C,
                            int64_t K) {
+  const std::vector<T> w_kc = taps_by_channel(w, C, K);
   LINA_PARALLEL_FOR_IF(B * T_len * C * K > kParallelMin)
   for (int64_t bt = 0; bt < B * T_len; ++bt) {
     const int64_t b = bt / T_len, t = bt % T_len;
@@ -152,7 +163,8 @@ void causal_conv1d_forward(const T* x, const T* w, T* y, int64_t B, int64_t T_le
       const int64_t s = t - K + 1 + j;
       if (s < 0) continue;
       const T* xr = x + (b * T_len + s) * C;
-      for (int64_t c = 0; c < C; ++c) yr[c] += w[c * K + j] * xr[c];
+      const T* wj = w_kc.data() + j * C;
+      for (int64_t c = 0; c < C; ++c) yr[c] += wj[c] * xr[c];
     }
   }
 }
@@ -162,6 +174,7 @@ void causal_conv1d_backward(const T* x, const T* w, const T* dy, T* dx, T* dw, i
                             int64_t T_len, int64_t C, int64_t K) {
   const int64_t rows = B * T_len;
   // dx_s[c] = Σ_j w[c, j] dy_{s+K−1−j}[c], terms past the end dropped
+  const std::vector<T> w_kc = taps_by_channel(w, C, K);
   LINA_PARALLEL_FOR_IF(rows * C * K > kParallelMin)
   for (int64_t bs = 0; bs < rows; ++bs) {
     const int64_t b = bs / T_len, s = bs % T_len;
@@ -171,7 +184,8 @@ void causal_conv1d_backward(const T* x, const T* w, const T* dy, T* dx, T* dw, i
       const int64_t t = s + K - 1 - j;
       if (t >= T_len) continue;
       const T* dyr = dy + (b * T_len + t) * C;
-      for (int64_t c = 0; c < C; ++c) dxr[c] += w[c * K + j] * dyr[c];
+      const T* wj = w_kc.data() + j * C;
+      for (int64_t c = 0; c < C; ++c) dxr[c] += wj[c] * dyr[c];
     }
   }
   // dw[c, j] = Σ_b Σ_t dy_t[c] x_{t−K+1+j}[c]; partials laid out [chunks, K, C]

@@ -64,6 +64,25 @@ template <class T> GateMap<T> gates(T* x, const ChunkPlace& at) {
   return GateMap<T>(x + at.token0, at.c, Eigen::InnerStride<>(at.stride));
 }
 
+// Γ [c, c] of one chunk from its log-decays log_a(i) (i < c):
+//   Γ_ri = exp(log_a(i+1) + … + log_a(r)) for i ≤ r (Γ_rr = 1), 0 above the diagonal.
+// Each entry is the exp of a segment sum (accurate in float32 even when the
+// decay over the chunk is huge, unlike a difference of two large running
+// sums), and a row's exps are taken together so they vectorise.
+template <class T, class LogDecay>
+void segment_decays(int64_t c, LogDecay log_a, MatrixMap<T>& Gamma) {
+  Gamma.setZero();
+  for (int64_t r = 0; r < c; ++r) {
+    T segment = 0;
+    Gamma(r, r) = 0;
+    for (int64_t i = r - 1; i >= 0; --i) {
+      segment += log_a(i + 1);
+      Gamma(r, i) = segment;
+    }
+    Gamma.row(r).head(r + 1) = Gamma.row(r).head(r + 1).array().exp();
+  }
+}
+
 // The chunked scan of the rules without the delta correction (linear,
 // retention, gated linear, channel-gated linear): scan_chunked_gated.cpp.
 // scan_chunked_forward / _backward hand these rules over to it.

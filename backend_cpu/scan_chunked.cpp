@@ -61,17 +61,9 @@ ChunkTerms<T> chunk_terms(const ScanShape& s, const ScanInputs<T>& in, const Chu
   // Gates in log space: Γ_ri from the segment sum g_{i+1} + … + g_r (accurate
   // in float32 even when λ is large), formed only on and below the diagonal
   // so exp never sees a positive exponent.
-  m.Gamma.setZero();
   if (uses_gate(s.rule)) {
     ConstGateMap<T> g = gates(in.g, at);
-    for (int64_t r = 0; r < c; ++r) {
-      T segment = 0;
-      m.Gamma(r, r) = 1;
-      for (int64_t i = r - 1; i >= 0; --i) {
-        segment += g[i + 1];
-        m.Gamma(r, i) = std::exp(segment);
-      }
-    }
+    segment_decays(c, [&](int64_t i) { return g[i]; }, m.Gamma);
     T lambda = 0;
     for (int64_t r = 0; r < c; ++r) {
       lambda += g[r];
@@ -79,6 +71,7 @@ ChunkTerms<T> chunk_terms(const ScanShape& s, const ScanInputs<T>& in, const Chu
     }
     m.delta = m.Gamma.row(c - 1).transpose();
   } else {
+    m.Gamma.setZero();
     m.Gamma.template triangularView<Eigen::Lower>().setOnes();
     m.gamma.setOnes();
     m.delta.setOnes();

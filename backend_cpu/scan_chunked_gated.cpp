@@ -82,14 +82,7 @@ GatedTerms<T> gated_terms(const ScanShape& s, const ScanInputs<T>& in, const Chu
     m.Dq = m.Dq.array().exp();
     m.Dk = m.Dk.array().exp();
     if (w == 1)  // Γ_ri from the segment sum log a_{i+1} + … + log a_r
-      for (int64_t r = 0; r < c; ++r) {
-        T segment = 0;
-        m.Gamma(r, r) = 1;
-        for (int64_t i = r - 1; i >= 0; --i) {
-          segment += log_a(i + 1, 0);
-          m.Gamma(r, i) = std::exp(segment);
-        }
-      }
+      segment_decays(c, [&](int64_t i) { return log_a(i, 0); }, m.Gamma);
     m.A = log_a.array().exp();
   }
   times_decay(m.Qg, Q, m.Dq);
