@@ -4,8 +4,10 @@
 // matrix-vector work on Eigen maps, no allocation per token.
 //
 // Layouts: q, k, v, o [B, T, H, d] (token t of head h at ((b·T + t)·H + h)·d),
-// beta [B, T, H], g [B, T, H] or per key channel [B, T, H, d], states [B, H, d, d] value × key, saved states
-// [B, H, T, d, d]. Every output is written (=), never accumulated.
+// beta [B, T, H], g [B, T, H] (or [B, T, H, d] for a decay per key channel),
+// states [B, H, d, d] value × key, saved states [B, H, T, d, d]. Every output
+// is written (=), never accumulated. The decay is read per key channel
+// through scan_log_decay (core/kernel_args.h), so one loop serves every rule.
 #include <Eigen/Core>
 #include <cmath>
 

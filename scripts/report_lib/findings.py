@@ -93,8 +93,8 @@ def lm_findings(runs, noise):
 LADDER = [("linear", "retnet", "a fixed decay per head"),
           ("retnet", "mamba2", "a learned decay per head and token"),
           ("mamba2", "gla", "a learned decay per key channel"),
-          ("mamba2", "gdn", "the delta correction (with a learned decay)"),
-          ("linear", "delta", "the delta correction (without decay)"),
+          ("mamba2", "gdn", "the delta correction, with a learned decay"),
+          ("linear", "delta", "the delta correction, without decay"),
           ("linear", "linear-relu", "relu(x)+1e-5 instead of elu(x)+1"),
           ("linear", "linear-sigmoid", "sigmoid(x)+1e-5 instead of elu(x)+1")]
 
@@ -114,7 +114,11 @@ def decay_ladder(runs, noise):
             parts.append(f"recall accuracy {final(rc[a], 'val_accuracy'):.3f} → {final(rc[b], 'val_accuracy'):.3f} "
                          f"({d:+.3f}, {'noise' if abs(d) <= n else 'above noise'}, noise {n:.3f})")
         if parts:
-            out.append(f"- {a} → {b} ({what}): " + "; ".join(parts) + ".")
+            unfinished = sorted({f"{r['_label']} at step {r.get('steps_done')}"
+                                 for t in (lm, rc) if a in t and b in t for p in (a, b)
+                                 for r in [t[p]] if not r.get("finished")})
+            out.append(f"- {a} → {b} ({what}): " + "; ".join(parts)
+                       + (f" (unfinished: {', '.join(unfinished)})" if unfinished else "") + ".")
     return out
 
 
