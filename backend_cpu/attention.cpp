@@ -22,7 +22,6 @@
 #include "backend_cpu/cpu_kernels.h"
 #include "backend_cpu/eigen_maps.h"
 #include "backend_cpu/parallel.h"
-#include "backend_cpu/unary_fast.h"
 
 namespace lina::cpu {
 
@@ -34,12 +33,11 @@ constexpr int64_t kTile = 64;  // query rows (forward) or keys (dk, dv) per bloc
 template <class T>
 void softmax_in_place(T* y, int64_t n) {
   T m = *std::max_element(y, y + n);
-  for (int64_t j = 0; j < n; ++j) y[j] -= m;
-  if constexpr (std::is_same_v<T, float>) {
-    unary_forward_fast(UnaryFn::Exp, y, y, n);
-  } else {
-    for (int64_t j = 0; j < n; ++j) y[j] = std::exp(y[j]);
-  }
+  // Eigen's vectorised exp, called directly: this runs inside the parallel
+  // loop over heads, where even an empty OpenMP region per row would cost
+  // more than the row.
+  Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>> row(y, n);
+  row = (row - m).exp();
   T s = 0;
   for (int64_t j = 0; j < n; ++j) s += y[j];
   const T inv = T(1) / s;
