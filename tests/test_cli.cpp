@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <vector>
 
@@ -92,27 +93,46 @@ TEST_CASE("recall --pairs/--keys: recorded in the json and in the file name") {
   CHECK(j["config"]["model"]["vocab"] == 32);
 }
 
-// The two forms of the recurrence are the same maths: a run trained token by
-// token follows the chunked run's losses to float32 rounding.
-TEST_CASE("--scan-form sequential trains like the chunked form") {
-  fs::path d = temp_dir("scanform");
+// Two tiny recall runs of `preset`, one per value of `flag`, that must be the
+// same maths: both succeed, each json records its value (checked by
+// `check_json`), and the second follows the first's losses to float32 rounding.
+static void check_same_losses(const std::string& preset, const std::string& flag,
+                       const std::array<const char*, 2>& values,
+                       const std::function<void(const nlohmann::json&, int)>& check_json) {
+  fs::path d = temp_dir(preset + flag);
   std::vector<double> losses[2];
-  int i = 0;
-  for (const char* form : {"chunked", "sequential"}) {
-    const fs::path out = d / form;
-    Result r = run("train --preset gdn --task recall --scan-form " + std::string(form) + kTiny +
+  for (int i = 0; i < 2; ++i) {
+    const fs::path out = d / values[i];
+    Result r = run("train --preset " + preset + " --task recall " + flag + " " + values[i] + kTiny +
                    " --out " + out.string());
     INFO(r.output);
     REQUIRE(r.code == 0);
-    nlohmann::json j = nlohmann::json::parse(std::ifstream(out / "cpu" / "recall_gdn.json"));
-    CHECK(j["config"]["model"]["scan_form"] == form);
-    CHECK(j["config"]["train"]["scan_form"] == form);
+    nlohmann::json j = nlohmann::json::parse(std::ifstream(out / "cpu" / ("recall_" + preset + ".json")));
+    check_json(j, i);
     for (const auto& point : j["loss_curve"]) losses[i].push_back(point["loss"].get<double>());
-    ++i;
   }
   REQUIRE(losses[0].size() == 4);
   REQUIRE(losses[1].size() == 4);
   for (size_t s = 0; s < 4; ++s) CHECK(std::fabs(losses[0][s] - losses[1][s]) < 1e-4);
+}
+
+// The two forms of the recurrence are the same maths: a run trained token by
+// token follows the chunked run's losses to float32 rounding.
+TEST_CASE("--scan-form sequential trains like the chunked form") {
+  const std::array<const char*, 2> forms = {"chunked", "sequential"};
+  check_same_losses("gdn", "--scan-form", forms, [&](const nlohmann::json& j, int i) {
+    CHECK(j["config"]["model"]["scan_form"] == forms[i]);
+    CHECK(j["config"]["train"]["scan_form"] == forms[i]);
+  });
+}
+
+// Attention fused into one op or composed op by op is the same maths.
+TEST_CASE("--attention composed trains like the fused op") {
+  const std::array<const char*, 2> forms = {"fused", "composed"};
+  check_same_losses("attn", "--attention", forms, [&](const nlohmann::json& j, int i) {
+    CHECK(j["config"]["train"]["attention"] == forms[i]);
+    CHECK(j["config"]["model"]["fused_attention"] == (i == 0));
+  });
 }
 
 TEST_CASE("--feature-map: in the run's name and json, checked on resume and eval") {
@@ -140,28 +160,6 @@ TEST_CASE("--feature-map: in the run's name and json, checked on resume and eval
   CHECK(e.code == 0);
   nlohmann::json p = nlohmann::json::parse(std::ifstream(d / "p.json"));
   CHECK(p["accuracy"].get<double>() == doctest::Approx(j["final"]["val_accuracy"].get<double>()));
-}
-
-// Attention fused into one op or composed op by op is the same maths.
-TEST_CASE("--attention composed trains like the fused op") {
-  fs::path d = temp_dir("attention");
-  std::vector<double> losses[2];
-  int i = 0;
-  for (const char* form : {"fused", "composed"}) {
-    const fs::path out = d / form;
-    Result r = run("train --preset attn --task recall --attention " + std::string(form) + kTiny +
-                   " --out " + out.string());
-    INFO(r.output);
-    REQUIRE(r.code == 0);
-    nlohmann::json j = nlohmann::json::parse(std::ifstream(out / "cpu" / "recall_attn.json"));
-    CHECK(j["config"]["train"]["attention"] == form);
-    CHECK(j["config"]["model"]["fused_attention"] == (i == 0));
-    for (const auto& point : j["loss_curve"]) losses[i].push_back(point["loss"].get<double>());
-    ++i;
-  }
-  REQUIRE(losses[0].size() == 4);
-  REQUIRE(losses[1].size() == 4);
-  for (size_t s = 0; s < 4; ++s) CHECK(std::fabs(losses[0][s] - losses[1][s]) < 1e-4);
 }
 
 TEST_CASE("state-size prints spec 1.3's numbers") {
