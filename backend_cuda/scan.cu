@@ -1,24 +1,16 @@
 // The scan's CUDA entry points (float32): each fills ScanArgs and launches
 // one block program, one block per (batch, head). The programs themselves
-// are in scan_device.h (token by token) and scan_chunked_device.h (chunked),
-// which the host-emulation tests run on the CPU.
-#include <string>
+// are in scan_device.h (token by token), scan_chunked_device.h (chunked, a
+// decay per head) and scan_chunked_gated_device.h (chunked, a decay per key
+// channel), which the host-emulation tests run on the CPU.
 
 #include "backend_cuda/block_program.cuh"
 #include "backend_cuda/cuda_kernels.h"
 #include "backend_cuda/scan_chunked_device.h"
+#include "backend_cuda/scan_chunked_gated_device.h"
 #include "backend_cuda/scan_device.h"
-#include "core/error.h"
 
 namespace lina::cuda {
-
-// The chunked programs take a decay per head (or none); a decay per key
-// channel runs token by token on the GPU.
-static void check_chunked_decay(const ScanShape& s) {
-  check(!gate_per_channel(s.rule), std::string("cuda: the chunked scan of the ") +
-                                       scan_rule_name(s.rule) +
-                                       " is not written for the GPU; use --scan-form sequential");
-}
 
 void scan_sequential_forward(const ScanShape& s, const ScanInputs<float>& in, const float* s0,
                              float* o, float* s_final, float* states) {
@@ -39,21 +31,25 @@ void scan_sequential_backward(const ScanShape& s, const ScanInputs<float>& in, c
 
 void scan_chunked_forward(const ScanShape& s, int64_t C, const ScanInputs<float>& in,
                           const float* s0, float* o, float* s_final, float* chunk_states) {
-  check_chunked_decay(s);
   ScanArgs args;
   args.s = s, args.chunk = C, args.in = in, args.s0 = s0, args.o = o, args.s_final = s_final;
   args.saved_out = chunk_states;
-  launch_block_program<ScanChunkedForward>(args, "cuda::scan_chunked_forward");
+  if (gate_per_channel(s.rule))
+    launch_block_program<ScanChunkedGatedForward>(args, "cuda::scan_chunked_forward (per channel)");
+  else
+    launch_block_program<ScanChunkedForward>(args, "cuda::scan_chunked_forward");
 }
 
 void scan_chunked_backward(const ScanShape& s, int64_t C, const ScanInputs<float>& in,
                            const float* chunk_states, const float* dout, const float* ds_final,
                            const ScanInputGrads<float>& grads) {
-  check_chunked_decay(s);
   ScanArgs args;
   args.s = s, args.chunk = C, args.in = in, args.saved = chunk_states, args.dout = dout;
   args.ds_final = ds_final, args.grads = grads;
-  launch_block_program<ScanChunkedBackward>(args, "cuda::scan_chunked_backward");
+  if (gate_per_channel(s.rule))
+    launch_block_program<ScanChunkedGatedBackward>(args, "cuda::scan_chunked_backward (per channel)");
+  else
+    launch_block_program<ScanChunkedBackward>(args, "cuda::scan_chunked_backward");
 }
 
 }  // namespace lina::cuda

@@ -78,9 +78,6 @@ Var RecurrentMixer::forward(const ModelConfig& c, const Var& x, const LayerNames
   options.rule = rule;
   options.form = cache ? ScanForm::Sequential : c.scan_form;  // generation: token by token
   options.chunk = c.scan_chunk;
-  // The GPU's chunked programs take a decay per head only (backend_cuda/scan.cu):
-  // a decay per key channel runs token by token there.
-  if (gate_per_channel(rule) && x.data().device() == Device::cuda) options.form = ScanForm::Sequential;
   Tensor s0 = cache ? cache->state : Tensor();
   Var o = named(scan(options, q, k, v, beta, log_alpha, s0, cache ? &cache->state : nullptr), n.o);
   o = named(rms_norm(o, o_norm, c.norm_eps), n.o_norm);  // per head: the last dim is one head's d

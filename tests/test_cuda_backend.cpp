@@ -517,7 +517,6 @@ void add_scan_rows(std::vector<Row>& rows) {
     for (bool chunked : {false, true})
       for (const Size& z : sizes) {
         if (z.gate_lo < -2 && !uses_gate(rule)) continue;
-        if (chunked && gate_per_channel(rule)) continue;  // token by token only on the GPU
         const std::string name = std::string("scan ") + scan_rule_name(rule) +
                                  (chunked ? ", chunked C=" + std::to_string(z.chunk) : ", token by token") +
                                  " [" + std::to_string(z.B) + ", " + std::to_string(z.T) + ", " +

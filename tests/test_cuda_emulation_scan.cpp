@@ -1,5 +1,6 @@
 // The scan's CUDA block programs — token by token (backend_cuda/scan_device.h)
-// and chunked (backend_cuda/scan_chunked_device.h) — run on the host with
+// and chunked (backend_cuda/scan_chunked_device.h, and
+// scan_chunked_gated_device.h for a decay per key channel) — run on the host with
 // run_block_program_on_host, items in forward and in reverse order, and
 // compared with the CPU kernels of the same form: output, final state, saved
 // states and every gradient, for every rule. Chunk lengths that do not divide
@@ -22,6 +23,7 @@
 
 #include "backend_cpu/cpu_kernels.h"
 #include "backend_cuda/scan_chunked_device.h"
+#include "backend_cuda/scan_chunked_gated_device.h"
 #include "core/rng.h"
 #include "core/tensor.h"
 
@@ -149,9 +151,10 @@ Results run_cpu(const Problem& p, bool chunked) {
   return r;
 }
 
-// The block programs on the host; the backward reads the states its own
-// forward saved.
-Results run_programs(const Problem& p, bool chunked, ItemOrder order) {
+// A pair of block programs on the host; the backward reads the states its
+// own forward saved.
+template <class Forward, class Backward>
+Results run_program_pair(const Problem& p, bool chunked, ItemOrder order) {
   Results r = empty_results(p, chunked, kNaN);
   ScanArgs args;
   args.s = p.s;
@@ -161,17 +164,23 @@ Results run_programs(const Problem& p, bool chunked, ItemOrder order) {
   args.o = r.o.data();
   args.s_final = r.s_final.data();
   args.saved_out = r.saved.data();
-  if (chunked) run_block_program_on_host<ScanChunkedForward>(args, order);
-  else run_block_program_on_host<ScanSequentialForward>(args, order);
+  run_block_program_on_host<Forward>(args, order);
 
   args.o = args.s_final = args.saved_out = nullptr;
   args.saved = r.saved.data();
   args.dout = p.dout.data();
   args.ds_final = or_null(p.ds_final);
   args.grads = grads(r);
-  if (chunked) run_block_program_on_host<ScanChunkedBackward>(args, order);
-  else run_block_program_on_host<ScanSequentialBackward>(args, order);
+  run_block_program_on_host<Backward>(args, order);
   return r;
+}
+
+// The programs backend_cuda/scan.cu launches for this rule and form.
+Results run_programs(const Problem& p, bool chunked, ItemOrder order) {
+  if (!chunked) return run_program_pair<ScanSequentialForward, ScanSequentialBackward>(p, false, order);
+  if (gate_per_channel(p.s.rule))
+    return run_program_pair<ScanChunkedGatedForward, ScanChunkedGatedBackward>(p, true, order);
+  return run_program_pair<ScanChunkedForward, ScanChunkedBackward>(p, true, order);
 }
 
 // Per tensor: |got − want| ≤ 1e-4·max|want| + 1e-5 for every element (NaN fails).
@@ -210,31 +219,43 @@ std::string describe(ScanRule rule, bool chunked, ItemOrder order, const Problem
          (spec.with_ds_final ? ", dS_T" : "");
 }
 
-// Both forms of `rule` on one problem, in both item orders, against the CPU
-// (a decay per key channel has only the token-by-token program on the GPU).
+void check_results(const Results& got, const Results& want, const std::string& what,
+                   bool require_finite) {
+  check_close(got.o, want.o, what + ": o");
+  check_close(got.s_final, want.s_final, what + ": final state");
+  check_close(got.saved, want.saved, what + ": saved states");
+  check_close(got.dq, want.dq, what + ": dq");
+  check_close(got.dk, want.dk, what + ": dk");
+  check_close(got.dv, want.dv, what + ": dv");
+  check_close(got.dbeta, want.dbeta, what + ": dbeta");
+  check_close(got.dg, want.dg, what + ": dg");
+  check_close(got.ds0, want.ds0, what + ": ds0");
+  if (require_finite)
+    for (const Floats* x : {&got.o, &got.s_final, &got.dq, &got.dk, &got.dv, &got.dbeta, &got.dg,
+                            &got.ds0})
+      check_finite(*x, what + ": all finite");
+}
+
+// Both forms of `rule` on one problem, in both item orders, against the CPU.
 void check_against_cpu(ScanRule rule, const ProblemSpec& spec, bool require_finite = false) {
   const Problem p = make_problem(rule, spec);
   for (bool chunked : {false, true}) {
-    if (chunked && gate_per_channel(rule)) continue;
     const Results want = run_cpu(p, chunked);
-    for (ItemOrder order : {ItemOrder::Forward, ItemOrder::Reverse}) {
-      const std::string what = describe(rule, chunked, order, spec);
-      const Results got = run_programs(p, chunked, order);
-      check_close(got.o, want.o, what + ": o");
-      check_close(got.s_final, want.s_final, what + ": final state");
-      check_close(got.saved, want.saved, what + ": saved states");
-      check_close(got.dq, want.dq, what + ": dq");
-      check_close(got.dk, want.dk, what + ": dk");
-      check_close(got.dv, want.dv, what + ": dv");
-      check_close(got.dbeta, want.dbeta, what + ": dbeta");
-      check_close(got.dg, want.dg, what + ": dg");
-      check_close(got.ds0, want.ds0, what + ": ds0");
-      if (require_finite)
-        for (const Floats* x : {&got.o, &got.s_final, &got.dq, &got.dk, &got.dv, &got.dbeta,
-                                &got.dg, &got.ds0})
-          check_finite(*x, what + ": all finite");
-    }
+    for (ItemOrder order : {ItemOrder::Forward, ItemOrder::Reverse})
+      check_results(run_programs(p, chunked, order), want, describe(rule, chunked, order, spec),
+                    require_finite);
   }
+}
+
+// The per-channel chunked programs are written for any rule without the
+// delta correction (a per-head decay is the same decay on every channel):
+// run them on the rules whose GPU path takes the Γ-matrix programs too.
+void check_gated_programs_against_cpu(ScanRule rule, const ProblemSpec& spec) {
+  const Problem p = make_problem(rule, spec);
+  const Results want = run_cpu(p, true);
+  for (ItemOrder order : {ItemOrder::Forward, ItemOrder::Reverse})
+    check_results(run_program_pair<ScanChunkedGatedForward, ScanChunkedGatedBackward>(p, true, order),
+                  want, "per-channel programs, " + describe(rule, true, order, spec), false);
 }
 
 }  // namespace
@@ -261,5 +282,14 @@ TEST_CASE("cuda emulation: scan block programs stay finite under strongly forget
   for (ScanRule rule : {ScanRule::GatedDelta, ScanRule::GatedLinear, ScanRule::ChannelGatedLinear}) {
     check_against_cpu(rule, {2, 13, 2, 8, 4, true, true, -20.0, -5.0}, true);
     check_against_cpu(rule, {1, 21, 1, 8, 16, false, true, -20.0, -5.0}, true);
+  }
+}
+
+TEST_CASE("cuda emulation: the per-channel chunked scan programs match the CPU on every rule without the delta correction") {
+  for (ScanRule rule : {ScanRule::Linear, ScanRule::Retention, ScanRule::GatedLinear,
+                        ScanRule::ChannelGatedLinear}) {
+    check_gated_programs_against_cpu(rule, {2, 13, 2, 5, 4, true, true});
+    check_gated_programs_against_cpu(rule, {1, 70, 1, 32, 64, true, true});
+    check_gated_programs_against_cpu(rule, {2, 3, 1, 6, 4, false, false});
   }
 }
