@@ -26,7 +26,7 @@ start=$SECONDS
 budget=${LINA_CHECK_BUDGET_S:-280}
 jobs=$(nproc)
 build=build/device
-presets=(attn linear delta gdn hybrid)
+presets=(attn linear delta gdn hybrid retnet mamba2 gla)
 export PATH="/usr/local/cuda/bin:/usr/local/nvidia/bin:$PATH"
 
 left() { echo $((budget - (SECONDS - start))); }
