@@ -73,6 +73,7 @@ void finish_bench_options(BenchOptions& o) {
   if (o.infer_steps < 0) o.infer_steps = o.quick ? 3 : 8;
   check(o.warmup >= 0, "--warmup must not be negative");
   check(o.steps > 0, "--steps must be positive, got " + std::to_string(o.steps));
+  check(o.scan_chunk >= 0, "--scan-chunk must be positive, got " + std::to_string(o.scan_chunk));
   check(o.infer_steps > 0, "--infer-steps must be positive, got " + std::to_string(o.infer_steps));
   for (const BenchShape& s : o.shapes)
     check(s.batch > 0 && s.context > 0 && s.batch <= 4096 && s.context <= 16384,
@@ -187,6 +188,7 @@ std::string run_bench(const BenchOptions& o) {
                                        "--steps", std::to_string(o.steps), "--warmup",
                                        std::to_string(o.warmup)};
       if (o.profile) args.push_back("--profile");
+      if (o.scan_chunk > 0) args.insert(args.end(), {"--scan-chunk", std::to_string(o.scan_chunk)});
       json r = run_child(args, (scratch.dir / (std::to_string(child++) + ".json")).string(),
                          p + " training at " + shape_name(s));
       std::fprintf(stderr, "  %s %s: %.1f ms/step\n", p.c_str(), shape_name(s).c_str(), double(r["ms_per_step"]));
@@ -291,6 +293,7 @@ std::string run_bench(const BenchOptions& o) {
     std::vector<std::string> shapes;
     for (const BenchShape& s : o.shapes) shapes.push_back(shape_name(s));
     json doc = {{"schema", "lina-bench-1"}, {"quick", o.quick}, {"profile", o.profile},
+                {"scan_chunk", o.scan_chunk > 0 ? o.scan_chunk : ModelConfig().scan_chunk},
                 {"steps", o.steps}, {"warmup", o.warmup}, {"infer_steps", o.infer_steps},
                 {"presets", o.presets}, {"shapes", shapes}, {"contexts", o.contexts},
                 {"cpus", std::thread::hardware_concurrency()},

@@ -31,6 +31,7 @@ struct BenchOptions {
   int steps = -1;                        // timed training steps per shape
   int warmup = -1;                       // untimed steps before them
   int infer_steps = -1;                  // timed generated tokens per context
+  int scan_chunk = 0;                    // tokens per chunk of the chunked scan (0 = the config's)
   bool quick = false;
   bool profile = false;
   std::string json;                      // where to write the json ("" = nowhere)

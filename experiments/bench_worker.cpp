@@ -54,6 +54,7 @@ void train_step(LanguageModel& model, AdamW& opt, const Tensor& x, const Tensor&
 json train_job(const BenchOptions& o) {
   const BenchShape s = o.shapes.at(0);
   ModelConfig config = make_config(o.presets.at(0), kVocab);
+  if (o.scan_chunk > 0) config.scan_chunk = o.scan_chunk;
   LanguageModel model(config, 1337);
   AdamW opt(model.params(), AdamWConfig{1e-3, 0.9, 0.99, 1e-8, 0.1});
   Rng rng(1);

@@ -66,6 +66,7 @@ int main(int argc, char** argv) {
   train->add_option("--keys", t.keys, "recall: distinct keys (default 64; values are always 16)");
   train->add_option("--attention", t.attention, "fused (default) | composed: attention as one op, or op by op (permute, expand, matmul, softmax) to step through");
   train->add_option("--scan-form", t.scan_form, "chunked (default) | sequential: the recurrence's training form; sequential runs the readable token-by-token backward");
+  train->add_option("--scan-chunk", t.scan_chunk, "tokens per chunk of the chunked scan (default 16)");
   train->add_option("--feature-map", t.feature_map, "linear layers' feature map: elu1 (default, elu(x)+1) | relu (relu(x)+1e-5) | sigmoid (sigmoid(x)+1e-5)");
   train->add_option("--lr", t.lr, "peak learning rate (the cosine ends at lr/10)");
   train->add_option("--warmup", t.warmup, "warm-up updates");
@@ -119,6 +120,7 @@ int main(int argc, char** argv) {
     sub->add_option("--steps", bo.steps, "timed training steps per shape (default 10; --quick 3)");
     sub->add_option("--warmup", bo.warmup, "untimed steps first (default 2; --quick 1)");
     sub->add_option("--infer-steps", bo.infer_steps, "timed tokens per inference context (default 8; --quick 3)");
+    sub->add_option("--scan-chunk", bo.scan_chunk, "tokens per chunk of the chunked scan (default: the model's, 16)");
     sub->add_flag("--profile", bo.profile, "time every kernel entry point (forward/backward) and count allocations");
   }
   bench->add_flag("--quick", bo.quick, "fewer steps and tokens, no inference context 4096 (at most 2 minutes)");

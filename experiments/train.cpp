@@ -61,6 +61,7 @@ void validate(TrainOptions& o) {
   check(o.context > 0, "--context must be positive, got " + std::to_string(o.context));
   check(o.scan_form == "chunked" || o.scan_form == "sequential",
         "unknown --scan-form '" + o.scan_form + "': use chunked or sequential");
+  check(o.scan_chunk > 0, "--scan-chunk must be positive, got " + std::to_string(o.scan_chunk));
   parse_feature_map(o.feature_map);  // throws for an unknown name
   check(o.feature_map == "elu1" || make_config(o.preset, 1).has_layer(MixerKind::Linear),
         "--feature-map is for linear attention layers; preset '" + o.preset + "' has none");
@@ -145,6 +146,13 @@ void adopt_checkpoint_options(TrainOptions& o, const CheckpointInfo& info, const
   adopt("--context", "context", o.context);
   adopt("--pairs", "pairs", o.pairs);
   adopt("--scan-form", "scan_form", o.scan_form);
+  {  // checkpoints from before --scan-chunk used chunks of 64
+    const int saved_chunk = saved.value("scan_chunk", 64);
+    check(!was_given(o, "--scan-chunk") || o.scan_chunk == saved_chunk,
+          "--scan-chunk " + std::to_string(o.scan_chunk) + " differs from the " +
+              std::to_string(saved_chunk) + " of checkpoint " + path);
+    o.scan_chunk = saved_chunk;
+  }
   {  // checkpoints from before --feature-map used elu1
     const std::string saved_map = saved.value("feature_map", "elu1");
     check(!was_given(o, "--feature-map") || o.feature_map == saved_map,
@@ -243,7 +251,7 @@ json options_json(const TrainOptions& o) {
           {"min_lr", o.lr / 10}, {"warmup", o.warmup}, {"clip", o.clip}, {"seed", o.seed},
           {"data", o.data}, {"eval_every", o.eval_every}, {"eval_batches", o.eval_batches},
           {"checkpoint_every", o.checkpoint_every}, {"pairs", o.pairs}, {"keys", o.keys},
-          {"scan_form", o.scan_form}, {"feature_map", o.feature_map}, {"attention", o.attention},
+          {"scan_form", o.scan_form}, {"scan_chunk", o.scan_chunk}, {"feature_map", o.feature_map}, {"attention", o.attention},
           {"weight_decay", 0.1}, {"betas", {0.9, 0.99}}, {"eps", 1e-8}};
 }
 
@@ -327,6 +335,7 @@ TrainResult TrainingRun::run() {
   task_ = make_task(o_);
   ModelConfig config = make_config(o_.preset, task_.vocab);
   config.scan_form = o_.scan_form == "sequential" ? ScanForm::Sequential : ScanForm::Chunked;
+  config.scan_chunk = o_.scan_chunk;
   config.feature_map = parse_feature_map(o_.feature_map);
   config.fused_attention = o_.attention == "fused";
   model_ = std::make_unique<LanguageModel>(config, o_.seed, DType::f32, o_.device);

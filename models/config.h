@@ -38,7 +38,10 @@ struct ModelConfig {
   double norm_eps = 1e-5;
   double rope_base = 10000.0;
   ScanForm scan_form = ScanForm::Chunked;  // the training form of the recurrence
-  int scan_chunk = 64;
+  // Tokens per chunk of the chunked form: its C×C work per chunk grows with C,
+  // its d×d work per token does not; 16 measured fastest on the CPU at d = 32
+  // (README, "Benchmarks").
+  int scan_chunk = 16;
   FeatureMap feature_map = FeatureMap::Elu1;  // linear layers only
   // Attention as one fused op (causal_attention), or as the composition of
   // permute / expand / matmul / softmax ops a learner can step through.

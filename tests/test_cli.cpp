@@ -135,6 +135,25 @@ TEST_CASE("--attention composed trains like the fused op") {
   });
 }
 
+// The chunk length changes how the chunked scan groups its work, not what it
+// computes; it is recorded, checked on resume, and must be positive.
+TEST_CASE("--scan-chunk: any chunk length trains like the default, recorded and checked on resume") {
+  const std::array<const char*, 2> chunks = {"16", "3"};
+  check_same_losses("gdn", "--scan-chunk", chunks, [&](const nlohmann::json& j, int i) {
+    CHECK(j["config"]["model"]["scan_chunk"] == std::stoi(chunks[i]));
+    CHECK(j["config"]["train"]["scan_chunk"] == std::stoi(chunks[i]));
+  });
+  fs::path d = temp_dir("scan_chunk");
+  expect_error("train --preset gdn --task recall --scan-chunk 0 --out " + d.string() + kTiny,
+               "--scan-chunk must be positive, got 0");
+  Result r = run("train --preset gdn --task recall --scan-chunk 5 --out " + d.string() + kTiny);
+  INFO(r.output);
+  REQUIRE(r.code == 0);
+  const fs::path ckpt = d / "cpu" / "recall_gdn.safetensors";
+  expect_error("train --resume " + ckpt.string() + " --scan-chunk 8 --extend-to 6 --quiet",
+               "--scan-chunk 8 differs from the 5 of checkpoint");
+}
+
 TEST_CASE("--feature-map: in the run's name and json, checked on resume and eval") {
   fs::path d = temp_dir("feature_map");
   const std::string out = " --out " + d.string();
