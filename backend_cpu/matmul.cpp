@@ -44,8 +44,9 @@ static void gemm_block(const Eigen::Map<const RowMatrix<T>>& A, bool ta,
 
 // Products of at least this many multiply-adds are cut into one block per
 // thread: on the model's shapes (4096×128 by 128×128, the MLP's, the weight
-// gradients) two single-threaded GEMMs on halves of C ran 10–40 % faster
-// than Eigen's own two threads on the whole of it (results/bench/gemm-split/).
+// gradients) two single-threaded GEMMs on halves of C ran 8–34 % faster
+// than Eigen's own two threads on the whole of it, all but the MLP-up
+// weight gradient (5 % slower; results/bench/gemm-split/).
 constexpr int64_t kSplitMin = 32 * kParallelMin;
 
 template <class T>
