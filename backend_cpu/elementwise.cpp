@@ -18,7 +18,7 @@ void fill(T* x, int64_t n, T value) {
 template <class T>
 void unary_forward(UnaryFn f, const T* x, T* y, int64_t n, T p) {
   if constexpr (std::is_same_v<T, float>)
-    if (unary_forward_fast(f, x, y, n)) return;  // vectorised (unary_fast.h)
+    if (unary_forward_fast(f, x, y, n, p)) return;  // vectorised (unary_fast.h)
   math::visit_unary(f, [&](auto fn) {
     using Fn = decltype(fn);
     LINA_PARALLEL_FOR_IF(n > kParallelMin)
@@ -29,7 +29,7 @@ void unary_forward(UnaryFn f, const T* x, T* y, int64_t n, T p) {
 template <class T>
 void unary_backward(UnaryFn f, const T* x, const T* y, const T* dy, T* dx, int64_t n, T p) {
   if constexpr (std::is_same_v<T, float>)
-    if (unary_backward_fast(f, x, y, dy, dx, n)) return;  // vectorised (unary_fast.h)
+    if (unary_backward_fast(f, x, y, dy, dx, n, p)) return;  // vectorised (unary_fast.h)
   math::visit_unary(f, [&](auto fn) {
     using Fn = decltype(fn);
     LINA_PARALLEL_FOR_IF(n > kParallelMin)

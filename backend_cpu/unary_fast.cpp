@@ -33,7 +33,7 @@ void for_blocks(int64_t n, Body body) {
 
 }  // namespace
 
-bool unary_forward_fast(UnaryFn f, const float* x, float* y, int64_t n) {
+bool unary_forward_fast(UnaryFn f, const float* x, float* y, int64_t n, float p) {
   switch (f) {
     case UnaryFn::Gelu:  // ½x(1 + tanh(√(2/π)(x + 0.044715x³)))
       for_blocks(n, [&](int64_t o, int64_t m) {
@@ -56,13 +56,28 @@ bool unary_forward_fast(UnaryFn f, const float* x, float* y, int64_t n) {
     case UnaryFn::Tanh:
       for_blocks(n, [&](int64_t o, int64_t m) { Out(y + o, m) = In(x + o, m).tanh(); });
       return true;
+    case UnaryFn::LogSigmoid:  // −(max(−x, 0) + log(1 + e^−|x|)), never log(σ(x))
+      for_blocks(n, [&](int64_t o, int64_t m) {
+        In X(x + o, m);
+        Out(y + o, m) = -((-X).max(0.0f) + (-X.abs()).exp().log1p());
+      });
+      return true;
+    case UnaryFn::Elu:  // x (x > 0), p (eˣ − 1) (x ≤ 0)
+      for_blocks(n, [&](int64_t o, int64_t m) {
+        In X(x + o, m);
+        Out(y + o, m) = (X > 0.0f).select(X, p * X.min(0.0f).expm1());
+      });
+      return true;
+    case UnaryFn::Relu:
+      for_blocks(n, [&](int64_t o, int64_t m) { Out(y + o, m) = In(x + o, m).max(0.0f); });
+      return true;
     default:
       return false;
   }
 }
 
 bool unary_backward_fast(UnaryFn f, const float* x, const float* y, const float* dy, float* dx,
-                         int64_t n) {
+                         int64_t n, float p) {
   switch (f) {
     case UnaryFn::Gelu:  // th = tanh u: ½(1 + th) + ½x(1 − th²)·√(2/π)(1 + 3·0.044715x²)
       for_blocks(n, [&](int64_t o, int64_t m) {
@@ -92,6 +107,23 @@ bool unary_backward_fast(UnaryFn f, const float* x, const float* y, const float*
       for_blocks(n, [&](int64_t o, int64_t m) {
         In Y(y + o, m);
         Out(dx + o, m) = In(dy + o, m) * (1.0f - Y.square());
+      });
+      return true;
+    case UnaryFn::LogSigmoid:  // σ(−x)
+      for_blocks(n, [&](int64_t o, int64_t m) {
+        Out(dx + o, m) = In(dy + o, m) * (-In(x + o, m)).logistic();
+      });
+      return true;
+    case UnaryFn::Elu:  // 1 (x > 0), y + p (x ≤ 0)
+      for_blocks(n, [&](int64_t o, int64_t m) {
+        In X(x + o, m), Y(y + o, m), dY(dy + o, m);
+        Out(dx + o, m) = (X > 0.0f).select(dY, dY * (Y + p));
+      });
+      return true;
+    case UnaryFn::Relu:
+      for_blocks(n, [&](int64_t o, int64_t m) {
+        In X(x + o, m), dY(dy + o, m);
+        Out(dx + o, m) = (X > 0.0f).select(dY, 0.0f);
       });
       return true;
     default:

@@ -1,6 +1,7 @@
 // Vectorised float32 versions of the unary functions a training step spends
 // its time in (GELU in the MLP, SiLU after the convolutions, σ for β and
-// the gates, exp, tanh), on Eigen's packet math: whole SIMD registers at a
+// the gates, log σ for the decays, elu for linear attention's feature map,
+// relu, exp, tanh), on Eigen's packet math: whole SIMD registers at a
 // time instead of one scalar libm call per element. The scalar maths of
 // core/elementwise_math.h stays the reference: double always uses it, and
 // tests/test_unary_fast.cpp compares these with it.
@@ -14,10 +15,10 @@
 
 namespace lina::cpu {
 
-// y = f(x) over [0, n)
-bool unary_forward_fast(UnaryFn f, const float* x, float* y, int64_t n);
+// y = f(x) over [0, n); p is f's scalar (elu's α), as in elementwise_math.h
+bool unary_forward_fast(UnaryFn f, const float* x, float* y, int64_t n, float p = 0.0f);
 // dx = dy · f'(x) over [0, n); y = f(x) from the forward
 bool unary_backward_fast(UnaryFn f, const float* x, const float* y, const float* dy, float* dx,
-                         int64_t n);
+                         int64_t n, float p = 0.0f);
 
 }  // namespace lina::cpu

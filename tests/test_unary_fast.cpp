@@ -48,24 +48,24 @@ void check_near(const std::vector<float>& got, const std::vector<double>& want, 
 }
 
 template <class Fn>
-void compare(UnaryFn f, const std::string& name, bool uses_y_in_backward) {
+void compare(UnaryFn f, const std::string& name, bool uses_y_in_backward, float p = 0.0f) {
   for (int64_t n : {int64_t(1), int64_t(7), int64_t(16), int64_t(1000), int64_t(2 * 16384 + 37)}) {
     const std::vector<float> x = inputs(n, uint64_t(n));
     std::vector<float> dy = inputs(n, uint64_t(n) + 1);
     for (float& g : dy) g /= 8.0f;  // |dy| ≤ 1 (the edges kept as tails of x only)
     std::vector<float> y(static_cast<size_t>(n), NAN), dx(static_cast<size_t>(n), NAN);
-    REQUIRE(cpu::unary_forward_fast(f, x.data(), y.data(), n));
+    REQUIRE(cpu::unary_forward_fast(f, x.data(), y.data(), n, p));
     std::vector<double> y_ref(static_cast<size_t>(n)), dx_ref(static_cast<size_t>(n));
     for (size_t i = 0; i < size_t(n); ++i) {
-      y_ref[i] = Fn::forward(double(x[i]), 0.0);
+      y_ref[i] = Fn::forward(double(x[i]), double(p));
       // the backward gets the forward's y, as in training; the reference
       // derivative uses the exact y
-      dx_ref[i] = Fn::backward(double(x[i]), y_ref[i], double(dy[i]), 0.0);
+      dx_ref[i] = Fn::backward(double(x[i]), y_ref[i], double(dy[i]), double(p));
     }
     check_near(y, y_ref, name + " forward, n = " + std::to_string(n));
-    REQUIRE(cpu::unary_backward_fast(f, x.data(), y.data(), dy.data(), dx.data(), n));
+    REQUIRE(cpu::unary_backward_fast(f, x.data(), y.data(), dy.data(), dx.data(), n, p));
     if (uses_y_in_backward)  // y = f(x) already carries a float32 rounding
-      for (size_t i = 0; i < size_t(n); ++i) dx_ref[i] = Fn::backward(double(x[i]), double(y[i]), double(dy[i]), 0.0);
+      for (size_t i = 0; i < size_t(n); ++i) dx_ref[i] = Fn::backward(double(x[i]), double(y[i]), double(dy[i]), double(p));
     check_near(dx, dx_ref, name + " backward, n = " + std::to_string(n));
   }
 }
@@ -78,6 +78,10 @@ TEST_CASE("vectorised unary functions match the scalar reference") {
   compare<math::Sigmoid>(UnaryFn::Sigmoid, "sigmoid", true);
   compare<math::Exp>(UnaryFn::Exp, "exp", true);
   compare<math::Tanh>(UnaryFn::Tanh, "tanh", true);
+  compare<math::LogSigmoid>(UnaryFn::LogSigmoid, "log_sigmoid", false);
+  compare<math::Elu>(UnaryFn::Elu, "elu", true, 1.0f);
+  compare<math::Elu>(UnaryFn::Elu, "elu, alpha 0.5", true, 0.5f);
+  compare<math::Relu>(UnaryFn::Relu, "relu", false);
 }
 
 TEST_CASE("functions without a vectorised version fall back to the scalar loop") {
