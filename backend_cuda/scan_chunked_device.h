@@ -178,18 +178,64 @@ LINA_HD ChunkTerms chunk_terms(const ScanArgs& a, const Block& block, const Chun
   return m;
 }
 
-}  // namespace chunked
+// The walks both chunked forms share. Forward: H, the state entering the
+// chunk, lives in shared memory, starts as S_0, is saved for the backward,
+// and chunk(at, H, carve) reads it and leaves the state after the chunk in
+// it; the last one is S_T.
+template <class Chunk>
+LINA_HD void walk_chunks_forward(const ScanArgs& a, const Block& block, Chunk&& chunk) {
+  const int64_t dd = a.s.d * a.s.d, bh = block.index, chunks = chunk_count(a);
+  float* H = block.shared;  // [d, d]
+  block.each(dd, [&](int64_t ij) { H[ij] = a.s0 ? a.s0[bh * dd + ij] : 0.0f; });
+  for (int64_t n = 0; n < chunks; ++n) {
+    if (a.saved_out)
+      block.each(dd, [&](int64_t ij) { a.saved_out[(bh * chunks + n) * dd + ij] = H[ij]; });
+    Carve carve{block.workspace};  // the chunk's matrices, carved afresh
+    chunk(chunk_place(a, bh, n), H, carve);
+  }
+  block.each(dd, [&](int64_t ij) { a.s_final[bh * dd + ij] = H[ij]; });
+}
 
-// The forward, chunks in order. H, the state entering the chunk, lives in
-// shared memory; per chunk: save H, the chunk terms (F1–F3), then
-//   F4  O = diag(γ) Q Hᵀ + ((Q Kᵀ) ⊙ Γ) U
-//   F5  H' = γ_c H + Uᵀ diag(δ) K
-struct ScanChunkedForward {
+// Backward, chunks in reverse: G = dH' (the gradient of the state leaving the
+// chunk) starts as dS_T; chunk(at, H, G, dH, carve) writes the chunk's input
+// gradients and dH, the gradient of its saved entering state H; then G and
+// dH swap roles, and the first chunk's dH is dS_0.
+template <class Chunk>
+LINA_HD void walk_chunks_backward(const ScanArgs& a, const Block& block, Chunk&& chunk) {
+  const int64_t dd = a.s.d * a.s.d, bh = block.index, chunks = chunk_count(a);
+  float* G = block.shared;  // [d, d]
+  float* dH = G + dd;       // [d, d]
+  block.each(dd, [&](int64_t ij) { G[ij] = a.ds_final ? a.ds_final[bh * dd + ij] : 0.0f; });
+  for (int64_t n = chunks - 1; n >= 0; --n) {
+    Carve carve{block.workspace};
+    chunk(chunk_place(a, bh, n), a.saved + (bh * chunks + n) * dd, G, dH, carve);
+    float* swap = G;  // dH of this chunk is dH' of the one before
+    G = dH;
+    dH = swap;
+  }
+  block.each(dd, [&](int64_t ij) { a.grads.ds0[bh * dd + ij] = G[ij]; });
+}
+
+// What every chunked program shares: one block of 128 threads per (batch,
+// head), the carried d×d state (forward: H) or two (backward: dH' and dH)
+// in shared memory.
+struct ForwardBlocks {
   using Args = ScanArgs;
   static constexpr int kThreads = 128;
   static LINA_HD int64_t blocks(const Args& a) { return a.s.B * a.s.H; }
-  // H [d, d]
   static LINA_HD int64_t shared_floats(const Args& a) { return a.s.d * a.s.d; }
+};
+struct BackwardBlocks : ForwardBlocks {
+  static LINA_HD int64_t shared_floats(const Args& a) { return 2 * a.s.d * a.s.d; }
+};
+
+}  // namespace chunked
+
+// The forward, chunks in order (walk_chunks_forward); per chunk the chunk
+// terms (F1–F3), then
+//   F4  O = diag(γ) Q Hᵀ + ((Q Kᵀ) ⊙ Γ) U
+//   F5  H' = γ_c H + Uᵀ diag(δ) K
+struct ScanChunkedForward : chunked::ForwardBlocks {
   // the chunk terms at C_max
   static LINA_HD int64_t workspace_floats(const Args& a) {
     return chunked::chunk_terms_floats(chunked::max_chunk(a), a.s.d);
@@ -197,17 +243,9 @@ struct ScanChunkedForward {
 
   static LINA_HD void run(const Args& a, const Block& block) {
     using namespace chunked;
-    const ScanShape& s = a.s;
-    const int64_t d = s.d, dd = d * d, bh = block.index, chunks = chunk_count(a);
-    float* H = block.shared;  // [d, d]
-
-    block.each(dd, [&](int64_t ij) { H[ij] = a.s0 ? a.s0[bh * dd + ij] : 0.0f; });
-    for (int64_t n = 0; n < chunks; ++n) {
-      const ChunkPlace at = chunk_place(a, bh, n);
+    const int64_t d = a.s.d, dd = d * d;
+    walk_chunks_forward(a, block, [&](const ChunkPlace& at, float* H, Carve& carve) {
       const int64_t c = at.c;
-      if (a.saved_out)
-        block.each(dd, [&](int64_t ij) { a.saved_out[(bh * chunks + n) * dd + ij] = H[ij]; });
-      Carve carve{block.workspace};
       const ChunkTerms m = chunk_terms(a, block, at, H, carve);
       const float* q = a.in.q;
       // F4  O = diag(γ) Q Hᵀ + P U,  P = (Q Kᵀ) ⊙ Γ (zero above the diagonal)   [c, d]
@@ -225,22 +263,15 @@ struct ScanChunkedForward {
         for (int64_t r = 0; r < c; ++r) UDK += m.U[r * d + i] * m.DK[r * d + j];
         H[ij] = m.gamma[c - 1] * H[ij] + UDK;
       });
-    }
-    block.each(dd, [&](int64_t ij) { a.s_final[bh * dd + ij] = H[ij]; });
+    });
   }
 };
 
-// §3.4, one pass over the chunks in reverse: each chunk's terms are
-// recomputed from its saved entering state H, then phase 1 (B1–B2, the state
-// gradient) and phase 2 (B3–B10, the chunk's input gradients) run together.
-// G = dH' (the gradient of the state leaving the chunk) and dH live in shared
-// memory and swap roles after every chunk.
-struct ScanChunkedBackward {
-  using Args = ScanArgs;
-  static constexpr int kThreads = 128;
-  static LINA_HD int64_t blocks(const Args& a) { return a.s.B * a.s.H; }
-  // G [d, d], dH [d, d]
-  static LINA_HD int64_t shared_floats(const Args& a) { return 2 * a.s.d * a.s.d; }
+// §3.4, one pass over the chunks in reverse (walk_chunks_backward): each
+// chunk's terms are recomputed from its saved entering state H, then phase 1
+// (B1–B2, the state gradient) and phase 2 (B3–B10, the chunk's input
+// gradients) run together.
+struct ScanChunkedBackward : chunked::BackwardBlocks {
   // the chunk terms, then 5 [c, c] (P, dPG, dGammaGamma, dA, dEG), 5 [c, d]
   // (dU, dOH, UG, dB counting twice) and 2 [c] (dλ, δ ⊙ dδ), at C_max
   static LINA_HD int64_t workspace_floats(const Args& a) {
@@ -251,17 +282,12 @@ struct ScanChunkedBackward {
   static LINA_HD void run(const Args& a, const Block& block) {
     using namespace chunked;
     const ScanShape& s = a.s;
-    const int64_t d = s.d, dd = d * d, bh = block.index, chunks = chunk_count(a);
+    const int64_t d = s.d, dd = d * d;
     const bool delta_rule = uses_beta(s.rule), gated = uses_gate(s.rule);  // gated: dg wanted
-    float* G = block.shared;  // [d, d]  dH', the gradient of the state leaving the chunk
-    float* dH = G + dd;       // [d, d]  the gradient of the state entering it
-
-    block.each(dd, [&](int64_t ij) { G[ij] = a.ds_final ? a.ds_final[bh * dd + ij] : 0.0f; });
-    for (int64_t n = chunks - 1; n >= 0; --n) {
-      const ChunkPlace at = chunk_place(a, bh, n);
+    // H [d, d] the state entering the chunk; G = dH' and dH [d, d] in shared memory
+    walk_chunks_backward(a, block, [&](const ChunkPlace& at, const float* H, const float* G,
+                                       float* dH, Carve& carve) {
       const int64_t c = at.c;
-      const float* H = a.saved + (bh * chunks + n) * dd;  // [d, d] the state entering the chunk
-      Carve carve{block.workspace};
       const ChunkTerms m = chunk_terms(a, block, at, H, carve);
       const float *q = a.in.q, *k = a.in.k, *v = a.in.v, *dO = a.dout;
       float *dQ = a.grads.dq, *dK = a.grads.dk, *dV = a.grads.dv;
@@ -415,11 +441,7 @@ struct ScanChunkedBackward {
           }
         });
       }
-      float* swap = G;  // dH of this chunk is dH' of the one before
-      G = dH;
-      dH = swap;
-    }
-    block.each(dd, [&](int64_t ij) { a.grads.ds0[bh * dd + ij] = G[ij]; });
+    });
   }
 };
 

@@ -65,15 +65,10 @@ LINA_HD Decays chunk_decays(const ScanArgs& a, const Block& block, const ChunkPl
 
 }  // namespace chunked_gated
 
-// The forward, chunks in order; H lives in shared memory. Per chunk: save H,
+// The forward, chunks in order (chunked::walk_chunks_forward). Per chunk:
 // the decays, P (one row per item, the running product E_r in the
 // workspace), then F1 and F2.
-struct ScanChunkedGatedForward {
-  using Args = ScanArgs;
-  static constexpr int kThreads = 128;
-  static LINA_HD int64_t blocks(const Args& a) { return a.s.B * a.s.H; }
-  // H [d, d]
-  static LINA_HD int64_t shared_floats(const Args& a) { return a.s.d * a.s.d; }
+struct ScanChunkedGatedForward : chunked::ForwardBlocks {
   // the decays (3 [c, d]), E [c, d] and P [c, c] at C_max
   static LINA_HD int64_t workspace_floats(const Args& a) {
     const int64_t C = chunked::max_chunk(a), d = a.s.d;
@@ -82,17 +77,10 @@ struct ScanChunkedGatedForward {
 
   static LINA_HD void run(const Args& a, const Block& block) {
     using namespace chunked;
-    const int64_t d = a.s.d, dd = d * d, bh = block.index, chunks = chunk_count(a);
+    const int64_t d = a.s.d, dd = d * d;
     const float *q = a.in.q, *k = a.in.k, *v = a.in.v;
-    float* H = block.shared;  // [d, d]
-
-    block.each(dd, [&](int64_t ij) { H[ij] = a.s0 ? a.s0[bh * dd + ij] : 0.0f; });
-    for (int64_t n = 0; n < chunks; ++n) {
-      const ChunkPlace at = chunk_place(a, bh, n);
+    walk_chunks_forward(a, block, [&](const ChunkPlace& at, float* H, Carve& carve) {
       const int64_t c = at.c;
-      if (a.saved_out)
-        block.each(dd, [&](int64_t ij) { a.saved_out[(bh * chunks + n) * dd + ij] = H[ij]; });
-      Carve carve{block.workspace};
       const chunked_gated::Decays m = chunked_gated::chunk_decays(a, block, at, carve);
       float* E = carve.take(c * d);  // [c, d]  row r: e^{λ_r − λ_i} while walking i
       float* P = carve.take(c * c);  // [c, c]
@@ -123,14 +111,12 @@ struct ScanChunkedGatedForward {
         for (int64_t r = 0; r < c; ++r) VK += v[at.at(r, i)] * k[at.at(r, j)] * m.Dk[r * d + j];
         H[ij] = H[ij] * m.Dq[(c - 1) * d + j] + VK;
       });
-    }
-    block.each(dd, [&](int64_t ij) { a.s_final[bh * dd + ij] = H[ij]; });
+    });
   }
 };
 
-// docs/recurrence-gated.md §3, one pass over the chunks in reverse, each
-// chunk's decays recomputed; G = dH' and dH live in shared memory and swap
-// roles after every chunk.
+// docs/recurrence-gated.md §3, one pass over the chunks in reverse
+// (chunked::walk_chunks_backward), each chunk's decays recomputed:
 //   dP = dO Vᵀ (i ≤ r)
 //   dQ = (dO H) ⊙ e^λ + Σ_{i ≤ r} dP_ri k_i ⊙ e^{λ_r − λ_i}
 //   dK = (V dH') ⊙ e^{λ_end − λ} + Σ_{r ≥ i} dP_ri q_r ⊙ e^{λ_r − λ_i}
@@ -139,12 +125,7 @@ struct ScanChunkedGatedForward {
 //   dλ_r = q_r ⊙ dq_r − k_r ⊙ dk_r, and on the last row also
 //          + e^{λ_end} ⊙ Σ_v (dH' ⊙ H)_v + Σ_i k_i ⊙ (V dH')_i ⊙ e^{λ_end − λ_i}
 //   dlog a_s = Σ_{r ≥ s} dλ_r   (summed over the channels for a per-head gate)
-struct ScanChunkedGatedBackward {
-  using Args = ScanArgs;
-  static constexpr int kThreads = 128;
-  static LINA_HD int64_t blocks(const Args& a) { return a.s.B * a.s.H; }
-  // G [d, d], dH [d, d]
-  static LINA_HD int64_t shared_floats(const Args& a) { return 2 * a.s.d * a.s.d; }
+struct ScanChunkedGatedBackward : chunked::BackwardBlocks {
   // the decays (3 [c, d]), E, dOH, VG, dλ (4 [c, d]), P and dP (2 [c, c]) at C_max
   static LINA_HD int64_t workspace_floats(const Args& a) {
     const int64_t C = chunked::max_chunk(a), d = a.s.d;
@@ -154,18 +135,13 @@ struct ScanChunkedGatedBackward {
   static LINA_HD void run(const Args& a, const Block& block) {
     using namespace chunked;
     const ScanShape& s = a.s;
-    const int64_t d = s.d, dd = d * d, bh = block.index, chunks = chunk_count(a);
+    const int64_t d = s.d, dd = d * d;
     const float *q = a.in.q, *k = a.in.k, *v = a.in.v, *dO = a.dout;
     float *dQ = a.grads.dq, *dK = a.grads.dk, *dV = a.grads.dv;
-    float* G = block.shared;  // [d, d]  dH', the gradient of the state leaving the chunk
-    float* dH = G + dd;       // [d, d]  the gradient of the state entering it
-
-    block.each(dd, [&](int64_t ij) { G[ij] = a.ds_final ? a.ds_final[bh * dd + ij] : 0.0f; });
-    for (int64_t n = chunks - 1; n >= 0; --n) {
-      const ChunkPlace at = chunk_place(a, bh, n);
+    // H [d, d] the state entering the chunk; G = dH' and dH [d, d] in shared memory
+    walk_chunks_backward(a, block, [&](const ChunkPlace& at, const float* H, const float* G,
+                                       float* dH, Carve& carve) {
       const int64_t c = at.c;
-      const float* H = a.saved + (bh * chunks + n) * dd;  // [d, d] the state entering the chunk
-      Carve carve{block.workspace};
       const chunked_gated::Decays m = chunked_gated::chunk_decays(a, block, at, carve);
       float* E = carve.take(c * d);     // [c, d]  one running product per item
       float* dOH = carve.take(c * d);   // [c, d]  dO H
@@ -265,11 +241,7 @@ struct ScanChunkedGatedBackward {
           }
         });
       }
-      float* swap = G;  // dH of this chunk is dH' of the one before
-      G = dH;
-      dH = swap;
-    }
-    block.each(dd, [&](int64_t ij) { a.grads.ds0[bh * dd + ij] = G[ij]; });
+    });
   }
 };
 
