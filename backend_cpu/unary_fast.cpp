@@ -62,10 +62,11 @@ bool unary_forward_fast(UnaryFn f, const float* x, float* y, int64_t n, float p)
         Out(y + o, m) = -((-X).max(0.0f) + (-X.abs()).exp().log1p());
       });
       return true;
-    case UnaryFn::Elu:  // x (x > 0), p (eˣ − 1) (x ≤ 0)
+    case UnaryFn::Elu:  // x (x > 0), p (eˣ − 1) (x ≤ 0), as max(x, 0) + p (e^min(x, 0) − 1):
+      // plain packet arithmetic (Eigen's select would take the exp one scalar at a time)
       for_blocks(n, [&](int64_t o, int64_t m) {
         In X(x + o, m);
-        Out(y + o, m) = (X > 0.0f).select(X, p * X.min(0.0f).expm1());
+        Out(y + o, m) = X.max(0.0f) + p * (X.min(0.0f).exp() - 1.0f);
       });
       return true;
     case UnaryFn::Relu:
