@@ -48,15 +48,17 @@ void softmax_in_place(T* y, int64_t n) {
 template <class T>
 struct HeadViews {
   int64_t b, h, kvh;
-  const T* q;  // row i of this head: q + i·H·d
-  const T* k;  // row j: k + j·Hkv·d
+  int64_t row0;  // this head's first row in the query-side tensors (q, out, dout, dq)
+  const T* q;    // row i of this head: q + i·H·d
+  const T* k;    // row j: k + j·Hkv·d
   const T* v;
 };
 
 template <class T>
 HeadViews<T> head_views(const AttentionShape& s, int64_t bh, const T* q, const T* k, const T* v) {
   const int64_t b = bh / s.H, h = bh % s.H, kvh = h / (s.H / s.Hkv);
-  return {b, h, kvh, q + (b * s.Tq * s.H + h) * s.d, k + (b * s.Tk * s.Hkv + kvh) * s.d,
+  const int64_t row0 = (b * s.Tq * s.H + h) * s.d;
+  return {b, h, kvh, row0, q + row0, k + (b * s.Tk * s.Hkv + kvh) * s.d,
           v + (b * s.Tk * s.Hkv + kvh) * s.d};
 }
 
@@ -74,7 +76,7 @@ void attention_forward(const AttentionShape& s, const T* q, const T* k, const T*
     ConstRowsMap<T> K(hv.k, s.Tk, s.d, Eigen::OuterStride<>(s.Hkv * s.d));    // [Tk, d]
     ConstRowsMap<T> V(hv.v, s.Tk, s.d, Eigen::OuterStride<>(s.Hkv * s.d));    // [Tk, d]
     MatrixMap<T> P(probs + bh * s.Tq * s.Tk, s.Tq, s.Tk);                     // [Tq, Tk]
-    RowsMap<T> O(out + (hv.b * s.Tq * s.H + hv.h) * s.d, s.Tq, s.d, Eigen::OuterStride<>(s.H * s.d));
+    RowsMap<T> O(out + hv.row0, s.Tq, s.d, Eigen::OuterStride<>(s.H * s.d));
     for (int64_t r0 = 0; r0 < s.Tq; r0 += kTile) {
       const int64_t rows = std::min(kTile, s.Tq - r0);
       const int64_t keys = std::min(s.Tk, r0 + rows + offset);  // the tile's last row sees these
@@ -104,11 +106,10 @@ void attention_backward(const AttentionShape& s, const T* q, const T* k, const T
   LINA_PARALLEL_FOR_IF(threaded)
   for (int64_t bh = 0; bh < s.B * s.H; ++bh) {
     HeadViews<T> hv = head_views(s, bh, q, k, v);
-    const int64_t row0 = (hv.b * s.Tq * s.H + hv.h) * s.d;  // this head's first row in q, dout, dq
     ConstRowsMap<T> K(hv.k, s.Tk, s.d, kv_stride);
     ConstRowsMap<T> V(hv.v, s.Tk, s.d, kv_stride);
-    ConstRowsMap<T> dO(dout + row0, s.Tq, s.d, q_stride);
-    RowsMap<T> dQ(dq + row0, s.Tq, s.d, q_stride);
+    ConstRowsMap<T> dO(dout + hv.row0, s.Tq, s.d, q_stride);
+    RowsMap<T> dQ(dq + hv.row0, s.Tq, s.d, q_stride);
     ConstMatrixMap<T> P(probs + bh * s.Tq * s.Tk, s.Tq, s.Tk);
     MatrixMap<T> dS(dscores + bh * s.Tq * s.Tk, s.Tq, s.Tk);
     for (int64_t r0 = 0; r0 < s.Tq; r0 += kTile) {
@@ -140,10 +141,10 @@ void attention_backward(const AttentionShape& s, const T* q, const T* k, const T
     dK.setZero();
     dV.setZero();
     for (int64_t g = 0; g < group; ++g) {
-      const int64_t h = kvh * group + g, bh = b * s.H + h;
-      const int64_t row0 = (b * s.Tq * s.H + h) * s.d;
-      ConstRowsMap<T> Q(q + row0, s.Tq, s.d, q_stride);
-      ConstRowsMap<T> dO(dout + row0, s.Tq, s.d, q_stride);
+      const int64_t bh = b * s.H + kvh * group + g;
+      const HeadViews<T> hv = head_views(s, bh, q, k, v);
+      ConstRowsMap<T> Q(hv.q, s.Tq, s.d, q_stride);
+      ConstRowsMap<T> dO(dout + hv.row0, s.Tq, s.d, q_stride);
       ConstMatrixMap<T> P(probs + bh * s.Tq * s.Tk, s.Tq, s.Tk);
       ConstMatrixMap<T> dS(dscores + bh * s.Tq * s.Tk, s.Tq, s.Tk);
       for (int64_t c0 = 0; c0 < s.Tk; c0 += kTile) {

@@ -45,6 +45,16 @@ LINA_HD float dot_d(const float* a, const float* b, int64_t d) {
   for (int64_t c = 0; c < d; ++c) acc += a[c] * b[c];
   return acc;
 }
+// out[c] = Σ_{j < visible} w_j · x_j[c], x_j the key row j of r's KV head in
+// x [B, Tk, Hkv, d] (v for the output, k for dq).
+LINA_HD void weighted_key_rows(const AttentionShape& s, const QueryRow& r, const float* w,
+                               const float* x, float* out) {
+  for (int64_t c = 0; c < s.d; ++c) {
+    float acc = 0.0f;
+    for (int64_t j = 0; j < r.visible; ++j) acc += w[j] * x[kv_offset(s, r.b, j, r.kvh) + c];
+    out[c] = acc;
+  }
+}
 
 // probs row = softmax over the visible keys of scale · q_i · k_j (0 beyond),
 // out_i = Σ_j probs_ij v_j.
@@ -65,12 +75,7 @@ LINA_HD void attention_forward_thread(int64_t row, const AttentionShape& s, cons
   }
   for (int64_t j = 0; j < r.visible; ++j) p[j] /= sum;
   for (int64_t j = r.visible; j < s.Tk; ++j) p[j] = 0.0f;
-  float* oi = out + q_offset(s, r.b, r.i, r.h);
-  for (int64_t c = 0; c < s.d; ++c) {
-    float acc = 0.0f;
-    for (int64_t j = 0; j < r.visible; ++j) acc += p[j] * v[kv_offset(s, r.b, j, r.kvh) + c];
-    oi[c] = acc;
-  }
+  weighted_key_rows(s, r, p, v, out + q_offset(s, r.b, r.i, r.h));
 }
 
 // dscores row: dP_ij = dout_i · v_j, then scale · P_ij (dP_ij − Σ_j P_ij dP_ij);
@@ -89,12 +94,7 @@ LINA_HD void attention_backward_query_thread(int64_t row, const AttentionShape& 
   }
   for (int64_t j = 0; j < r.visible; ++j) ds[j] = float(s.scale) * p[j] * (ds[j] - D);
   for (int64_t j = r.visible; j < s.Tk; ++j) ds[j] = 0.0f;
-  float* dqi = dq + q_offset(s, r.b, r.i, r.h);
-  for (int64_t c = 0; c < s.d; ++c) {
-    float acc = 0.0f;
-    for (int64_t j = 0; j < r.visible; ++j) acc += ds[j] * k[kv_offset(s, r.b, j, r.kvh) + c];
-    dqi[c] = acc;
-  }
+  weighted_key_rows(s, r, ds, k, dq + q_offset(s, r.b, r.i, r.h));
 }
 
 // Key row `row` = (b·Hkv + kvh)·Tk + j: dk_j = Σ_heads Σ_i dscores_ij q_i and

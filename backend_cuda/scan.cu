@@ -34,10 +34,9 @@ void scan_chunked_forward(const ScanShape& s, int64_t C, const ScanInputs<float>
   ScanArgs args;
   args.s = s, args.chunk = C, args.in = in, args.s0 = s0, args.o = o, args.s_final = s_final;
   args.saved_out = chunk_states;
-  if (gate_per_channel(s.rule))
-    launch_block_program<ScanChunkedGatedForward>(args, "cuda::scan_chunked_forward (per channel)");
-  else
-    launch_block_program<ScanChunkedForward>(args, "cuda::scan_chunked_forward");
+  with_chunked_programs(s.rule, [&](auto programs) {
+    launch_block_program<typename decltype(programs)::Forward>(args, "cuda::scan_chunked_forward");
+  });
 }
 
 void scan_chunked_backward(const ScanShape& s, int64_t C, const ScanInputs<float>& in,
@@ -46,10 +45,9 @@ void scan_chunked_backward(const ScanShape& s, int64_t C, const ScanInputs<float
   ScanArgs args;
   args.s = s, args.chunk = C, args.in = in, args.saved = chunk_states, args.dout = dout;
   args.ds_final = ds_final, args.grads = grads;
-  if (gate_per_channel(s.rule))
-    launch_block_program<ScanChunkedGatedBackward>(args, "cuda::scan_chunked_backward (per channel)");
-  else
-    launch_block_program<ScanChunkedBackward>(args, "cuda::scan_chunked_backward");
+  with_chunked_programs(s.rule, [&](auto programs) {
+    launch_block_program<typename decltype(programs)::Backward>(args, "cuda::scan_chunked_backward");
+  });
 }
 
 }  // namespace lina::cuda

@@ -245,4 +245,17 @@ struct ScanChunkedGatedBackward : chunked::BackwardBlocks {
   }
 };
 
+// The chunked programs a rule runs: these for a decay per key channel, the
+// Γ-matrix ones of scan_chunked_device.h otherwise. f(ChunkedPrograms<..>{})
+// is called with the pair; scan.cu launches it, the host-emulation tests run
+// it, so both take the same choice from this one place.
+template <class ForwardProgram, class BackwardProgram> struct ChunkedPrograms {
+  using Forward = ForwardProgram;
+  using Backward = BackwardProgram;
+};
+template <class F> void with_chunked_programs(ScanRule rule, F&& f) {
+  if (gate_per_channel(rule)) f(ChunkedPrograms<ScanChunkedGatedForward, ScanChunkedGatedBackward>{});
+  else f(ChunkedPrograms<ScanChunkedForward, ScanChunkedBackward>{});
+}
+
 }  // namespace lina::cuda

@@ -73,7 +73,7 @@ void finish_bench_options(BenchOptions& o) {
   if (o.infer_steps < 0) o.infer_steps = o.quick ? 3 : 8;
   check(o.warmup >= 0, "--warmup must not be negative");
   check(o.steps > 0, "--steps must be positive, got " + std::to_string(o.steps));
-  check(o.scan_chunk >= 0, "--scan-chunk must be positive, got " + std::to_string(o.scan_chunk));
+  check(o.scan_chunk >= 0, "--scan-chunk must be positive (or 0: the model's), got " + std::to_string(o.scan_chunk));
   check(o.infer_steps > 0, "--infer-steps must be positive, got " + std::to_string(o.infer_steps));
   for (const BenchShape& s : o.shapes)
     check(s.batch > 0 && s.context > 0 && s.batch <= 4096 && s.context <= 16384,

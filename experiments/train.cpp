@@ -118,12 +118,18 @@ void adopt_checkpoint_options(TrainOptions& o, const CheckpointInfo& info, const
   must_agree("--task", o.task, info.task);
   o.preset = info.preset;
   o.task = info.task;
-  auto adopt = [&](const char* flag, const char* key, auto& value) {
+  // A value as the user typed it: strings without json's quotes.
+  auto shown = [](const json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); };
+  // The checkpoint's value applies; a flag given must agree with it. An
+  // option older checkpoints did not record takes `before`, the value every
+  // run had then (none: the option is left as it is).
+  auto adopt = [&](const char* flag, const char* key, auto& value,
+                   std::optional<std::decay_t<decltype(value)>> before = std::nullopt) {
     using V = std::decay_t<decltype(value)>;
-    if (!saved.contains(key)) return;
-    V from_ckpt = saved[key].get<V>();
-    check(!was_given(o, flag) || value == from_ckpt, std::string(flag) + " " + json(value).dump() +
-                                                         " differs from the " + json(from_ckpt).dump() +
+    if (!saved.contains(key) && !before) return;
+    V from_ckpt = saved.contains(key) ? saved[key].get<V>() : *before;
+    check(!was_given(o, flag) || value == from_ckpt, std::string(flag) + " " + shown(json(value)) +
+                                                         " differs from the " + shown(json(from_ckpt)) +
                                                          " of checkpoint " + path);
     value = from_ckpt;
   };
@@ -146,20 +152,8 @@ void adopt_checkpoint_options(TrainOptions& o, const CheckpointInfo& info, const
   adopt("--context", "context", o.context);
   adopt("--pairs", "pairs", o.pairs);
   adopt("--scan-form", "scan_form", o.scan_form);
-  {  // checkpoints from before --scan-chunk used chunks of 64
-    const int saved_chunk = saved.value("scan_chunk", 64);
-    check(!was_given(o, "--scan-chunk") || o.scan_chunk == saved_chunk,
-          "--scan-chunk " + std::to_string(o.scan_chunk) + " differs from the " +
-              std::to_string(saved_chunk) + " of checkpoint " + path);
-    o.scan_chunk = saved_chunk;
-  }
-  {  // checkpoints from before --feature-map used elu1
-    const std::string saved_map = saved.value("feature_map", "elu1");
-    check(!was_given(o, "--feature-map") || o.feature_map == saved_map,
-          "--feature-map " + o.feature_map + " differs from the " + saved_map +
-              " of checkpoint " + path);
-    o.feature_map = saved_map;
-  }
+  adopt("--scan-chunk", "scan_chunk", o.scan_chunk, 64);         // chunks of 64 before the option
+  adopt("--feature-map", "feature_map", o.feature_map, "elu1");  // elu + 1 before the option
   adopt("--attention", "attention", o.attention);
   adopt("--keys", "keys", o.keys);
   adopt("--warmup", "warmup", o.warmup);
@@ -251,7 +245,8 @@ json options_json(const TrainOptions& o) {
           {"min_lr", o.lr / 10}, {"warmup", o.warmup}, {"clip", o.clip}, {"seed", o.seed},
           {"data", o.data}, {"eval_every", o.eval_every}, {"eval_batches", o.eval_batches},
           {"checkpoint_every", o.checkpoint_every}, {"pairs", o.pairs}, {"keys", o.keys},
-          {"scan_form", o.scan_form}, {"scan_chunk", o.scan_chunk}, {"feature_map", o.feature_map}, {"attention", o.attention},
+          {"scan_form", o.scan_form}, {"scan_chunk", o.scan_chunk}, {"feature_map", o.feature_map},
+          {"attention", o.attention},
           {"weight_decay", 0.1}, {"betas", {0.9, 0.99}}, {"eps", 1e-8}};
 }
 

@@ -84,6 +84,7 @@ TEST_CASE("bench --quick: json keys, FLOPs per step, GEMM rate, profile") {
 TEST_CASE("bench bad input: one line, non-zero exit") {
   expect_error("bench --presets attn,transformer", "unknown preset 'transformer'");
   expect_error("bench --steps 0", "--steps must be positive");
+  expect_error("bench --scan-chunk -2", "--scan-chunk must be positive (or 0: the model's), got -2");
   expect_error("bench --shapes 64by64", "--shapes");
   expect_error("bench --contexts 64,-3", "--contexts");
   expect_error("bench --frobnicate", "frobnicate");

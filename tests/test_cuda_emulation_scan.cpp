@@ -178,9 +178,12 @@ Results run_program_pair(const Problem& p, bool chunked, ItemOrder order) {
 // The programs backend_cuda/scan.cu launches for this rule and form.
 Results run_programs(const Problem& p, bool chunked, ItemOrder order) {
   if (!chunked) return run_program_pair<ScanSequentialForward, ScanSequentialBackward>(p, false, order);
-  if (gate_per_channel(p.s.rule))
-    return run_program_pair<ScanChunkedGatedForward, ScanChunkedGatedBackward>(p, true, order);
-  return run_program_pair<ScanChunkedForward, ScanChunkedBackward>(p, true, order);
+  Results r;
+  with_chunked_programs(p.s.rule, [&](auto programs) {
+    using Programs = decltype(programs);
+    r = run_program_pair<typename Programs::Forward, typename Programs::Backward>(p, true, order);
+  });
+  return r;
 }
 
 // Per tensor: |got − want| ≤ 1e-4·max|want| + 1e-5 for every element (NaN fails).
