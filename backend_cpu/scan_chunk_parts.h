@@ -68,19 +68,20 @@ template <class T> GateMap<T> gates(T* x, const ChunkPlace& at) {
 //   Γ_ri = exp(log_a(i+1) + … + log_a(r)) for i ≤ r (Γ_rr = 1), 0 above the diagonal.
 // Each entry is the exp of a segment sum (accurate in float32 even when the
 // decay over the chunk is huge, unlike a difference of two large running
-// sums), and a row's exps are taken together so they vectorise.
+// sums). The exps are taken over the whole matrix at once, so they vectorise
+// (the upper triangle holds exp(0) until it is cleared).
 template <class T, class LogDecay>
 void segment_decays(int64_t c, LogDecay log_a, MatrixMap<T>& Gamma) {
   Gamma.setZero();
   for (int64_t r = 0; r < c; ++r) {
     T segment = 0;
-    Gamma(r, r) = 0;
     for (int64_t i = r - 1; i >= 0; --i) {
       segment += log_a(i + 1);
       Gamma(r, i) = segment;
     }
-    Gamma.row(r).head(r + 1) = Gamma.row(r).head(r + 1).array().exp();
   }
+  Gamma = Gamma.array().exp().matrix();
+  Gamma.template triangularView<Eigen::StrictlyUpper>().setZero();
 }
 
 // The chunked scan of the rules without the delta correction (linear,
@@ -93,5 +94,23 @@ template <class T>
 void gated_backward(const ScanShape& s, int64_t C, const ScanInputs<T>& in,
                     const T* chunk_states, const T* dout, const T* ds_final,
                     const ScanInputGrads<T>& grads);
+
+// The delta rules: the Eigen version (scan_chunked.cpp), the reference for
+// the fixed-size kernel (scan_chunked_fixed.cpp), which returns false when it
+// is not compiled for the shape's d and C.
+template <class T>
+void delta_forward_eigen(const ScanShape& s, int64_t C, const ScanInputs<T>& in, const T* s0,
+                         T* o, T* s_final, T* chunk_states);
+template <class T>
+void delta_backward_eigen(const ScanShape& s, int64_t C, const ScanInputs<T>& in,
+                          const T* chunk_states, const T* dout, const T* ds_final,
+                          const ScanInputGrads<T>& grads);
+template <class T>
+bool delta_fixed_forward(const ScanShape& s, int64_t C, const ScanInputs<T>& in, const T* s0,
+                         T* o, T* s_final, T* chunk_states);
+template <class T>
+bool delta_fixed_backward(const ScanShape& s, int64_t C, const ScanInputs<T>& in,
+                          const T* chunk_states, const T* dout, const T* ds_final,
+                          const ScanInputGrads<T>& grads);
 
 }  // namespace lina::cpu::scan_chunk

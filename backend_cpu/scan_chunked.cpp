@@ -97,10 +97,33 @@ ChunkTerms<T> chunk_terms(const ScanShape& s, const ScanInputs<T>& in, const Chu
 
 }  // namespace
 
+// The chunked scan entry points: the rules without the delta correction go to
+// scan_chunked_gated.cpp; the delta rules to the fixed-size kernel of
+// scan_chunked_fixed.cpp when it is compiled for (d, C), else to the Eigen
+// version below, which is also its reference.
 template <class T>
 void scan_chunked_forward(const ScanShape& s, int64_t C, const ScanInputs<T>& in, const T* s0,
                           T* o, T* s_final, T* chunk_states) {
   if (!uses_beta(s.rule)) return scan_chunk::gated_forward(s, C, in, s0, o, s_final, chunk_states);
+  if (scan_chunk::delta_fixed_forward(s, C, in, s0, o, s_final, chunk_states)) return;
+  scan_chunk::delta_forward_eigen(s, C, in, s0, o, s_final, chunk_states);
+}
+
+template <class T>
+void scan_chunked_backward(const ScanShape& s, int64_t C, const ScanInputs<T>& in,
+                           const T* chunk_states, const T* dout, const T* ds_final,
+                           const ScanInputGrads<T>& grads) {
+  if (!uses_beta(s.rule))
+    return scan_chunk::gated_backward(s, C, in, chunk_states, dout, ds_final, grads);
+  if (scan_chunk::delta_fixed_backward(s, C, in, chunk_states, dout, ds_final, grads)) return;
+  scan_chunk::delta_backward_eigen(s, C, in, chunk_states, dout, ds_final, grads);
+}
+
+namespace scan_chunk {
+
+template <class T>
+void delta_forward_eigen(const ScanShape& s, int64_t C, const ScanInputs<T>& in, const T* s0,
+                         T* o, T* s_final, T* chunk_states) {
   const int64_t d = s.d, dd = d * d, pairs = s.B * s.H, chunks = (s.T + C - 1) / C;
   const int64_t Cmax = std::min(C, s.T);
 #pragma omp parallel if (pairs > 1 && pairs * s.T * dd >= kParallelMin)
@@ -139,11 +162,9 @@ void scan_chunked_forward(const ScanShape& s, int64_t C, const ScanInputs<T>& in
 // gradient) and phase 2 (B3–B10, the chunk's input gradients) run together.
 // G holds dH' (the gradient of the state leaving the chunk).
 template <class T>
-void scan_chunked_backward(const ScanShape& s, int64_t C, const ScanInputs<T>& in,
-                           const T* chunk_states, const T* dout, const T* ds_final,
-                           const ScanInputGrads<T>& grads) {
-  if (!uses_beta(s.rule))
-    return scan_chunk::gated_backward(s, C, in, chunk_states, dout, ds_final, grads);
+void delta_backward_eigen(const ScanShape& s, int64_t C, const ScanInputs<T>& in,
+                          const T* chunk_states, const T* dout, const T* ds_final,
+                          const ScanInputGrads<T>& grads) {
   const int64_t d = s.d, dd = d * d, pairs = s.B * s.H, chunks = (s.T + C - 1) / C;
   const int64_t Cmax = std::min(C, s.T);
 #pragma omp parallel if (pairs > 1 && pairs * s.T * dd >= kParallelMin)
@@ -243,6 +264,19 @@ void scan_chunked_backward(const ScanShape& s, int64_t C, const ScanInputs<T>& i
     }
   }
 }
+
+template void delta_forward_eigen<float>(const ScanShape&, int64_t, const ScanInputs<float>&,
+                                         const float*, float*, float*, float*);
+template void delta_forward_eigen<double>(const ScanShape&, int64_t, const ScanInputs<double>&,
+                                          const double*, double*, double*, double*);
+template void delta_backward_eigen<float>(const ScanShape&, int64_t, const ScanInputs<float>&,
+                                          const float*, const float*, const float*,
+                                          const ScanInputGrads<float>&);
+template void delta_backward_eigen<double>(const ScanShape&, int64_t, const ScanInputs<double>&,
+                                           const double*, const double*, const double*,
+                                           const ScanInputGrads<double>&);
+
+}  // namespace scan_chunk
 
 template void scan_chunked_forward<float>(const ScanShape&, int64_t, const ScanInputs<float>&,
                                           const float*, float*, float*, float*);

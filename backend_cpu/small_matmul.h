@@ -1,0 +1,140 @@
+// Matrix products of the small row-major blocks the chunked scan works on
+// (a chunk of C tokens by a head of d = 32: C×d, C×C and d×d), with every size
+// a compile-time constant. At these sizes a general GEMM spends more time
+// packing its operands than multiplying; here each output row is one short
+// vector (N = 16 or 32 floats: one or two AVX-512 registers) that stays in
+// registers while K rows of B, each scaled by one entry of A, are added into
+// it: a plain run of broadcast-and-FMA instructions.
+//
+// Leading dimensions (lda, ldb, ldc) are the distances between rows, so a
+// block can be a column range of a wider matrix (e.g. the W half of [Y | W]).
+#pragma once
+#include <utility>
+
+namespace lina::cpu::small {
+
+enum class Store { Set, Add, Sub };  // C = P, C += P or C −= P
+
+// A row of N elements held as whole SIMD vectors of 64 bytes (GCC/Clang
+// vector extension: 16 floats or 8 doubles, one AVX-512 register, or two
+// AVX2 ones where the machine has no AVX-512).
+template <class T> struct Vec64Of;
+template <> struct Vec64Of<float> { typedef float type __attribute__((vector_size(64))); };
+template <> struct Vec64Of<double> { typedef double type __attribute__((vector_size(64))); };
+template <class T> using Vec64 = typename Vec64Of<T>::type;
+template <class T> constexpr int kLanes = int(64 / sizeof(T));
+
+template <class T> inline Vec64<T> load(const T* p) {
+  Vec64<T> v;
+  __builtin_memcpy(&v, p, sizeof v);  // no alignment required
+  return v;
+}
+template <class T> inline void store(T* p, const Vec64<T>& v) { __builtin_memcpy(p, &v, sizeof v); }
+
+// C (Store) P with P = A·B (A is M×K) or, with TransposeA, P = Aᵀ·B (A is K×M);
+// B is K×N, C is M×N; N a multiple of kLanes<T>.
+//
+// R rows of P are formed together: each row of B is loaded once for all R,
+// and the R·N/L sums are independent, so consecutive FMAs do not wait on
+// each other (one accumulator alone would wait the FMA's latency, ~4 cycles,
+// at every step of k).
+template <int M, int N, int K, bool TransposeA = false, Store store_as = Store::Set, class T>
+inline void matmul(const T* A, int lda, const T* B, int ldb, T* C, int ldc) {
+  constexpr int L = kLanes<T>, NV = N / L, R = NV >= 8 ? 2 : 4;
+  static_assert(N % L == 0, "small::matmul: N must be a whole number of vectors");
+  static_assert(M % R == 0, "small::matmul: M must be a multiple of the rows done together");
+  for (int i0 = 0; i0 < M; i0 += R) {
+    Vec64<T> rows[R][NV] = {};  // rows i0 … i0 + R − 1 of P
+    for (int k = 0; k < K; ++k) {
+      Vec64<T> b[NV];
+#pragma GCC unroll 8
+      for (int v = 0; v < NV; ++v) b[v] = load(B + k * ldb + v * L);
+#pragma GCC unroll 4
+      for (int r = 0; r < R; ++r) {
+        const T a = TransposeA ? A[k * lda + i0 + r] : A[(i0 + r) * lda + k];
+#pragma GCC unroll 8
+        for (int v = 0; v < NV; ++v) rows[r][v] += a * b[v];
+      }
+    }
+    for (int r = 0; r < R; ++r)
+      for (int v = 0; v < NV; ++v) {
+        T* c = C + (i0 + r) * ldc + v * L;
+        if constexpr (store_as == Store::Set) store(c, rows[r][v]);
+        if constexpr (store_as == Store::Add) store(c, load(c) + rows[r][v]);
+        if constexpr (store_as == Store::Sub) store(c, load(c) - rows[r][v]);
+      }
+  }
+}
+
+// One step of the in-register transpose below, on rows a = i and b = i + w
+// of an L×L block (i with bit w clear): the lanes j with bit w set of row a
+// and the lanes with bit w clear of row b trade places. Done for w = L/2, …,
+// 2, 1, these swaps of w×w sub-blocks across the diagonal transpose the block.
+template <int w, bool second, class V, int... J>
+inline V swap_lanes(const V& a, const V& b, std::integer_sequence<int, J...>) {
+  constexpr int L = int(sizeof...(J));
+  if constexpr (!second)  // row i: a where bit w is clear, else b shifted left by w
+    return __builtin_shufflevector(a, b, ((J & w) ? L + J - w : J)...);
+  else  // row i + w: a shifted right by w where bit w is clear, else b
+    return __builtin_shufflevector(a, b, ((J & w) ? L + J : J + w)...);
+}
+
+template <int w, class T> inline void swap_step(Vec64<T> (&rows)[kLanes<T>]) {
+  constexpr auto lanes = std::make_integer_sequence<int, kLanes<T>>{};
+  for (int i = 0; i < kLanes<T>; ++i)
+    if (!(i & w)) {
+      const Vec64<T> a = rows[i], b = rows[i + w];
+      rows[i] = swap_lanes<w, false>(a, b, lanes);
+      rows[i + w] = swap_lanes<w, true>(a, b, lanes);
+    }
+  if constexpr (w > 1) swap_step<w / 2, T>(rows);
+}
+
+// At (N×M, leading dimension M) = Aᵀ of A (M×N, leading dimension lda), by
+// L×L blocks (L = kLanes<T>) transposed in registers: L loads, L·log2(L)
+// shuffles and L stores per block instead of L² scalar moves.
+template <int M, int N, class T> inline void transpose(const T* A, int lda, T* At) {
+  constexpr int L = kLanes<T>;
+  static_assert(M % L == 0 && N % L == 0, "small::transpose: sizes must be whole blocks");
+  for (int i0 = 0; i0 < M; i0 += L)
+    for (int j0 = 0; j0 < N; j0 += L) {
+      Vec64<T> rows[L];
+      for (int i = 0; i < L; ++i) rows[i] = load(A + (i0 + i) * lda + j0);
+      swap_step<L / 2, T>(rows);
+      for (int j = 0; j < L; ++j) store(At + (j0 + j) * M + i0, rows[j]);
+    }
+}
+
+// dst[0, N) = src[0, N), in whole vectors (N a multiple of kLanes<T>).
+template <int N, class T> inline void copy(const T* src, T* dst) {
+  static_assert(N % kLanes<T> == 0, "small::copy: N must be a whole number of vectors");
+  for (int v = 0; v < N / kLanes<T>; ++v) store(dst + v * kLanes<T>, load(src + v * kLanes<T>));
+}
+
+// The sum of a vector's lanes.
+template <class T> inline T lane_sum(const Vec64<T>& v) {
+  T sum = 0;
+  for (int j = 0; j < kLanes<T>; ++j) sum += v[j];
+  return sum;
+}
+
+// Σ_j a_j b_j over N elements (N a multiple of kLanes<T>), in four
+// independent vector sums: a scalar loop would wait for each add in turn.
+template <int N, class T> inline T dot(const T* a, const T* b) {
+  constexpr int L = kLanes<T>, NV = N / L;
+  static_assert(N % L == 0, "small::dot: N must be a whole number of vectors");
+  Vec64<T> sums[4] = {};
+  for (int v = 0; v < NV; ++v) sums[v % 4] += load(a + v * L) * load(b + v * L);
+  return lane_sum<T>((sums[0] + sums[1]) + (sums[2] + sums[3]));
+}
+
+// Σ_j a_j over N elements (N a multiple of kLanes<T>).
+template <int N, class T> inline T sum(const T* a) {
+  constexpr int L = kLanes<T>;
+  static_assert(N % L == 0, "small::sum: N must be a whole number of vectors");
+  Vec64<T> sums = {};
+  for (int v = 0; v < N / L; ++v) sums += load(a + v * L);
+  return lane_sum<T>(sums);
+}
+
+}  // namespace lina::cpu::small

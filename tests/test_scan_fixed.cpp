@@ -1,0 +1,124 @@
+// The fixed-size chunked scan of the delta rules (backend_cpu/scan_chunked_fixed.cpp)
+// against its reference, the Eigen chunked scan (backend_cpu/scan_chunked.cpp):
+// output, final state, saved chunk states and every gradient, in float32 and
+// float64, at the model's head size, for the chunk lengths it is compiled
+// for, with T a multiple of C, not a multiple, and shorter than C. Also the
+// small products it is built from against plain loops.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "backend_cpu/scan_chunk_parts.h"
+#include "backend_cpu/small_matmul.h"
+#include "core/rng.h"
+#include "core/tensor.h"
+
+using namespace lina;
+using namespace lina::cpu::scan_chunk;
+
+namespace {
+
+template <class T> std::vector<T> random_vector(int64_t n, Rng& rng, double lo, double hi) {
+  std::vector<double> x = Tensor::rand({n}, rng, lo, hi, DType::f64).to_vector<double>();
+  return std::vector<T>(x.begin(), x.end());
+}
+
+// max|a − b| ≤ tolerance · max(1, max|b|)
+template <class T>
+void check_close(const std::string& what, const std::vector<T>& a, const std::vector<T>& b,
+                 double tolerance) {
+  REQUIRE(a.size() == b.size());
+  double err = 0, size = 1;
+  for (size_t i = 0; i < a.size(); ++i) {
+    err = std::max(err, std::fabs(double(a[i]) - double(b[i])));
+    size = std::max(size, std::fabs(double(b[i])));
+  }
+  CHECK_MESSAGE(err <= tolerance * size, what << ": max|fixed − eigen| = " << err
+                                              << ", max|eigen| = " << size);
+}
+
+template <class T> void compare(ScanRule rule, int64_t C, int64_t T_len, double tolerance) {
+  const int64_t B = 2, H = 3, d = 32, n = B * T_len * H * d, gates = B * T_len * H;
+  const int64_t chunks = (T_len + C - 1) / C;
+  const ScanShape s{B, T_len, H, d, rule};
+  Rng rng(uint64_t(100 * C + T_len + int(rule)));
+  // Keys of norm about 1, β in (0, 1), log-gates in (−0.5, 0), a nonzero S_0
+  // and dS_T: the model's regime, every path of the backward exercised.
+  const std::vector<T> q = random_vector<T>(n, rng, -0.3, 0.3), k = random_vector<T>(n, rng, -0.3, 0.3),
+                       v = random_vector<T>(n, rng, -1, 1), beta = random_vector<T>(gates, rng, 0, 1),
+                       g = random_vector<T>(gates, rng, -0.5, 0), s0 = random_vector<T>(B * H * d * d, rng, -0.5, 0.5),
+                       dout = random_vector<T>(n, rng, -1, 1),
+                       ds_final = random_vector<T>(B * H * d * d, rng, -1, 1);
+  const ScanInputs<T> in{q.data(), k.data(), v.data(), beta.data(), g.data()};
+  auto run = [&](bool fixed) {
+    std::vector<T> o(n), s_final(B * H * d * d), states(B * H * chunks * d * d), dq(n), dk(n),
+        dv(n), dbeta(gates), dg(gates, T(0)), ds0(B * H * d * d);
+    const ScanInputGrads<T> grads{dq.data(), dk.data(), dv.data(), dbeta.data(),
+                                  uses_gate(rule) ? dg.data() : nullptr, ds0.data()};
+    if (fixed) {
+      REQUIRE(delta_fixed_forward(s, C, in, s0.data(), o.data(), s_final.data(), states.data()));
+      REQUIRE(delta_fixed_backward(s, C, in, states.data(), dout.data(), ds_final.data(), grads));
+    } else {
+      delta_forward_eigen(s, C, in, s0.data(), o.data(), s_final.data(), states.data());
+      delta_backward_eigen(s, C, in, states.data(), dout.data(), ds_final.data(), grads);
+    }
+    return std::vector<std::vector<T>>{o, s_final, states, dq, dk, dv, dbeta, dg, ds0};
+  };
+  const auto fixed = run(true), eigen = run(false);
+  const char* names[] = {"o", "S_T", "chunk states", "dq", "dk", "dv", "dbeta", "dg", "dS_0"};
+  for (size_t i = 0; i < fixed.size(); ++i) check_close(names[i], fixed[i], eigen[i], tolerance);
+}
+
+}  // namespace
+
+TEST_CASE("fixed-size chunked scan: the same results as the Eigen chunked scan") {
+  for (ScanRule rule : {ScanRule::Delta, ScanRule::GatedDelta})
+    for (int64_t C : {16, 64})
+      for (int64_t T_len : {64, 70, 10, 128}) {
+        INFO(scan_rule_name(rule) << ", C = " << C << ", T = " << T_len);
+        compare<float>(rule, C, T_len, 2e-5);
+        compare<double>(rule, C, T_len, 1e-12);
+      }
+}
+
+TEST_CASE("fixed-size chunked scan: compiled for the model's head size and chunk lengths only") {
+  const ScanShape s{1, 8, 1, 32, ScanRule::Delta};
+  const ScanInputs<float> none{};
+  // For other sizes the kernel declines before touching any pointer.
+  CHECK_FALSE(delta_fixed_forward<float>(s, 8, none, nullptr, nullptr, nullptr, nullptr));
+  CHECK_FALSE(delta_fixed_forward<float>(ScanShape{1, 8, 1, 16, ScanRule::Delta}, 16, none,
+                                         nullptr, nullptr, nullptr, nullptr));
+  CHECK_FALSE(delta_fixed_backward<float>(s, 32, none, nullptr, nullptr, nullptr, {}));
+}
+
+TEST_CASE("small products: matmul, transposed matmul and transpose against plain loops") {
+  Rng rng(5);
+  constexpr int M = 16, N = 32, K = 16;
+  const std::vector<float> A = random_vector<float>(M * K, rng, -1, 1),
+                           B = random_vector<float>(K * N, rng, -1, 1),
+                           C0 = random_vector<float>(M * N, rng, -1, 1);
+  std::vector<float> want(M * N), want_t(M * N);
+  for (int i = 0; i < M; ++i)
+    for (int j = 0; j < N; ++j) {
+      double p = 0, pt = 0;  // (A B)_ij and (Aᵀ B)_ij, A read as K×M for the second
+      for (int k = 0; k < K; ++k) {
+        p += double(A[i * K + k]) * B[k * N + j];
+        pt += double(A[k * M + i]) * B[k * N + j];
+      }
+      want[i * N + j] = float(p);
+      want_t[i * N + j] = float(C0[i * N + j] - pt);
+    }
+  std::vector<float> got(M * N), got_t = C0;
+  cpu::small::matmul<M, N, K>(A.data(), K, B.data(), N, got.data(), N);
+  cpu::small::matmul<M, N, K, true, cpu::small::Store::Sub>(A.data(), M, B.data(), N, got_t.data(), N);
+  check_close("A B", got, want, 1e-6);
+  check_close("C − Aᵀ B", got_t, want_t, 1e-6);
+
+  std::vector<double> X = random_vector<double>(16 * 48, rng, -1, 1), Xt(48 * 16);
+  cpu::small::transpose<16, 32>(X.data(), 48, Xt.data());  // the first 32 of 48 columns
+  for (int i = 0; i < 16; ++i)
+    for (int j = 0; j < 32; ++j) REQUIRE(Xt[j * 16 + i] == X[i * 48 + j]);
+}
