@@ -95,9 +95,10 @@ void gated_backward(const ScanShape& s, int64_t C, const ScanInputs<T>& in,
                     const T* chunk_states, const T* dout, const T* ds_final,
                     const ScanInputGrads<T>& grads);
 
-// The delta rules: the Eigen version (scan_chunked.cpp), the reference for
-// the fixed-size kernel (scan_chunked_fixed.cpp), which returns false when it
-// is not compiled for the shape's d and C.
+// The delta rules' Eigen version (scan_chunked.cpp). It and gated_forward /
+// gated_backward are the references for the fixed-size kernel
+// (scan_chunked_fixed.cpp), which serves every rule with at most one decay
+// per head at d = 32 and C = 16 or 64, and returns false for anything else.
 template <class T>
 void delta_forward_eigen(const ScanShape& s, int64_t C, const ScanInputs<T>& in, const T* s0,
                          T* o, T* s_final, T* chunk_states);
@@ -106,11 +107,11 @@ void delta_backward_eigen(const ScanShape& s, int64_t C, const ScanInputs<T>& in
                           const T* chunk_states, const T* dout, const T* ds_final,
                           const ScanInputGrads<T>& grads);
 template <class T>
-bool delta_fixed_forward(const ScanShape& s, int64_t C, const ScanInputs<T>& in, const T* s0,
-                         T* o, T* s_final, T* chunk_states);
+bool fixed_forward(const ScanShape& s, int64_t C, const ScanInputs<T>& in, const T* s0, T* o,
+                   T* s_final, T* chunk_states);
 template <class T>
-bool delta_fixed_backward(const ScanShape& s, int64_t C, const ScanInputs<T>& in,
-                          const T* chunk_states, const T* dout, const T* ds_final,
-                          const ScanInputGrads<T>& grads);
+bool fixed_backward(const ScanShape& s, int64_t C, const ScanInputs<T>& in,
+                    const T* chunk_states, const T* dout, const T* ds_final,
+                    const ScanInputGrads<T>& grads);
 
 }  // namespace lina::cpu::scan_chunk

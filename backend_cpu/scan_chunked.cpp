@@ -97,15 +97,16 @@ ChunkTerms<T> chunk_terms(const ScanShape& s, const ScanInputs<T>& in, const Chu
 
 }  // namespace
 
-// The chunked scan entry points: the rules without the delta correction go to
-// scan_chunked_gated.cpp; the delta rules to the fixed-size kernel of
-// scan_chunked_fixed.cpp when it is compiled for (d, C), else to the Eigen
-// version below, which is also its reference.
+// The chunked scan entry points: the fixed-size kernel of
+// scan_chunked_fixed.cpp where it is compiled for the rule, d and C; else
+// the rules without the delta correction go to scan_chunked_gated.cpp, and
+// the delta rules to the Eigen version below. The Eigen versions are the
+// fixed-size kernel's references.
 template <class T>
 void scan_chunked_forward(const ScanShape& s, int64_t C, const ScanInputs<T>& in, const T* s0,
                           T* o, T* s_final, T* chunk_states) {
+  if (scan_chunk::fixed_forward(s, C, in, s0, o, s_final, chunk_states)) return;
   if (!uses_beta(s.rule)) return scan_chunk::gated_forward(s, C, in, s0, o, s_final, chunk_states);
-  if (scan_chunk::delta_fixed_forward(s, C, in, s0, o, s_final, chunk_states)) return;
   scan_chunk::delta_forward_eigen(s, C, in, s0, o, s_final, chunk_states);
 }
 
@@ -113,9 +114,9 @@ template <class T>
 void scan_chunked_backward(const ScanShape& s, int64_t C, const ScanInputs<T>& in,
                            const T* chunk_states, const T* dout, const T* ds_final,
                            const ScanInputGrads<T>& grads) {
+  if (scan_chunk::fixed_backward(s, C, in, chunk_states, dout, ds_final, grads)) return;
   if (!uses_beta(s.rule))
     return scan_chunk::gated_backward(s, C, in, chunk_states, dout, ds_final, grads);
-  if (scan_chunk::delta_fixed_backward(s, C, in, chunk_states, dout, ds_final, grads)) return;
   scan_chunk::delta_backward_eigen(s, C, in, chunk_states, dout, ds_final, grads);
 }
 

@@ -1,12 +1,18 @@
-// The delta rules' chunked scan with the chunk length C and head size D fixed
-// at compile time (the model's D = 32, C = 16 or 64): the same formulas F1–F5
-// and B1–B10 as the Eigen version in scan_chunked.cpp (docs/recurrence.md §3),
-// which stays the reference this one is tested against (tests/test_scan.cpp).
+// The chunked scan with the chunk length C and head size D fixed at compile
+// time (the model's D = 32, C = 16 or 64), for every rule whose decay is one
+// number per head and token (linear, delta, gated delta, retention, gated
+// linear; not the per-channel gate). The formulas are those of the Eigen
+// versions, which stay the references this one is tested against
+// (tests/test_scan_fixed.cpp): F1–F5 and B1–B10 of docs/recurrence.md §3
+// (scan_chunked.cpp) for the delta rules; for the others the same formulas
+// with the write vectors u_r = v_r and no β (docs/recurrence-gated.md,
+// scan_chunked_gated.cpp): F4 O = diag(γ) Q Sᵀ + P V, F5 S' = γ_C S +
+// Vᵀ diag(δ) K, and B1–B3 with U = V.
 //
 // What changes is only how the small products are done. Each chunk's rows of
 // q, k, v (stride H·d in [B, T, H, d]) are first copied into contiguous C×D
 // blocks, a last chunk shorter than C padded with zero rows (q = k = v = 0,
-// β = 0, g = 0 neither writes nor decays: the same maths, see
+// β = 0, log a = 0 neither writes nor decays: the same maths, see
 // scan_chunked.cpp), so every product has constant sizes and runs through
 // small::matmul without packing. The state is carried transposed, Sᵀ [key ×
 // value], which turns each product with Sᵀ into a plain row-times-matrix
@@ -27,8 +33,8 @@ using small::matmul;
 using small::Store;
 using small::transpose;
 
-// One chunk: its inputs as contiguous blocks, and everything F1–F3 compute
-// before the read-out (the backward recomputes these from the saved state).
+// One chunk: its inputs as contiguous blocks, and everything computed before
+// the read-out (the backward recomputes these from the saved state).
 template <class T, int C, int D> struct FixedChunk {
   int c = C;                      // real rows; rows c..C−1 are zero padding
   alignas(64) T Q[C][D], K[C][D], V[C][D];
@@ -43,7 +49,7 @@ template <class T, int C, int D> struct FixedChunk {
   alignas(64) T E[C][C];          // K Kᵀ ⊙ Γ
   alignas(64) T A[C][C];          // strictly_lower(diag(β) E)
   alignas(64) T YW[C][2 * D];     // [Y | W], (I + A)[Y | W] = [diag(β) V | diag(β ⊙ γ) K]
-  alignas(64) T U[C][D];          // the write vectors u_r as rows: Y − W Sᵀ
+  alignas(64) T U[C][D];          // the delta rules' write vectors u_r as rows: Y − W Sᵀ
   alignas(64) T DK[C][D];         // diag(δ) K
 
   // Copies rows of a [B, T, H, D] tensor (stride H·D) into a zero-padded block.
@@ -58,12 +64,13 @@ template <class T, int C, int D> struct FixedChunk {
     load_rows(in.k, at, K);
     load_rows(in.v, at, V);
     for (int r = 0; r < C; ++r) {
-      beta[r] = r < c ? in.beta[at.token0 + r * at.stride] : T(0);
-      g[r] = r < c && uses_gate(s.rule) ? in.g[at.token0 + r * at.stride] : T(0);
+      const int64_t token = at.token0 + r * at.stride;
+      beta[r] = r < c && uses_beta(s.rule) ? in.beta[token] : T(0);
+      g[r] = r < c ? scan_log_decay(s, in.g, token, 0) : T(0);  // log a, 0 without decay
     }
   }
 
-  // Γ, γ, δ from the log-gates (all ones without a gate), as scan_chunked.cpp.
+  // Γ, γ, δ from the log-decays (all ones without decay), as scan_chunked.cpp.
   void decays() {
     MatrixMap<T> Gamma_map(&Gamma[0][0], C, C);
     segment_decays(C, [&](int64_t i) { return g[i]; }, Gamma_map);
@@ -75,15 +82,22 @@ template <class T, int C, int D> struct FixedChunk {
     for (int i = 0; i < C; ++i) delta[i] = Gamma[C - 1][i];
   }
 
-  // F1–F3 for a chunk entering with state St = Sᵀ [D × D].
-  void terms(const T* St) {
+  // Γ, γ, δ, Kᵀ, Q Kᵀ, P and diag(δ) K: what every rule reads out with.
+  void read_out_terms() {
     decays();
     transpose<C, D>(&K[0][0], D, &Kt[0][0]);
-    matmul<C, C, D>(&K[0][0], D, &Kt[0][0], C, &KK[0][0], C);
     matmul<C, C, D>(&Q[0][0], D, &Kt[0][0], C, &QK[0][0], C);
     for (int r = 0; r < C; ++r)
+      for (int i = 0; i < C; ++i) P[r][i] = QK[r][i] * Gamma[r][i];
+    for (int r = 0; r < C; ++r)
+      for (int j = 0; j < D; ++j) DK[r][j] = delta[r] * K[r][j];
+  }
+
+  // F1–F3 of the delta rules, for a chunk entering with state St = Sᵀ [D × D].
+  void delta_terms(const T* St) {
+    matmul<C, C, D>(&K[0][0], D, &Kt[0][0], C, &KK[0][0], C);
+    for (int r = 0; r < C; ++r)
       for (int i = 0; i < C; ++i) {
-        P[r][i] = QK[r][i] * Gamma[r][i];
         E[r][i] = KK[r][i] * Gamma[r][i];
         // F1  A = strictly_lower(diag(β) (K Kᵀ ⊙ Γ))
         A[r][i] = i < r ? beta[r] * E[r][i] : T(0);
@@ -102,18 +116,68 @@ template <class T, int C, int D> struct FixedChunk {
     for (int r = 0; r < C; ++r)
       for (int j = 0; j < D; ++j) U[r][j] = YW[r][j];
     matmul<C, D, D, false, Store::Sub>(&YW[0][D], 2 * D, St, D, &U[0][0], D);
-    for (int r = 0; r < C; ++r)
-      for (int j = 0; j < D; ++j) DK[r][j] = delta[r] * K[r][j];
+  }
+
+  // Everything before the read-out; returns the write vectors as rows (U for
+  // the delta rules, V for the others).
+  const T (*terms(ScanRule rule, const T* St))[D] {
+    read_out_terms();
+    if (!uses_beta(rule)) return V;
+    delta_terms(St);
+    return U;
   }
 };
 
 template <class T, int D> void store_transposed(const T* St, T* S) { transpose<D, D>(St, D, S); }
 
+// The backward's per-chunk matrices beyond FixedChunk's.
+template <class T, int C, int D> struct Backward {
+  alignas(64) T St[D][D], G[D][D], Gt_a[D][D], Gt_b[D][D];
+  alignas(64) T dO[C][D], dU[C][D], GQ[C][D], dOS[C][D], UG[C][D], Ut[D][C];
+  alignas(64) T dQ[C][D], dK[C][D], dB[C][2 * D], YWt[2 * D][C];
+  alignas(64) T dP[C][C], dPG[C][C], dA[C][C], dEG[C][C], dEsym[C][C], dGG[C][C];
+  T dbeta[C], dlambda[C];
+};
+
+// B5–B8 of the delta rules, through the system of F2 (S: the state entering
+// the chunk): dB = [dBV | dBK], dA, dE ⊙ Γ, dβ, and their part of dK.
+template <class T, int C, int D>
+void delta_gradients(const FixedChunk<T, C, D>& m, const T* S, Backward<T, C, D>& w) {
+  // B5–B6  (I + A)ᵀ [dBV | dBK] = [dU | dW],  dW = −dU S   (back substitution)
+  for (int r = 0; r < C; ++r)
+    for (int j = 0; j < D; ++j) w.dB[r][j] = w.dU[r][j];
+  matmul<C, D, D>(&w.dU[0][0], D, S, D, &w.dB[0][D], 2 * D);
+  for (int r = 0; r < C; ++r)
+    for (int j = D; j < 2 * D; ++j) w.dB[r][j] = -w.dB[r][j];
+  for (int r = C - 1; r >= 0; --r)
+    for (int i = r + 1; i < C; ++i)
+      for (int j = 0; j < 2 * D; ++j) w.dB[r][j] -= m.A[i][r] * w.dB[i][j];
+  // B7  dV = diag(β) dBV;  dA = −strictly_lower(dB [Y | W]ᵀ);  dE ⊙ Γ = diag(β) dA ⊙ Γ
+  transpose<C, 2 * D>(&m.YW[0][0], 2 * D, &w.YWt[0][0]);
+  matmul<C, C, 2 * D>(&w.dB[0][0], 2 * D, &w.YWt[0][0], C, &w.dA[0][0], C);
+  for (int r = 0; r < C; ++r)
+    for (int i = 0; i < C; ++i) {
+      w.dA[r][i] = i < r ? -w.dA[r][i] : T(0);
+      w.dEG[r][i] = m.beta[r] * w.dA[r][i] * m.Gamma[r][i];
+    }
+  //     dK += diag(β ⊙ γ) dBK + (dE ⊙ Γ + (dE ⊙ Γ)ᵀ) K
+  for (int r = 0; r < C; ++r)
+    for (int j = 0; j < D; ++j) w.dK[r][j] += m.beta[r] * m.gamma[r] * w.dB[r][D + j];
+  for (int r = 0; r < C; ++r)
+    for (int i = 0; i < C; ++i) w.dEsym[r][i] = w.dEG[r][i] + w.dEG[i][r];
+  matmul<C, D, C, false, Store::Add>(&w.dEsym[0][0], C, &m.K[0][0], D, &w.dK[0][0], D);
+  // B8  dβ_r = dBV_r·v_r + γ_r dBK_r·k_r + Σ_i dA_ri E_ri,   E = K Kᵀ ⊙ Γ
+  for (int r = 0; r < C; ++r)
+    w.dbeta[r] = small::dot<D>(w.dB[r], m.V[r]) +
+                  m.gamma[r] * small::dot<D>(w.dB[r] + D, m.K[r]) +
+                  small::dot<C>(w.dA[r], m.E[r]);
+}
+
 }  // namespace
 
 template <class T, int C, int D>
-void delta_forward_fixed(const ScanShape& s, const ScanInputs<T>& in, const T* s0, T* o,
-                         T* s_final, T* chunk_states) {
+void forward_fixed(const ScanShape& s, const ScanInputs<T>& in, const T* s0, T* o,
+                   T* s_final, T* chunk_states) {
   const int64_t dd = D * D, pairs = s.B * s.H, chunks = (s.T + C - 1) / C;
 #pragma omp parallel if (pairs > 1 && pairs * s.T * dd >= kParallelMin)
   {
@@ -129,18 +193,18 @@ void delta_forward_fixed(const ScanShape& s, const ScanInputs<T>& in, const T* s
         const ChunkPlace at{std::min<int64_t>(C, s.T - t0), (b * s.T + t0) * s.H + h, s.H, D};
         if (chunk_states) store_transposed<T, D>(&St[0][0], chunk_states + (bh * chunks + n) * dd);
         m->load(s, in, at);
-        m->terms(&St[0][0]);
+        const T(*U)[D] = m->terms(s.rule, &St[0][0]);  // the write vectors
         // F4  O = diag(γ) Q Sᵀ + ((Q Kᵀ) ⊙ Γ) U
         matmul<C, D, D>(&m->Q[0][0], D, &St[0][0], D, &QS[0][0], D);
         for (int r = 0; r < C; ++r)
           for (int j = 0; j < D; ++j) QS[r][j] *= m->gamma[r];
-        matmul<C, D, C, false, Store::Add>(&m->P[0][0], C, &m->U[0][0], D, &QS[0][0], D);
+        matmul<C, D, C, false, Store::Add>(&m->P[0][0], C, &U[0][0], D, &QS[0][0], D);
         for (int r = 0; r < at.c; ++r)
           small::copy<D>(QS[r], o + (at.token0 + r * at.stride) * D);
         // F5  S'ᵀ = γ_C Sᵀ + (diag(δ) K)ᵀ U
         for (int i = 0; i < D; ++i)
           for (int j = 0; j < D; ++j) St[i][j] *= m->gamma[C - 1];
-        matmul<D, D, C, true, Store::Add>(&m->DK[0][0], D, &m->U[0][0], D, &St[0][0], D);
+        matmul<D, D, C, true, Store::Add>(&m->DK[0][0], D, &U[0][0], D, &St[0][0], D);
       }
       store_transposed<T, D>(&St[0][0], s_final + bh * dd);
     }
@@ -152,21 +216,14 @@ void delta_forward_fixed(const ScanShape& s, const ScanInputs<T>& in, const T* s
 // gradient of the state leaving the chunk) is carried both ways round, G and
 // Gᵀ, since products need each.
 template <class T, int C, int D>
-void delta_backward_fixed(const ScanShape& s, const ScanInputs<T>& in, const T* chunk_states,
-                          const T* dout, const T* ds_final, const ScanInputGrads<T>& grads) {
+void backward_fixed(const ScanShape& s, const ScanInputs<T>& in, const T* chunk_states,
+                    const T* dout, const T* ds_final, const ScanInputGrads<T>& grads) {
   const int64_t dd = D * D, pairs = s.B * s.H, chunks = (s.T + C - 1) / C;
-  const bool gated = uses_gate(s.rule);
+  const bool delta_rule = uses_beta(s.rule), gated = uses_gate(s.rule);
 #pragma omp parallel if (pairs > 1 && pairs * s.T * dd >= kParallelMin)
   {
-    struct Buffers {
-      alignas(64) T St[D][D], G[D][D], Gt_a[D][D], Gt_b[D][D];
-      alignas(64) T dO[C][D], dU[C][D], GQ[C][D], dOS[C][D], UG[C][D], Ut[D][C];
-      alignas(64) T dQ[C][D], dK[C][D], dB[C][2 * D], YWt[2 * D][C];
-      alignas(64) T dP[C][C], dPG[C][C], dA[C][C], dEG[C][C], dEsym[C][C], dGG[C][C];
-      T dbeta[C], dlambda[C];
-    };
     auto* m = new FixedChunk<T, C, D>;
-    auto* w = new Buffers;
+    auto* w = new Backward<T, C, D>;
     T(*Gt)[D] = w->Gt_a;   // dS'ᵀ
     T(*dSt)[D] = w->Gt_b;  // dSᵀ, computed by B2
 #pragma omp for schedule(static)
@@ -182,23 +239,23 @@ void delta_backward_fixed(const ScanShape& s, const ScanInputs<T>& in, const T* 
         const T* S = chunk_states + (bh * chunks + n) * dd;  // the state entering the chunk
         transpose<D, D>(S, D, &w->St[0][0]);
         m->load(s, in, at);
-        m->terms(&w->St[0][0]);
+        const T(*U)[D] = m->terms(s.rule, &w->St[0][0]);  // the write vectors (V without delta)
         m->load_rows(dout, at, w->dO);
-        const T* W = &m->YW[0][D];  // the W half of [Y | W], row stride 2D
 
-        // B1  dU = diag(δ) K dS'ᵀ + Pᵀ dO
+        // B1  dU = diag(δ) K dS'ᵀ + Pᵀ dO   (without delta: dV = dU)
         matmul<C, D, D>(&m->DK[0][0], D, &Gt[0][0], D, &w->dU[0][0], D);
         matmul<C, D, C, true, Store::Add>(&m->P[0][0], C, &w->dO[0][0], D, &w->dU[0][0], D);
-        // B2  dSᵀ = γ_C dS'ᵀ + (diag(γ) Q)ᵀ dO − Wᵀ dU
+        // B2  dSᵀ = γ_C dS'ᵀ + (diag(γ) Q)ᵀ dO − Wᵀ dU   (the W term with delta only)
         for (int r = 0; r < C; ++r)
           for (int j = 0; j < D; ++j) w->GQ[r][j] = m->gamma[r] * m->Q[r][j];
         for (int i = 0; i < D; ++i)
           for (int j = 0; j < D; ++j) dSt[i][j] = m->gamma[C - 1] * Gt[i][j];
         matmul<D, D, C, true, Store::Add>(&w->GQ[0][0], D, &w->dO[0][0], D, &dSt[0][0], D);
-        matmul<D, D, C, true, Store::Sub>(W, 2 * D, &w->dU[0][0], D, &dSt[0][0], D);
+        if (delta_rule)  // W is the right half of [Y | W], row stride 2D
+          matmul<D, D, C, true, Store::Sub>(&m->YW[0][D], 2 * D, &w->dU[0][0], D, &dSt[0][0], D);
         // B3  dP = lower_incl(dO Uᵀ) (the mask comes with Γ)
         //     dQ = diag(γ) dO S + (dP ⊙ Γ) K,   dK = diag(δ) U dS' + (dP ⊙ Γ)ᵀ Q
-        transpose<C, D>(&m->U[0][0], D, &w->Ut[0][0]);
+        transpose<C, D>(&U[0][0], D, &w->Ut[0][0]);
         matmul<C, C, D>(&w->dO[0][0], D, &w->Ut[0][0], C, &w->dP[0][0], C);
         for (int r = 0; r < C; ++r)
           for (int i = 0; i < C; ++i) w->dPG[r][i] = w->dP[r][i] * m->Gamma[r][i];
@@ -206,45 +263,18 @@ void delta_backward_fixed(const ScanShape& s, const ScanInputs<T>& in, const T* 
         for (int r = 0; r < C; ++r)
           for (int j = 0; j < D; ++j) w->dQ[r][j] = m->gamma[r] * w->dOS[r][j];
         matmul<C, D, C, false, Store::Add>(&w->dPG[0][0], C, &m->K[0][0], D, &w->dQ[0][0], D);
-        matmul<C, D, D>(&m->U[0][0], D, &w->G[0][0], D, &w->UG[0][0], D);
+        matmul<C, D, D>(&U[0][0], D, &w->G[0][0], D, &w->UG[0][0], D);
         for (int r = 0; r < C; ++r)
           for (int j = 0; j < D; ++j) w->dK[r][j] = m->delta[r] * w->UG[r][j];
         matmul<C, D, C, true, Store::Add>(&w->dPG[0][0], C, &m->Q[0][0], D, &w->dK[0][0], D);
-
-        // B5–B6  (I + A)ᵀ [dBV | dBK] = [dU | dW],  dW = −dU S   (back substitution)
-        for (int r = 0; r < C; ++r)
-          for (int j = 0; j < D; ++j) w->dB[r][j] = w->dU[r][j];
-        matmul<C, D, D>(&w->dU[0][0], D, S, D, &w->dB[0][D], 2 * D);
-        for (int r = 0; r < C; ++r)
-          for (int j = D; j < 2 * D; ++j) w->dB[r][j] = -w->dB[r][j];
-        for (int r = C - 1; r >= 0; --r)
-          for (int i = r + 1; i < C; ++i)
-            for (int j = 0; j < 2 * D; ++j) w->dB[r][j] -= m->A[i][r] * w->dB[i][j];
-        // B7  dV = diag(β) dBV;  dA = −strictly_lower(dB [Y | W]ᵀ);  dE ⊙ Γ = diag(β) dA ⊙ Γ
-        transpose<C, 2 * D>(&m->YW[0][0], 2 * D, &w->YWt[0][0]);
-        matmul<C, C, 2 * D>(&w->dB[0][0], 2 * D, &w->YWt[0][0], C, &w->dA[0][0], C);
-        for (int r = 0; r < C; ++r)
-          for (int i = 0; i < C; ++i) {
-            w->dA[r][i] = i < r ? -w->dA[r][i] : T(0);
-            w->dEG[r][i] = m->beta[r] * w->dA[r][i] * m->Gamma[r][i];
-          }
-        //     dK += diag(β ⊙ γ) dBK + (dE ⊙ Γ + (dE ⊙ Γ)ᵀ) K
-        for (int r = 0; r < C; ++r)
-          for (int j = 0; j < D; ++j) w->dK[r][j] += m->beta[r] * m->gamma[r] * w->dB[r][D + j];
-        for (int r = 0; r < C; ++r)
-          for (int i = 0; i < C; ++i) w->dEsym[r][i] = w->dEG[r][i] + w->dEG[i][r];
-        matmul<C, D, C, false, Store::Add>(&w->dEsym[0][0], C, &m->K[0][0], D, &w->dK[0][0], D);
-        // B8  dβ_r = dBV_r·v_r + γ_r dBK_r·k_r + Σ_i dA_ri E_ri,   E = K Kᵀ ⊙ Γ
-        for (int r = 0; r < C; ++r)
-          w->dbeta[r] = small::dot<D>(w->dB[r], m->V[r]) +
-                        m->gamma[r] * small::dot<D>(w->dB[r] + D, m->K[r]) +
-                        small::dot<C>(w->dA[r], m->E[r]);
+        if (delta_rule) delta_gradients(*m, S, *w);
         if (gated) {
-          // dΓ ⊙ Γ = dP ⊙ Γ ⊙ (Q Kᵀ) + dE ⊙ Γ ⊙ (K Kᵀ)
+          // dΓ ⊙ Γ = dP ⊙ Γ ⊙ (Q Kᵀ) + dE ⊙ Γ ⊙ (K Kᵀ)   (dE with delta only)
           for (int r = 0; r < C; ++r)
             for (int i = 0; i < C; ++i)
-              w->dGG[r][i] = w->dPG[r][i] * m->QK[r][i] + w->dEG[r][i] * m->KK[r][i];
-          // B9  dγ_r = dO_r·(S q_r) + β_r dBK_r·k_r,   dδ_i = (U dS')_i·k_i
+              w->dGG[r][i] = w->dPG[r][i] * m->QK[r][i] +
+                             (delta_rule ? w->dEG[r][i] * m->KK[r][i] : T(0));
+          // B9  dγ_r = dO_r·(S q_r) + β_r dBK_r·k_r (β with delta only),  dδ_i = (U dS')_i·k_i
           //     dλ_r = γ_r dγ_r + Σ_i (dΓ⊙Γ)_ri − Σ_i (dΓ⊙Γ)_ir − δ_r dδ_r
           //     dλ_C += γ_C ⟨dS', S⟩ + Σ_i δ_i dδ_i
           // B10 dg_j = Σ_{r ≥ j} dλ_r
@@ -253,8 +283,9 @@ void delta_backward_fixed(const ScanShape& s, const ScanInputs<T>& in, const T* 
             for (int i = 0; i < C; ++i) col_sums[i] += w->dGG[r][i];
           T decay_to_end = 0;
           for (int r = 0; r < C; ++r) {
-            const T dgamma = small::dot<D>(w->dOS[r], m->Q[r]) +
-                             m->beta[r] * small::dot<D>(w->dB[r] + D, m->K[r]);
+            const T dgamma =
+                small::dot<D>(w->dOS[r], m->Q[r]) +
+                (delta_rule ? m->beta[r] * small::dot<D>(w->dB[r] + D, m->K[r]) : T(0));
             const T ddelta_delta = m->delta[r] * small::dot<D>(w->UG[r], m->K[r]);
             decay_to_end += ddelta_delta;
             w->dlambda[r] = m->gamma[r] * dgamma + small::sum<C>(w->dGG[r]) - col_sums[r] -
@@ -269,6 +300,10 @@ void delta_backward_fixed(const ScanShape& s, const ScanInputs<T>& in, const T* 
           const int64_t row = (at.token0 + r * at.stride) * D;
           small::copy<D>(w->dQ[r], grads.dq + row);
           small::copy<D>(w->dK[r], grads.dk + row);
+          if (!delta_rule) {
+            small::copy<D>(w->dU[r], grads.dv + row);
+            continue;
+          }
           for (int j = 0; j < D; ++j) grads.dv[row + j] = m->beta[r] * w->dB[r][j];
           grads.dbeta[at.token0 + r * at.stride] = w->dbeta[r];
         }
@@ -283,36 +318,38 @@ void delta_backward_fixed(const ScanShape& s, const ScanInputs<T>& in, const T* 
   }
 }
 
-// The sizes compiled here; delta_fixed_forward / _backward return false for
-// any other (d, C), and the caller takes the Eigen path.
+// The sizes and rules compiled here; fixed_forward / fixed_backward return
+// false for any other, and the caller takes the Eigen path.
+bool fixed_size_compiled(const ScanShape& s, int64_t C) {
+  return s.d == 32 && (C == 16 || C == 64) && !gate_per_channel(s.rule);
+}
+
 template <class T>
-bool delta_fixed_forward(const ScanShape& s, int64_t C, const ScanInputs<T>& in, const T* s0,
-                         T* o, T* s_final, T* chunk_states) {
-  if (s.d != 32) return false;
-  if (C == 16) delta_forward_fixed<T, 16, 32>(s, in, s0, o, s_final, chunk_states);
-  else if (C == 64) delta_forward_fixed<T, 64, 32>(s, in, s0, o, s_final, chunk_states);
-  else return false;
+bool fixed_forward(const ScanShape& s, int64_t C, const ScanInputs<T>& in, const T* s0, T* o,
+                   T* s_final, T* chunk_states) {
+  if (!fixed_size_compiled(s, C)) return false;
+  if (C == 16) forward_fixed<T, 16, 32>(s, in, s0, o, s_final, chunk_states);
+  else forward_fixed<T, 64, 32>(s, in, s0, o, s_final, chunk_states);
   return true;
 }
 template <class T>
-bool delta_fixed_backward(const ScanShape& s, int64_t C, const ScanInputs<T>& in,
-                          const T* chunk_states, const T* dout, const T* ds_final,
-                          const ScanInputGrads<T>& grads) {
-  if (s.d != 32) return false;
-  if (C == 16) delta_backward_fixed<T, 16, 32>(s, in, chunk_states, dout, ds_final, grads);
-  else if (C == 64) delta_backward_fixed<T, 64, 32>(s, in, chunk_states, dout, ds_final, grads);
-  else return false;
+bool fixed_backward(const ScanShape& s, int64_t C, const ScanInputs<T>& in,
+                    const T* chunk_states, const T* dout, const T* ds_final,
+                    const ScanInputGrads<T>& grads) {
+  if (!fixed_size_compiled(s, C)) return false;
+  if (C == 16) backward_fixed<T, 16, 32>(s, in, chunk_states, dout, ds_final, grads);
+  else backward_fixed<T, 64, 32>(s, in, chunk_states, dout, ds_final, grads);
   return true;
 }
 
-template bool delta_fixed_forward<float>(const ScanShape&, int64_t, const ScanInputs<float>&,
+template bool fixed_forward<float>(const ScanShape&, int64_t, const ScanInputs<float>&,
                                          const float*, float*, float*, float*);
-template bool delta_fixed_forward<double>(const ScanShape&, int64_t, const ScanInputs<double>&,
+template bool fixed_forward<double>(const ScanShape&, int64_t, const ScanInputs<double>&,
                                           const double*, double*, double*, double*);
-template bool delta_fixed_backward<float>(const ScanShape&, int64_t, const ScanInputs<float>&,
+template bool fixed_backward<float>(const ScanShape&, int64_t, const ScanInputs<float>&,
                                           const float*, const float*, const float*,
                                           const ScanInputGrads<float>&);
-template bool delta_fixed_backward<double>(const ScanShape&, int64_t, const ScanInputs<double>&,
+template bool fixed_backward<double>(const ScanShape&, int64_t, const ScanInputs<double>&,
                                            const double*, const double*, const double*,
                                            const ScanInputGrads<double>&);
 

@@ -1,9 +1,10 @@
-// The fixed-size chunked scan of the delta rules (backend_cpu/scan_chunked_fixed.cpp)
-// against its reference, the Eigen chunked scan (backend_cpu/scan_chunked.cpp):
-// output, final state, saved chunk states and every gradient, in float32 and
-// float64, at the model's head size, for the chunk lengths it is compiled
-// for, with T a multiple of C, not a multiple, and shorter than C. Also the
-// small products it is built from against plain loops.
+// The fixed-size chunked scan (backend_cpu/scan_chunked_fixed.cpp) against
+// its references, the Eigen chunked scans (backend_cpu/scan_chunked.cpp for
+// the delta rules, scan_chunked_gated.cpp for the others): output, final
+// state, saved chunk states and every gradient, in float32 and float64, for
+// every rule it serves, at the model's head size, for the chunk lengths it is
+// compiled for, with T a multiple of C, not a multiple, and shorter than C.
+// Also the small products it is built from against plain loops.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -52,15 +53,20 @@ template <class T> void compare(ScanRule rule, int64_t C, int64_t T_len, double 
                        g = random_vector<T>(gates, rng, -0.5, 0), s0 = random_vector<T>(B * H * d * d, rng, -0.5, 0.5),
                        dout = random_vector<T>(n, rng, -1, 1),
                        ds_final = random_vector<T>(B * H * d * d, rng, -1, 1);
-  const ScanInputs<T> in{q.data(), k.data(), v.data(), beta.data(), g.data()};
+  const ScanInputs<T> in{q.data(), k.data(), v.data(), uses_beta(rule) ? beta.data() : nullptr,
+                         uses_gate(rule) ? g.data() : nullptr};
   auto run = [&](bool fixed) {
     std::vector<T> o(n), s_final(B * H * d * d), states(B * H * chunks * d * d), dq(n), dk(n),
         dv(n), dbeta(gates), dg(gates, T(0)), ds0(B * H * d * d);
-    const ScanInputGrads<T> grads{dq.data(), dk.data(), dv.data(), dbeta.data(),
+    const ScanInputGrads<T> grads{dq.data(), dk.data(), dv.data(),
+                                  uses_beta(rule) ? dbeta.data() : nullptr,
                                   uses_gate(rule) ? dg.data() : nullptr, ds0.data()};
     if (fixed) {
-      REQUIRE(delta_fixed_forward(s, C, in, s0.data(), o.data(), s_final.data(), states.data()));
-      REQUIRE(delta_fixed_backward(s, C, in, states.data(), dout.data(), ds_final.data(), grads));
+      REQUIRE(fixed_forward(s, C, in, s0.data(), o.data(), s_final.data(), states.data()));
+      REQUIRE(fixed_backward(s, C, in, states.data(), dout.data(), ds_final.data(), grads));
+    } else if (!uses_beta(rule)) {
+      gated_forward(s, C, in, s0.data(), o.data(), s_final.data(), states.data());
+      gated_backward(s, C, in, states.data(), dout.data(), ds_final.data(), grads);
     } else {
       delta_forward_eigen(s, C, in, s0.data(), o.data(), s_final.data(), states.data());
       delta_backward_eigen(s, C, in, states.data(), dout.data(), ds_final.data(), grads);
@@ -74,8 +80,9 @@ template <class T> void compare(ScanRule rule, int64_t C, int64_t T_len, double 
 
 }  // namespace
 
-TEST_CASE("fixed-size chunked scan: the same results as the Eigen chunked scan") {
-  for (ScanRule rule : {ScanRule::Delta, ScanRule::GatedDelta})
+TEST_CASE("fixed-size chunked scan: the same results as the Eigen chunked scans") {
+  for (ScanRule rule : {ScanRule::Linear, ScanRule::Delta, ScanRule::GatedDelta,
+                        ScanRule::Retention, ScanRule::GatedLinear})
     for (int64_t C : {16, 64})
       for (int64_t T_len : {64, 70, 10, 128}) {
         INFO(scan_rule_name(rule) << ", C = " << C << ", T = " << T_len);
@@ -84,14 +91,16 @@ TEST_CASE("fixed-size chunked scan: the same results as the Eigen chunked scan")
       }
 }
 
-TEST_CASE("fixed-size chunked scan: compiled for the model's head size and chunk lengths only") {
+TEST_CASE("fixed-size chunked scan: compiled for the model's head size, chunk lengths and per-head decays only") {
   const ScanShape s{1, 8, 1, 32, ScanRule::Delta};
   const ScanInputs<float> none{};
-  // For other sizes the kernel declines before touching any pointer.
-  CHECK_FALSE(delta_fixed_forward<float>(s, 8, none, nullptr, nullptr, nullptr, nullptr));
-  CHECK_FALSE(delta_fixed_forward<float>(ScanShape{1, 8, 1, 16, ScanRule::Delta}, 16, none,
-                                         nullptr, nullptr, nullptr, nullptr));
-  CHECK_FALSE(delta_fixed_backward<float>(s, 32, none, nullptr, nullptr, nullptr, {}));
+  // For anything else the kernel declines before touching any pointer.
+  CHECK_FALSE(fixed_forward<float>(s, 8, none, nullptr, nullptr, nullptr, nullptr));
+  CHECK_FALSE(fixed_forward<float>(ScanShape{1, 8, 1, 16, ScanRule::Delta}, 16, none, nullptr,
+                                   nullptr, nullptr, nullptr));
+  CHECK_FALSE(fixed_forward<float>(ScanShape{1, 8, 1, 32, ScanRule::ChannelGatedLinear}, 16,
+                                   none, nullptr, nullptr, nullptr, nullptr));
+  CHECK_FALSE(fixed_backward<float>(s, 32, none, nullptr, nullptr, nullptr, {}));
 }
 
 TEST_CASE("small products: matmul, transposed matmul and transpose against plain loops") {
