@@ -1,11 +1,13 @@
-// Matrix products on Eigen's GEMM. Raw row-major buffers are mapped (no
-// copies); a transposed operand is a transposed map, which Eigen's GEMM reads
-// directly. One large product is cut into one block of C per thread, each
-// block one single-threaded Eigen GEMM; a batch of small ones is spread over
-// threads, one product per thread, when the batch is large enough to pay
-// for them.
+// Matrix products on Eigen's GEMM, or for float on OpenBLAS's when the
+// machine has it (backend_cpu/openblas.h). Raw row-major buffers are mapped
+// (no copies); a transposed operand is a transposed map, which Eigen's GEMM
+// reads directly (OpenBLAS takes the same buffers with a transpose flag).
+// One large product is cut into one block of C per thread, each block one
+// single-threaded GEMM; a batch of small ones is spread over threads, one
+// product per thread, when the batch is large enough to pay for them.
 #include <Eigen/Core>
 #include <algorithm>
+#include <type_traits>
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -13,6 +15,7 @@
 
 #include "backend_cpu/cpu_kernels.h"
 #include "backend_cpu/eigen_maps.h"
+#include "backend_cpu/openblas.h"
 #include "backend_cpu/parallel.h"
 
 namespace lina::cpu {
@@ -33,6 +36,17 @@ static void gemm_block(const Eigen::Map<const RowMatrix<T>>& A, bool ta,
                        const Eigen::Map<const RowMatrix<T>>& B, bool tb, Eigen::Map<RowMatrix<T>>& C,
                        int64_t m0, int64_t m, int64_t n0, int64_t n, T alpha, T beta) {
   const int64_t K = ta ? A.rows() : A.cols();
+  if constexpr (std::is_same_v<T, float>) {
+    if (cpu_gemm() == CpuGemm::OpenBlas) {  // the same block through cblas_sgemm
+      const int64_t lda = A.cols(), ldb = B.cols(), ldc = C.cols();
+      const float* Ab = ta ? A.data() + m0 : A.data() + m0 * lda;  // first row of A' in the block
+      const float* Bb = tb ? B.data() + n0 * ldb : B.data() + n0;  // first column of B'
+      openblas()->sgemm(kCblasRowMajor, ta ? kCblasTrans : kCblasNoTrans,
+                        tb ? kCblasTrans : kCblasNoTrans, int(m), int(n), int(K), alpha, Ab,
+                        int(lda), Bb, int(ldb), beta, C.data() + m0 * ldc + n0, int(ldc));
+      return;
+    }
+  }
   auto Cb = C.block(m0, n0, m, n);
   if (beta == T(0)) Cb.setZero();
   else if (beta != T(1)) Cb *= beta;

@@ -174,7 +174,10 @@ std::string run_bench(const BenchOptions& o) {
   GemmRate g = measure_gemm(o.quick ? 3 : 5);
   say("GEMM " + std::to_string(g.M) + "x" + std::to_string(g.K) + "x" + std::to_string(g.N) +
       " float32: lina kernels::gemm " + fmt("%.1f", g.lina_gflops) + " GFLOP/s (" +
-      fmt("%.1f", g.lina_ms) + " ms); OpenBLAS " +
+      fmt("%.1f", g.lina_ms) + " ms, a block per thread on " + g.lina_path + ")" +
+      (g.eigen_gflops < 0 ? std::string()
+                          : "; the same blocks on Eigen " + fmt("%.1f", g.eigen_gflops) + " GFLOP/s") +
+      "; OpenBLAS's own threads " +
       (g.openblas_gflops < 0 ? std::string("not installed")
                              : fmt("%.1f", g.openblas_gflops) + " GFLOP/s (" + fmt("%.1f", g.openblas_ms) + " ms, kernels for " +
                                    (g.openblas_core.empty() ? std::string("?") : g.openblas_core) + ")"));
@@ -286,7 +289,9 @@ std::string run_bench(const BenchOptions& o) {
       fmt("%.2f", load_after) + " after, on " + std::to_string(std::thread::hardware_concurrency()) + " CPUs");
   if (!o.json.empty()) {
     json gemm = {{"M", g.M}, {"K", g.K}, {"N", g.N}, {"dtype", "float32"}, {"lina_gflops", g.lina_gflops},
-                 {"lina_ms", g.lina_ms}, {"openblas", g.openblas_gflops < 0 ? "not installed" : "installed"},
+                 {"lina_ms", g.lina_ms}, {"lina_path", g.lina_path},
+                 {"eigen_gflops", g.eigen_gflops < 0 ? json(nullptr) : json(g.eigen_gflops)},
+                 {"openblas", g.openblas_gflops < 0 ? "not installed" : "installed"},
                  {"openblas_gflops", g.openblas_gflops < 0 ? json(nullptr) : json(g.openblas_gflops)},
                  {"openblas_ms", g.openblas_ms < 0 ? json(nullptr) : json(g.openblas_ms)},
                  {"openblas_core", g.openblas_core}};

@@ -60,15 +60,20 @@ double model_flops_per_step(const ModelConfig& c, int batch, int context);
 long long matmul_weights(const ModelConfig& c);
 
 // GEMM rate in GFLOP/s of C = A·B, A M×K, B K×N, float32: through
-// kernels::gemm (lina's path), and through OpenBLAS's cblas_sgemm when
-// libopenblas.so.0 can be dlopen'ed (negative when it cannot).
+// kernels::gemm (lina's path: one block of C per thread, each block on
+// OpenBLAS when it is installed, else on Eigen; backend_cpu/openblas.h), the
+// same blocks on Eigen when lina's path is OpenBLAS, and OpenBLAS on the
+// whole product with its own threads (negative when not measured).
 struct GemmRate {
   int64_t M = 4096, K = 512, N = 2048;
   double lina_gflops = 0, lina_ms = 0;
+  std::string lina_path;  // "Eigen" or "OpenBLAS (<core> kernels)"
+  double eigen_gflops = -1, eigen_ms = -1;
   double openblas_gflops = -1, openblas_ms = -1;
-  // The CPU kernel set OpenBLAS chose (openblas_get_corename): a CPU it does
-  // not recognise (a virtual machine's, say) gets a slow generic set, and
-  // OPENBLAS_CORETYPE=<name> overrides the choice.
+  // The CPU kernel set OpenBLAS runs (openblas_get_corename). lina sets
+  // OPENBLAS_CORETYPE from the CPU's features unless the environment does
+  // (backend_cpu/openblas.h): Debian's OpenBLAS falls back to a slow generic
+  // set on CPUs it does not recognise.
   std::string openblas_core;
 };
 GemmRate measure_gemm(int repeats);

@@ -1,10 +1,10 @@
 // The model-FLOP count of a training step and the machine's GEMM rate.
-#include <dlfcn.h>
-
 #include <algorithm>
 #include <chrono>
+#include <thread>
 #include <vector>
 
+#include "backend_cpu/openblas.h"
 #include "core/kernels.h"
 #include "core/rng.h"
 #include "experiments/bench.h"
@@ -58,11 +58,6 @@ double median_ms(int repeats, F&& f) {
   return ms[ms.size() / 2];
 }
 
-// cblas_sgemm(order, transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc)
-using SgemmFn = void (*)(int, int, int, int, int, int, float, const float*, int, const float*, int,
-                         float, float*, int);
-constexpr int kCblasRowMajor = 101, kCblasNoTrans = 111;  // CBLAS enum values
-
 }  // namespace
 
 GemmRate measure_gemm(int repeats) {
@@ -76,21 +71,26 @@ GemmRate measure_gemm(int repeats) {
   r.lina_ms = median_ms(repeats, [&] { kernels::gemm(g, a, b, c); });
   r.lina_gflops = flops / (r.lina_ms * 1e6);
 
-  // OpenBLAS, only if this machine has it: no build dependency.
-  if (void* lib = dlopen("libopenblas.so.0", RTLD_NOW | RTLD_LOCAL)) {
-    if (auto sgemm = reinterpret_cast<SgemmFn>(dlsym(lib, "cblas_sgemm"))) {
-      const float *pa = a.data<float>(), *pb = b.data<float>();
-      float* pc = c.data<float>();
-      int M = int(r.M), N = int(r.N), K = int(r.K);
-      r.openblas_ms = median_ms(repeats, [&] {
-        sgemm(kCblasRowMajor, kCblasNoTrans, kCblasNoTrans, M, N, K, 1.0f, pa, K, pb, N, 0.0f, pc, N);
-      });
-      r.openblas_gflops = flops / (r.openblas_ms * 1e6);
-    }
-    using CoreNameFn = char* (*)();
-    if (auto core = reinterpret_cast<CoreNameFn>(dlsym(lib, "openblas_get_corename")))
-      r.openblas_core = core();
-    dlclose(lib);
+  r.lina_path = cpu::cpu_gemm_name();
+  if (cpu::cpu_gemm() == cpu::CpuGemm::OpenBlas) {  // the same blocks on Eigen
+    cpu::set_cpu_gemm(cpu::CpuGemm::Eigen);
+    r.eigen_ms = median_ms(repeats, [&] { kernels::gemm(g, a, b, c); });
+    r.eigen_gflops = flops / (r.eigen_ms * 1e6);
+    cpu::set_cpu_gemm(cpu::CpuGemm::OpenBlas);
+  }
+  // OpenBLAS on the whole product with its own threads, when installed.
+  if (const cpu::OpenBlas* blas = cpu::openblas()) {
+    const float *pa = a.data<float>(), *pb = b.data<float>();
+    float* pc = c.data<float>();
+    const int M = int(r.M), N = int(r.N), K = int(r.K);
+    blas->set_num_threads(int(std::max(1u, std::thread::hardware_concurrency())));
+    r.openblas_ms = median_ms(repeats, [&] {
+      blas->sgemm(cpu::kCblasRowMajor, cpu::kCblasNoTrans, cpu::kCblasNoTrans, M, N, K, 1.0f, pa,
+                  K, pb, N, 0.0f, pc, N);
+    });
+    blas->set_num_threads(1);  // back to one: lina calls it from its own threads
+    r.openblas_gflops = flops / (r.openblas_ms * 1e6);
+    r.openblas_core = blas->core;
   }
   return r;
 }
