@@ -80,11 +80,15 @@ Var embedding(const Var& weight, const Tensor& ids);
 // ---- rms_norm, l2_norm, causal conv1d, rope ----
 // y = w ⊙ x / sqrt(mean(x²) + eps) over the last axis; weight [n], x [..., n].
 Var rms_norm(const Var& x, const Var& weight, double eps = 1e-5);
-// y = x / max(‖x‖, eps) over the last axis (PyTorch's F.normalize).
-Var l2_norm(const Var& x, double eps = 1e-12);
+// y = scale · x / max(‖x‖, eps) over the last axis (PyTorch's F.normalize
+// at scale 1; the recurrent mixers fold q's 1/√d into scale).
+Var l2_norm(const Var& x, double eps = 1e-12, double scale = 1.0);
 // Causal depthwise conv1d: x [B, T, C], weight [C, K] (tap K−1 = current
 // token), y_t[c] = Σ_j weight[c, j] · x_{t−K+1+j}[c], zero padding on the left.
 Var causal_conv1d(const Var& x, const Var& weight);
+// silu(causal_conv1d(x, weight)) as one op: the conv's output is not kept
+// for the backward, which recomputes it from x and weight.
+Var conv1d_silu(const Var& x, const Var& weight);
 // Rotary position embedding, rotate-half form: x [B, T, H, D], dimension j
 // paired with j + D/2, angle (pos0 + t) · base^(−2j/D).
 Var rope(const Var& x, int64_t pos0 = 0, double base = 10000.0);

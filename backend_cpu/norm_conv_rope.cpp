@@ -1,5 +1,6 @@
-// RMSNorm, L2 normalisation, causal depthwise conv1d and rotary position
-// embedding (docs/recurrence.md §4.1, 4.2, 4.5, 4.6).
+// RMSNorm, L2 normalisation, causal depthwise conv1d (alone and fused with
+// the SiLU after it) and rotary position embedding (docs/recurrence.md §4.1,
+// 4.2, 4.5, 4.6).
 //
 // Names: rows = number of vectors normalised, n = their length;
 // B = batch, T = sequence length, C = channels, K = conv taps;
@@ -11,10 +12,12 @@
 // own partial buffer, and the partials are added in chunk order.
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 #include <vector>
 
 #include "backend_cpu/cpu_kernels.h"
 #include "backend_cpu/parallel.h"
+#include "backend_cpu/unary_fast.h"
 
 namespace lina::cpu {
 
@@ -101,8 +104,10 @@ void rms_norm_backward(const T* x, const T* w, const T* rstd, const T* dy, T* dx
 
 // ---- l2_norm ----------------------------------------------------------------------------
 
+// y = s · x / max(‖x‖, ε) with s = scale (1: the plain unit vector; the
+// recurrent mixers fold q's 1/√d into it).
 template <class T>
-void l2_norm_forward(const T* x, T* y, T* norm, int64_t rows, int64_t n, T eps) {
+void l2_norm_forward(const T* x, T* y, T* norm, int64_t rows, int64_t n, T eps, T scale) {
   LINA_PARALLEL_FOR_IF(rows * n > kParallelMin)
   for (int64_t r = 0; r < rows; ++r) {
     const T* xr = x + r * n;
@@ -110,29 +115,30 @@ void l2_norm_forward(const T* x, T* y, T* norm, int64_t rows, int64_t n, T eps) 
     double ss = row_sum_squares(xr, n);
     const T nrm = T(std::sqrt(ss));
     norm[r] = nrm;
-    const T inv = T(1) / (nrm > eps ? nrm : eps);  // 1 / max(‖x‖, ε)
+    const T inv = scale / (nrm > eps ? nrm : eps);  // s / max(‖x‖, ε)
     for (int64_t i = 0; i < n; ++i) yr[i] = xr[i] * inv;
   }
 }
 
 template <class T>
 void l2_norm_backward(const T* x, const T* norm, const T* dy, T* dx, int64_t rows, int64_t n,
-                      T eps) {
+                      T eps, T scale) {
   LINA_PARALLEL_FOR_IF(rows * n > kParallelMin)
   for (int64_t r = 0; r < rows; ++r) {
     const T* xr = x + r * n;
     const T* dyr = dy + r * n;
     T* dxr = dx + r * n;
     const T nrm = norm[r];
-    if (!(nrm > eps)) {  // y = x / ε is linear in x
-      for (int64_t i = 0; i < n; ++i) dxr[i] = dyr[i] / eps;
+    if (!(nrm > eps)) {  // y = s x / ε is linear in x
+      for (int64_t i = 0; i < n; ++i) dxr[i] = scale * dyr[i] / eps;
       continue;
     }
-    // dx = (dy − y (yᵀdy)) / ‖x‖ with y = x / ‖x‖
+    // dx = s (dy − ŷ (ŷᵀdy)) / ‖x‖ with ŷ = x / ‖x‖
     const T inv = T(1) / nrm;
     double dot = lane_sum(n, [&](int64_t i) { return double(xr[i] * inv) * double(dyr[i]); });
     const T ydy = T(dot);
-    for (int64_t i = 0; i < n; ++i) dxr[i] = (dyr[i] - xr[i] * inv * ydy) * inv;
+    const T scaled_inv = scale * inv;
+    for (int64_t i = 0; i < n; ++i) dxr[i] = (dyr[i] - xr[i] * inv * ydy) * scaled_inv;
   }
 }
 
@@ -213,6 +219,115 @@ void causal_conv1d_backward(const T* x, const T* w, const T* dy, T* dx, T* dw, i
     for (int64_t j = 0; j < K; ++j) dw[c * K + j] = dw_kc[size_t(j * C + c)];
 }
 
+// ---- causal depthwise conv1d + SiLU, fused ------------------------------------------------------
+// y = silu(z), z = causal_conv1d(x, w), without storing z. The backward
+// recomputes z row by row (K taps per element, in the forward's order, so
+// the same bits), forms dz = dy ⊙ silu'(z) and runs the conv's backward on
+// dz: dx_s = Σ_j w_j dz_{s+K−1−j}, dw[c, j] = Σ_t dz_t[c] x_{t−K+1+j}[c].
+
+namespace {
+
+// z = Σ_j w_j x_{t−K+1+j} for row bt = b·T + t, over the C channels (w_kc [K, C]).
+template <class T>
+void conv_row(const T* x, const T* w_kc, T* z, int64_t bt, int64_t T_len, int64_t C,
+              int64_t K) {
+  const int64_t b = bt / T_len, t = bt % T_len;
+  for (int64_t c = 0; c < C; ++c) z[c] = T(0);
+  for (int64_t j = 0; j < K; ++j) {
+    const int64_t s = t - K + 1 + j;
+    if (s < 0) continue;
+    const T* xr = x + (b * T_len + s) * C;
+    const T* wj = w_kc + j * C;
+    for (int64_t c = 0; c < C; ++c) z[c] += wj[c] * xr[c];
+  }
+}
+
+// y = silu(z) and dz = dy · silu'(z) over n elements (y, dz may be z itself),
+// on the calling thread: float through the vectorised SiLU of unary_fast.h
+// (what the silu op runs), double through the scalar maths of
+// core/elementwise_math.h.
+template <class T>
+void silu_in_row(const T* z, T* y, int64_t n) {
+  if constexpr (std::is_same_v<T, float>) {
+    silu_forward_serial(z, y, n);
+  } else {
+    for (int64_t i = 0; i < n; ++i) y[i] = math::Silu::forward(z[i], T(0));
+  }
+}
+template <class T>
+void silu_grad_in_row(const T* z, const T* dy, T* dz, int64_t n) {
+  if constexpr (std::is_same_v<T, float>) {
+    silu_backward_serial(z, dy, dz, n);
+  } else {
+    for (int64_t i = 0; i < n; ++i) dz[i] = math::Silu::backward(z[i], T(0), dy[i], T(0));
+  }
+}
+
+}  // namespace
+
+template <class T>
+void causal_conv1d_silu_forward(const T* x, const T* w, T* y, int64_t B, int64_t T_len, int64_t C,
+                                int64_t K) {
+  const std::vector<T> w_kc = taps_by_channel(w, C, K);
+  LINA_PARALLEL_FOR_IF(B * T_len * C * K > kParallelMin)
+  for (int64_t bt = 0; bt < B * T_len; ++bt) {
+    T* yr = y + bt * C;
+    conv_row(x, w_kc.data(), yr, bt, T_len, C, K);  // z, in place in y
+    silu_in_row(yr, yr, C);
+  }
+}
+
+// One pass over chunks of kRowsPerChunk rows (the rms_norm / conv chunks):
+// a chunk recomputes dz for its rows and the K − 1 rows after them (which
+// its dx reads), then writes its rows' dx and adds dz_t ⊙ x_{t−K+1+j} into
+// its own dw partial; the partials are summed in chunk order.
+template <class T>
+void causal_conv1d_silu_backward(const T* x, const T* w, const T* dy, T* dx, T* dw, int64_t B,
+                                 int64_t T_len, int64_t C, int64_t K) {
+  const int64_t rows = B * T_len;
+  const std::vector<T> w_kc = taps_by_channel(w, C, K);
+  const int64_t chunks = chunk_count(rows);
+  std::vector<T> partial(size_t(chunks * K * C), T(0));  // [chunks, K, C]
+  LINA_PARALLEL_FOR_IF(rows * C * K > kParallelMin)
+  for (int64_t ch = 0; ch < chunks; ++ch) {
+    const int64_t first = ch * kRowsPerChunk, end = std::min(rows, first + kRowsPerChunk);
+    const int64_t stop = std::min(rows, end + K - 1);
+    std::vector<T> dz(size_t((stop - first) * C));  // dz of rows first … stop − 1
+    for (int64_t bt = first; bt < stop; ++bt) {
+      T* dzr = dz.data() + (bt - first) * C;
+      conv_row(x, w_kc.data(), dzr, bt, T_len, C, K);  // z
+      silu_grad_in_row(dzr, dy + bt * C, dzr, C);      // dz = dy ⊙ silu'(z)
+    }
+    T* p = partial.data() + ch * K * C;
+    for (int64_t bt = first; bt < end; ++bt) {
+      const int64_t b = bt / T_len, t = bt % T_len;
+      const T* dzr = dz.data() + (bt - first) * C;
+      // dx_t[c] = Σ_j w[c, j] dz_{t+K−1−j}[c], terms past the sequence end dropped
+      T* dxr = dx + bt * C;
+      for (int64_t c = 0; c < C; ++c) dxr[c] = T(0);
+      for (int64_t j = 0; j < K; ++j) {
+        const int64_t u = t + K - 1 - j;
+        if (u >= T_len) continue;
+        const T* dzu = dz.data() + (bt + K - 1 - j - first) * C;
+        const T* wj = w_kc.data() + j * C;
+        for (int64_t c = 0; c < C; ++c) dxr[c] += wj[c] * dzu[c];
+      }
+      // dw[c, j] += dz_t[c] x_{t−K+1+j}[c]
+      for (int64_t j = 0; j < K; ++j) {
+        const int64_t s = t - K + 1 + j;
+        if (s < 0) continue;
+        const T* xr = x + (b * T_len + s) * C;
+        T* pj = p + j * C;
+        for (int64_t c = 0; c < C; ++c) pj[c] += dzr[c] * xr[c];
+      }
+    }
+  }
+  std::vector<T> dw_kc(size_t(K * C));
+  reduce_partials(partial, chunks, K * C, dw_kc.data());
+  for (int64_t c = 0; c < C; ++c)
+    for (int64_t j = 0; j < K; ++j) dw[c * K + j] = dw_kc[size_t(j * C + c)];
+}
+
 // ---- rope -------------------------------------------------------------------------------------
 // x, y [B, T, H, D]; dimension j < D/2 is paired with j + D/2 and rotated by
 // θ = (pos0 + t) · base^(−2j/D); `inverse` rotates by −θ (the backward).
@@ -251,12 +366,17 @@ void rope_apply(const T* x, T* y, int64_t B, int64_t T_len, int64_t H, int64_t D
   template void rms_norm_forward<T>(const T*, const T*, T*, T*, int64_t, int64_t, T);        \
   template void rms_norm_backward<T>(const T*, const T*, const T*, const T*, T*, T*, int64_t, \
                                      int64_t);                                               \
-  template void l2_norm_forward<T>(const T*, T*, T*, int64_t, int64_t, T);                   \
-  template void l2_norm_backward<T>(const T*, const T*, const T*, T*, int64_t, int64_t, T);  \
+  template void l2_norm_forward<T>(const T*, T*, T*, int64_t, int64_t, T, T);                \
+  template void l2_norm_backward<T>(const T*, const T*, const T*, T*, int64_t, int64_t, T,   \
+                                    T);                                                      \
   template void causal_conv1d_forward<T>(const T*, const T*, T*, int64_t, int64_t, int64_t,  \
                                          int64_t);                                           \
   template void causal_conv1d_backward<T>(const T*, const T*, const T*, T*, T*, int64_t,     \
                                           int64_t, int64_t, int64_t);                        \
+  template void causal_conv1d_silu_forward<T>(const T*, const T*, T*, int64_t, int64_t,      \
+                                              int64_t, int64_t);                             \
+  template void causal_conv1d_silu_backward<T>(const T*, const T*, const T*, T*, T*,         \
+                                               int64_t, int64_t, int64_t, int64_t);          \
   template void rope_apply<T>(const T*, T*, int64_t, int64_t, int64_t, int64_t, int64_t,     \
                               double, bool);
 LINA_INSTANTIATE(float)

@@ -31,7 +31,27 @@ void for_blocks(int64_t n, Body body) {
   for (int64_t b = 0; b < blocks; ++b) body(b * kBlock, std::min(kBlock, n - b * kBlock));
 }
 
+// SiLU's backward in stretches this long, σ(x) held in a fixed-size array on
+// the stack.
+constexpr int64_t kSiluStretch = 256;
+using Stretch = Eigen::Array<float, Eigen::Dynamic, 1, Eigen::ColMajor, kSiluStretch, 1>;
+
 }  // namespace
+
+void silu_forward_serial(const float* x, float* y, int64_t n) {  // x σ(x)
+  In X(x, n);
+  Out(y, n) = X * X.logistic();
+}
+
+void silu_backward_serial(const float* x, const float* dy, float* dx, int64_t n) {
+  // σ(x)(1 + x(1 − σ(x)))
+  for (int64_t o = 0; o < n; o += kSiluStretch) {
+    const int64_t m = std::min(kSiluStretch, n - o);
+    In X(x + o, m), dY(dy + o, m);
+    Stretch s = X.logistic();
+    Out(dx + o, m) = dY * s * (1.0f + X * (1.0f - s));
+  }
+}
 
 bool unary_forward_fast(UnaryFn f, const float* x, float* y, int64_t n, float p) {
   switch (f) {
@@ -41,11 +61,8 @@ bool unary_forward_fast(UnaryFn f, const float* x, float* y, int64_t n, float p)
         Out(y + o, m) = 0.5f * X * (1.0f + (kGeluC * (X + kGeluA * X.cube())).tanh());
       });
       return true;
-    case UnaryFn::Silu:  // x σ(x)
-      for_blocks(n, [&](int64_t o, int64_t m) {
-        In X(x + o, m);
-        Out(y + o, m) = X * X.logistic();
-      });
+    case UnaryFn::Silu:
+      for_blocks(n, [&](int64_t o, int64_t m) { silu_forward_serial(x + o, y + o, m); });
       return true;
     case UnaryFn::Sigmoid:
       for_blocks(n, [&](int64_t o, int64_t m) { Out(y + o, m) = In(x + o, m).logistic(); });
@@ -88,12 +105,8 @@ bool unary_backward_fast(UnaryFn f, const float* x, const float* y, const float*
                                                          (1.0f + 3.0f * kGeluA * X.square()));
       });
       return true;
-    case UnaryFn::Silu:  // σ(x)(1 + x(1 − σ(x)))
-      for_blocks(n, [&](int64_t o, int64_t m) {
-        In X(x + o, m), dY(dy + o, m);
-        Array s = X.logistic();
-        Out(dx + o, m) = dY * s * (1.0f + X * (1.0f - s));
-      });
+    case UnaryFn::Silu:
+      for_blocks(n, [&](int64_t o, int64_t m) { silu_backward_serial(x + o, dy + o, dx + o, m); });
       return true;
     case UnaryFn::Sigmoid:  // y(1 − y)
       for_blocks(n, [&](int64_t o, int64_t m) {

@@ -21,4 +21,11 @@ bool unary_forward_fast(UnaryFn f, const float* x, float* y, int64_t n, float p 
 bool unary_backward_fast(UnaryFn f, const float* x, const float* y, const float* dy, float* dx,
                          int64_t n, float p = 0.0f);
 
+// SiLU's forward and backward over [0, n) on the calling thread, without
+// starting threads or allocating: what the two functions above run for
+// UnaryFn::Silu, for a caller that is already inside a parallel loop (the
+// fused conv + SiLU of backend_cpu/norm_conv_rope.cpp). y, dx may be x.
+void silu_forward_serial(const float* x, float* y, int64_t n);
+void silu_backward_serial(const float* x, const float* dy, float* dx, int64_t n);
+
 }  // namespace lina::cpu

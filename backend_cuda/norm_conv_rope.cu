@@ -1,14 +1,18 @@
-// CUDA rms_norm, l2_norm, causal depthwise conv1d and rope (float32), the
-// GPU twins of backend_cpu/norm_conv_rope.cpp. The work of each thread (or,
+// CUDA rms_norm, l2_norm, causal depthwise conv1d (alone and fused with
+// SiLU) and rope (float32), the GPU twins of backend_cpu/norm_conv_rope.cpp. The work of each thread (or,
 // for the norms, each phase of a block) is in
 // backend_cuda/norm_conv_rope_device.h; this file launches it.
 //
 //   norms          one block per row (block_kernel.cuh): the row's Σ is the
 //                  block's halving tree, no atomics
-//   conv1d, rope   one thread per output element, grid-stride loops
+//   conv1d, rope   one thread per output element, grid-stride loops; the
+//                  fused conv + SiLU's backward writes dz = dy ⊙ silu'(z)
+//                  (z recomputed) to a scratch, then runs the conv's backward
 //   weight grads   rms_norm dw and conv dw: pass 1 sums fixed chunks of rows
 //                  into a scratch buffer, pass 2 adds the chunks in order,
 //                  so every run gives the same bits
+#include <string>
+
 #include "backend_cuda/block_kernel.cuh"
 #include "backend_cuda/cuda_context.h"
 #include "backend_cuda/cuda_kernels.h"
@@ -54,6 +58,20 @@ __global__ void causal_conv1d_dw_sum_kernel(const float* partial, float* dw, int
                                             int64_t C, int64_t K) {
   for (int64_t i = first_index(); i < C * K; i += index_stride())
     causal_conv1d_dw_sum_thread(i, partial, dw, chunks, C, K);
+}
+
+__global__ void causal_conv1d_silu_forward_kernel(const float* x, const float* w, float* y,
+                                                  int64_t count, int64_t T_len, int64_t C,
+                                                  int64_t K) {
+  for (int64_t i = first_index(); i < count; i += index_stride())
+    causal_conv1d_silu_forward_thread(i, x, w, y, T_len, C, K);
+}
+
+__global__ void causal_conv1d_silu_dz_kernel(const float* x, const float* w, const float* dy,
+                                             float* dz, int64_t count, int64_t T_len, int64_t C,
+                                             int64_t K) {
+  for (int64_t i = first_index(); i < count; i += index_stride())
+    causal_conv1d_silu_dz_thread(i, x, w, dy, dz, T_len, C, K);
 }
 
 __global__ void rope_kernel(const float* x, float* y, int64_t count, int64_t T_len, int64_t H,
@@ -106,15 +124,17 @@ void rms_norm_backward(const float* x, const float* w, const float* rstd, const 
   LINA_CHECK_LAUNCH("cuda::rms_norm_backward (dw)");
 }
 
-void l2_norm_forward(const float* x, float* y, float* norm, int64_t rows, int64_t n, float eps) {
+void l2_norm_forward(const float* x, float* y, float* norm, int64_t rows, int64_t n, float eps,
+                     float scale) {
   if (rows == 0) return;
-  launch_block_kernel<L2NormForward>({x, y, norm, rows, n, eps}, "cuda::l2_norm_forward");
+  launch_block_kernel<L2NormForward>({x, y, norm, rows, n, eps, scale}, "cuda::l2_norm_forward");
 }
 
 void l2_norm_backward(const float* x, const float* norm, const float* dy, float* dx, int64_t rows,
-                      int64_t n, float eps) {
+                      int64_t n, float eps, float scale) {
   if (rows == 0 || n == 0) return;
-  launch_block_kernel<L2NormBackward>({x, norm, dy, dx, rows, n, eps}, "cuda::l2_norm_backward");
+  launch_block_kernel<L2NormBackward>({x, norm, dy, dx, rows, n, eps, scale},
+                                      "cuda::l2_norm_backward");
 }
 
 void causal_conv1d_forward(const float* x, const float* w, float* y, int64_t B, int64_t T_len,
@@ -126,27 +146,59 @@ void causal_conv1d_forward(const float* x, const float* w, float* y, int64_t B, 
   LINA_CHECK_LAUNCH("cuda::causal_conv1d_forward");
 }
 
-void causal_conv1d_backward(const float* x, const float* w, const float* dy, float* dx, float* dw,
-                            int64_t B, int64_t T_len, int64_t C, int64_t K) {
-  if (C * K == 0) return;
+// The conv's backward of dy, rows = B·T > 0 (dx, then dw in two passes).
+static void conv1d_backward_launches(const float* x, const float* w, const float* dy, float* dx,
+                                     float* dw, int64_t B, int64_t T_len, int64_t C, int64_t K,
+                                     const char* what) {
   cudaStream_t stream = context().stream;
   const int64_t rows = B * T_len;
-  if (rows == 0) {  // an empty sum
-    fill(dw, C * K, 0.0f);
-    return;
-  }
   causal_conv1d_dx_kernel<<<blocks_for(rows * C), kThreads, 0, stream>>>(w, dy, dx, rows * C,
                                                                          T_len, C, K);
-  LINA_CHECK_LAUNCH("cuda::causal_conv1d_backward (dx)");
+  LINA_CHECK_LAUNCH((std::string(what) + " (dx)").c_str());
   const int64_t chunks = row_chunks(rows);
   const int64_t count = chunks * K * C;
   Scratch partial(count);  // [chunks, K, C]
   causal_conv1d_dw_partial_kernel<<<blocks_for(count), kThreads, 0, stream>>>(
       x, dy, partial.get(), count, B, T_len, C, K);
-  LINA_CHECK_LAUNCH("cuda::causal_conv1d_backward (dw partials)");
+  LINA_CHECK_LAUNCH((std::string(what) + " (dw partials)").c_str());
   causal_conv1d_dw_sum_kernel<<<blocks_for(C * K), kThreads, 0, stream>>>(partial.get(), dw,
                                                                           chunks, C, K);
-  LINA_CHECK_LAUNCH("cuda::causal_conv1d_backward (dw)");
+  LINA_CHECK_LAUNCH((std::string(what) + " (dw)").c_str());
+}
+
+void causal_conv1d_backward(const float* x, const float* w, const float* dy, float* dx, float* dw,
+                            int64_t B, int64_t T_len, int64_t C, int64_t K) {
+  if (C * K == 0) return;
+  if (B * T_len == 0) {  // an empty sum
+    fill(dw, C * K, 0.0f);
+    return;
+  }
+  conv1d_backward_launches(x, w, dy, dx, dw, B, T_len, C, K, "cuda::causal_conv1d_backward");
+}
+
+void causal_conv1d_silu_forward(const float* x, const float* w, float* y, int64_t B,
+                                int64_t T_len, int64_t C, int64_t K) {
+  const int64_t count = B * T_len * C;
+  if (count == 0) return;
+  causal_conv1d_silu_forward_kernel<<<blocks_for(count), kThreads, 0, context().stream>>>(
+      x, w, y, count, T_len, C, K);
+  LINA_CHECK_LAUNCH("cuda::causal_conv1d_silu_forward");
+}
+
+void causal_conv1d_silu_backward(const float* x, const float* w, const float* dy, float* dx,
+                                 float* dw, int64_t B, int64_t T_len, int64_t C, int64_t K) {
+  if (C * K == 0) return;
+  if (B * T_len == 0) {  // an empty sum
+    fill(dw, C * K, 0.0f);
+    return;
+  }
+  const int64_t count = B * T_len * C;
+  Scratch dz(count);  // [B, T, C], returned to the pool after the launches below
+  causal_conv1d_silu_dz_kernel<<<blocks_for(count), kThreads, 0, context().stream>>>(
+      x, w, dy, dz.get(), count, T_len, C, K);
+  LINA_CHECK_LAUNCH("cuda::causal_conv1d_silu_backward (dz)");
+  conv1d_backward_launches(x, w, dz.get(), dx, dw, B, T_len, C, K,
+                           "cuda::causal_conv1d_silu_backward");
 }
 
 void rope_apply(const float* x, float* y, int64_t B, int64_t T_len, int64_t H, int64_t D,

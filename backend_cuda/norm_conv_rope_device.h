@@ -1,5 +1,6 @@
 // The per-thread and per-phase work of the CUDA rms_norm, l2_norm, causal
-// conv1d and rope kernels (backend_cuda/norm_conv_rope.cu), as LINA_HD
+// conv1d (alone and fused with SiLU) and rope kernels
+// (backend_cuda/norm_conv_rope.cu), as LINA_HD
 // functions: the GPU runs them, and tests/test_cuda_emulation_norm_conv_rope.cpp
 // runs the very same lines on the host against the CPU backend
 // (backend_cpu/norm_conv_rope.cpp, whose formulas and summation orders these
@@ -156,7 +157,7 @@ LINA_HD void rms_norm_dw_partial_thread(int64_t idx, const float* x, const float
 // dw pass 2: sum_partials_thread(i, partial, row_chunks(rows), n, dw).
 
 // ---- l2_norm ----------------------------------------------------------------------
-// x, y [rows, n], norm [rows]:  y = x / max(‖x‖, ε).
+// x, y [rows, n], norm [rows]:  y = s · x / max(‖x‖, ε), s = scale; norm = ‖x‖.
 
 struct L2NormForward {
   struct Args {
@@ -164,7 +165,7 @@ struct L2NormForward {
     float* y;
     float* norm;
     int64_t rows, n;
-    float eps;
+    float eps, scale;
   };
   using Shared = RowShared;
   static constexpr int kPhases = kRowPhases;
@@ -177,7 +178,7 @@ struct L2NormForward {
     if (p == kRowScalarPhase && thread == 0) {
       const float nrm = float(::sqrt(shared.partial[0]));
       a.norm[row] = nrm;
-      shared.scalar = 1.0f / (nrm > a.eps ? nrm : a.eps);  // 1 / max(‖x‖, ε)
+      shared.scalar = a.scale / (nrm > a.eps ? nrm : a.eps);  // s / max(‖x‖, ε)
     }
     if (p == kWritePhase) {
       const float inv = shared.scalar;
@@ -187,8 +188,8 @@ struct L2NormForward {
   }
 };
 
-// dx = (dy − y (yᵀdy)) / ‖x‖ with y = x / ‖x‖; a row with ‖x‖ ≤ ε was
-// divided by the constant ε, so there dx = dy / ε. One block per row.
+// dx = s (dy − ŷ (ŷᵀdy)) / ‖x‖ with ŷ = x / ‖x‖; a row with ‖x‖ ≤ ε was
+// divided by the constant ε, so there dx = s dy / ε. One block per row.
 struct L2NormBackward {
   struct Args {
     const float* x;
@@ -196,7 +197,7 @@ struct L2NormBackward {
     const float* dy;
     float* dx;
     int64_t rows, n;
-    float eps;
+    float eps, scale;
   };
   using Shared = RowShared;
   static constexpr int kPhases = kRowPhases;
@@ -209,7 +210,7 @@ struct L2NormBackward {
     const bool linear = !(nrm > a.eps);  // same test as the CPU: NaN counts as linear
     const float inv = linear ? 0.0f : 1.0f / nrm;  // 1 / ‖x‖
     if (p == kPartialPhase) {
-      double s = 0.0;  // this thread's share of yᵀdy
+      double s = 0.0;  // this thread's share of ŷᵀdy
       if (!linear)
         for (int64_t i = thread; i < a.n; i += kThreads) s += double(xr[i] * inv) * double(dyr[i]);
       shared.partial[thread] = s;
@@ -218,9 +219,10 @@ struct L2NormBackward {
     if (p == kRowScalarPhase && thread == 0) shared.scalar = float(shared.partial[0]);
     if (p == kWritePhase) {
       const float ydy = shared.scalar;
+      const float scaled_inv = a.scale * inv;  // s / ‖x‖
       float* dxr = a.dx + row * a.n;
       for (int64_t i = thread; i < a.n; i += kThreads)
-        dxr[i] = linear ? dyr[i] / a.eps : (dyr[i] - xr[i] * inv * ydy) * inv;
+        dxr[i] = linear ? a.scale * dyr[i] / a.eps : (dyr[i] - xr[i] * inv * ydy) * scaled_inv;
     }
   }
 };
@@ -281,6 +283,27 @@ LINA_HD void causal_conv1d_dw_sum_thread(int64_t idx, const float* partial, floa
   float s = 0.0f;
   for (int64_t ch = 0; ch < chunks; ++ch) s += partial[(ch * K + j) * C + c];
   dw[idx] = s;
+}
+
+// ---- causal depthwise conv1d + SiLU, fused -----------------------------------------------
+// y = silu(z), z = the conv above, z never stored. The backward recomputes z
+// per element (K taps, in the forward's order), writes dz = dy · silu'(z)
+// into a scratch [B, T, C], and runs the conv's dx and dw programs above on
+// dz in place of dy. Thread idx = (b·T + t)·C + c.
+
+// y_t[c] = silu(Σ_j w[c, j] x_{t−K+1+j}[c])
+LINA_HD void causal_conv1d_silu_forward_thread(int64_t idx, const float* x, const float* w,
+                                               float* y, int64_t T_len, int64_t C, int64_t K) {
+  causal_conv1d_forward_thread(idx, x, w, y, T_len, C, K);  // z
+  y[idx] = math::Silu::forward(y[idx], 0.0f);
+}
+
+// dz_t[c] = dy_t[c] · silu'(z_t[c]), z recomputed from x and w
+LINA_HD void causal_conv1d_silu_dz_thread(int64_t idx, const float* x, const float* w,
+                                          const float* dy, float* dz, int64_t T_len, int64_t C,
+                                          int64_t K) {
+  causal_conv1d_forward_thread(idx, x, w, dz, T_len, C, K);  // z
+  dz[idx] = math::Silu::backward(dz[idx], 0.0f, dy[idx], 0.0f);
 }
 
 // ---- rope ------------------------------------------------------------------------------

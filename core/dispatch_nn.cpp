@@ -231,12 +231,19 @@ void check_row_weight(const Tensor& x, const Tensor& weight, const char* op) {
 }
 
 // x [B, T, C] and weight [C, K].
-void check_conv(const Tensor& x, const Tensor& weight) {
-  check(x.ndim() == 3, "causal_conv1d: expected x [B, T, C], got " + shape_str(x.shape()));
-  check_same_dtype_device(x, weight, "causal_conv1d");
+void check_conv(const Tensor& x, const Tensor& weight, const char* op = "causal_conv1d") {
+  check(x.ndim() == 3, std::string(op) + ": expected x [B, T, C], got " + shape_str(x.shape()));
+  check_same_dtype_device(x, weight, op);
   check(weight.ndim() == 2 && weight.dim(0) == x.dim(2) && weight.dim(1) >= 1,
-        "causal_conv1d: weight " + shape_str(weight.shape()) + " is not [C, K] with C = " +
+        std::string(op) + ": weight " + shape_str(weight.shape()) + " is not [C, K] with C = " +
             std::to_string(x.dim(2)) + " channels of x " + shape_str(x.shape()));
+}
+
+// x [B, T, C], weight [C, K] and dy like x.
+void check_conv_backward(const Tensor& x, const Tensor& weight, const Tensor& dy, const char* op) {
+  check_conv(x, weight, op);
+  check_same_shape(x, dy, op);
+  check_same_dtype_device(x, dy, op);
 }
 
 }  // namespace
@@ -273,7 +280,7 @@ void rms_norm_backward(const Tensor& x, const Tensor& weight, const Tensor& rstd
   });
 }
 
-Tensor l2_norm_forward(const Tensor& x, double eps, Tensor& norm_out) {
+Tensor l2_norm_forward(const Tensor& x, double eps, double scale, Tensor& norm_out) {
   check_ndim_at_least(x, 1, "l2_norm");
   const int64_t rows = row_count(x), n = x.dim(-1);
   Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
@@ -281,12 +288,13 @@ Tensor l2_norm_forward(const Tensor& x, double eps, Tensor& norm_out) {
   on_backend(x, "l2_norm", [&](auto backend) {
     using B = decltype(backend);
     using T = typename B::type;
-    B::l2_norm_forward(x.data<T>(), y.data<T>(), norm_out.data<T>(), rows, n, T(eps));
+    B::l2_norm_forward(x.data<T>(), y.data<T>(), norm_out.data<T>(), rows, n, T(eps), T(scale));
   });
   return y;
 }
 
-Tensor l2_norm_backward(const Tensor& x, const Tensor& norm, const Tensor& dy, double eps) {
+Tensor l2_norm_backward(const Tensor& x, const Tensor& norm, const Tensor& dy, double eps,
+                        double scale) {
   check_ndim_at_least(x, 1, "l2_norm_backward");
   check_same_shape(x, dy, "l2_norm_backward");
   check_same_dtype_device(x, dy, "l2_norm_backward");
@@ -298,7 +306,7 @@ Tensor l2_norm_backward(const Tensor& x, const Tensor& norm, const Tensor& dy, d
     using B = decltype(backend);
     using T = typename B::type;
     B::l2_norm_backward(x.data<T>(), norm.data<T>(), dy.data<T>(), dx.data<T>(), rows, n,
-                        T(eps));
+                        T(eps), T(scale));
   });
   return dx;
 }
@@ -317,9 +325,7 @@ Tensor causal_conv1d_forward(const Tensor& x, const Tensor& weight) {
 
 void causal_conv1d_backward(const Tensor& x, const Tensor& weight, const Tensor& dy, Tensor& dx,
                             Tensor& dweight) {
-  check_conv(x, weight);
-  check_same_shape(x, dy, "causal_conv1d_backward");
-  check_same_dtype_device(x, dy, "causal_conv1d_backward");
+  check_conv_backward(x, weight, dy, "causal_conv1d_backward");
   dx = Tensor::empty(x.shape(), x.dtype(), x.device());
   dweight = Tensor::empty(weight.shape(), x.dtype(), x.device());
   on_backend(x, "causal_conv1d_backward", [&](auto backend) {
@@ -327,6 +333,32 @@ void causal_conv1d_backward(const Tensor& x, const Tensor& weight, const Tensor&
     using T = typename B::type;
     B::causal_conv1d_backward(x.data<T>(), weight.data<T>(), dy.data<T>(), dx.data<T>(),
                               dweight.data<T>(), x.dim(0), x.dim(1), x.dim(2), weight.dim(1));
+  });
+}
+
+Tensor causal_conv1d_silu_forward(const Tensor& x, const Tensor& weight) {
+  check_conv(x, weight, "conv1d_silu");
+  Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
+  on_backend(x, "conv1d_silu", [&](auto backend) {
+    using B = decltype(backend);
+    using T = typename B::type;
+    B::causal_conv1d_silu_forward(x.data<T>(), weight.data<T>(), y.data<T>(), x.dim(0), x.dim(1),
+                                  x.dim(2), weight.dim(1));
+  });
+  return y;
+}
+
+void causal_conv1d_silu_backward(const Tensor& x, const Tensor& weight, const Tensor& dy,
+                                 Tensor& dx, Tensor& dweight) {
+  check_conv_backward(x, weight, dy, "conv1d_silu_backward");
+  dx = Tensor::empty(x.shape(), x.dtype(), x.device());
+  dweight = Tensor::empty(weight.shape(), x.dtype(), x.device());
+  on_backend(x, "conv1d_silu_backward", [&](auto backend) {
+    using B = decltype(backend);
+    using T = typename B::type;
+    B::causal_conv1d_silu_backward(x.data<T>(), weight.data<T>(), dy.data<T>(), dx.data<T>(),
+                                   dweight.data<T>(), x.dim(0), x.dim(1), x.dim(2),
+                                   weight.dim(1));
   });
 }
 

@@ -38,9 +38,11 @@
 //   backward zeroes dweight, then sums dy over repeated ids.
 // argmax_rows: x [R, N] -> out [R], the first index of the largest entry.
 // rms_norm / l2_norm: x, y, dy, dx [rows, n]; w, dw [n] (dw summed over all
-//   rows); rstd / norm [rows].
+//   rows); rstd / norm [rows] (l2_norm's norm is ‖x‖, unscaled: y = scale ·
+//   x / max(‖x‖, eps)).
 // causal_conv1d: x, y, dy, dx [B, T, C]; w, dw [C, K], tap K−1 = the current
-//   token, zero left padding.
+//   token, zero left padding. causal_conv1d_silu: y = silu(conv), the conv's
+//   output z never stored; its backward recomputes z to form dy ⊙ silu'(z).
 // rope_apply: x, y [B, T, H, D], D even; rotates pair (j, j + D/2) by
 //   (pos0 + t)·base^(−2j/D), or by minus that angle when `inverse`.
 // adamw_step over n elements (PyTorch's single-tensor form), one call over
@@ -99,13 +101,18 @@
                              T eps))                                                              \
   X(void, rms_norm_backward, (const T* x, const T* w, const T* rstd, const T* dy, T* dx, T* dw,   \
                               int64_t rows, int64_t n))                                           \
-  X(void, l2_norm_forward, (const T* x, T* y, T* norm, int64_t rows, int64_t n, T eps))           \
+  X(void, l2_norm_forward, (const T* x, T* y, T* norm, int64_t rows, int64_t n, T eps,            \
+                            T scale))                                                             \
   X(void, l2_norm_backward, (const T* x, const T* norm, const T* dy, T* dx, int64_t rows,         \
-                             int64_t n, T eps))                                                   \
+                             int64_t n, T eps, T scale))                                          \
   X(void, causal_conv1d_forward, (const T* x, const T* w, T* y, int64_t B, int64_t T_len,         \
                                   int64_t C, int64_t K))                                          \
   X(void, causal_conv1d_backward, (const T* x, const T* w, const T* dy, T* dx, T* dw, int64_t B,  \
                                    int64_t T_len, int64_t C, int64_t K))                          \
+  X(void, causal_conv1d_silu_forward, (const T* x, const T* w, T* y, int64_t B, int64_t T_len,    \
+                                       int64_t C, int64_t K))                                     \
+  X(void, causal_conv1d_silu_backward, (const T* x, const T* w, const T* dy, T* dx, T* dw,        \
+                                        int64_t B, int64_t T_len, int64_t C, int64_t K))          \
   X(void, rope_apply, (const T* x, T* y, int64_t B, int64_t T_len, int64_t H, int64_t D,          \
                        int64_t pos0, double base, bool inverse))                                  \
   X(void, adamw_step, (T * p, const T* g, T* m, T* v, const T* decay_mask, int64_t n, T lr,       \

@@ -114,13 +114,21 @@ Tensor rms_norm_forward(const Tensor& x, const Tensor& weight, double eps, Tenso
 // dx [..., n]; dweight [n] summed over every row.
 void rms_norm_backward(const Tensor& x, const Tensor& weight, const Tensor& rstd, const Tensor& dy,
                        Tensor& dx, Tensor& dweight);
-// x [..., n]: y = x / max(‖x‖, eps) per row; norm_out receives ‖x‖, [rows].
-Tensor l2_norm_forward(const Tensor& x, double eps, Tensor& norm_out);
-Tensor l2_norm_backward(const Tensor& x, const Tensor& norm, const Tensor& dy, double eps);
+// x [..., n]: y = scale · x / max(‖x‖, eps) per row; norm_out receives ‖x‖
+// (unscaled), [rows].
+Tensor l2_norm_forward(const Tensor& x, double eps, double scale, Tensor& norm_out);
+Tensor l2_norm_backward(const Tensor& x, const Tensor& norm, const Tensor& dy, double eps,
+                        double scale);
 // x [B, T, C], weight [C, K]: y_t[c] = Σ_j weight[c, j] x_{t−K+1+j}[c], zero left padding.
 Tensor causal_conv1d_forward(const Tensor& x, const Tensor& weight);
 void causal_conv1d_backward(const Tensor& x, const Tensor& weight, const Tensor& dy, Tensor& dx,
                             Tensor& dweight);
+// y = silu(causal_conv1d(x, weight)) in one pass: the conv's output z is not
+// kept. The backward recomputes z from x and weight, forms dz = dy ⊙ silu'(z)
+// and returns the conv's dx and dweight of dz.
+Tensor causal_conv1d_silu_forward(const Tensor& x, const Tensor& weight);
+void causal_conv1d_silu_backward(const Tensor& x, const Tensor& weight, const Tensor& dy,
+                                 Tensor& dx, Tensor& dweight);
 // x [B, T, H, D], D even: rotate-half RoPE at positions pos0 + t; `inverse`
 // rotates back (the backward).
 Tensor rope_apply(const Tensor& x, int64_t pos0, double base, bool inverse);

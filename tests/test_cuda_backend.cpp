@@ -429,8 +429,15 @@ void add_norm_conv_rope_adamw_rows(std::vector<Row>& rows) {
   rows.push_back({"l2_norm [3, 7, 37]", [](Device d) {
                     Inputs in(d);
                     Tensor x = in.randn({3, 7, 37}), dy = in.randn({3, 7, 37}), norm;
-                    Tensor y = kernels::l2_norm_forward(x, 1e-12, norm);
-                    return Outputs{y, norm, kernels::l2_norm_backward(x, norm, dy, 1e-12)};
+                    Tensor y = kernels::l2_norm_forward(x, 1e-12, 1.0, norm);
+                    return Outputs{y, norm, kernels::l2_norm_backward(x, norm, dy, 1e-12, 1.0)};
+                  }});
+  rows.push_back({"l2_norm, scale 1/sqrt(32) [3, 7, 32]", [](Device d) {
+                    Inputs in(d);
+                    Tensor x = in.randn({3, 7, 32}), dy = in.randn({3, 7, 32}), norm;
+                    const double scale = 1.0 / std::sqrt(32.0);
+                    Tensor y = kernels::l2_norm_forward(x, 1e-12, scale, norm);
+                    return Outputs{y, norm, kernels::l2_norm_backward(x, norm, dy, 1e-12, scale)};
                   }});
   // A zero row takes the y = x / eps branch: its dx = dy / eps is large, so
   // it is returned apart from the other rows' dx.
@@ -439,8 +446,8 @@ void add_norm_conv_rope_adamw_rows(std::vector<Row>& rows) {
                     Tensor x = in.randn({4, 19}), dy = in.randn({4, 19}), norm;
                     Tensor zero_row = Tensor::view_of(x, 0, {19});
                     kernels::fill(zero_row, 0.0);
-                    Tensor y = kernels::l2_norm_forward(x, 1e-6, norm);
-                    Tensor dx = kernels::l2_norm_backward(x, norm, dy, 1e-6);
+                    Tensor y = kernels::l2_norm_forward(x, 1e-6, 1.0, norm);
+                    Tensor dx = kernels::l2_norm_backward(x, norm, dy, 1e-6, 1.0);
                     return Outputs{y, norm, slice(dx, 0, 0, 1), slice(dx, 0, 1, 3)};
                   }});
 
@@ -455,6 +462,18 @@ void add_norm_conv_rope_adamw_rows(std::vector<Row>& rows) {
                       Tensor dx, dweight;
                       Tensor y = kernels::causal_conv1d_forward(x, weight);
                       kernels::causal_conv1d_backward(x, weight, dy, dx, dweight);
+                      return Outputs{y, dx, dweight};
+                    },
+                    true});
+  for (const Conv& c : {Conv{{2, 13, 5}, 4}, Conv{{2, 37, 130}, 4}, Conv{{1, 9, 3}, 1}})
+    rows.push_back({"causal_conv1d_silu " + shape_str(c.x) + " K " + std::to_string(c.K),
+                    [c](Device d) {
+                      Inputs in(d);
+                      Tensor x = in.randn(c.x), dy = in.randn(c.x);
+                      Tensor weight = in.randn({c.x[2], c.K}, 0.5);
+                      Tensor dx, dweight;
+                      Tensor y = kernels::causal_conv1d_silu_forward(x, weight);
+                      kernels::causal_conv1d_silu_backward(x, weight, dy, dx, dweight);
                       return Outputs{y, dx, dweight};
                     },
                     true});

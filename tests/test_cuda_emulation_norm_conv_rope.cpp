@@ -1,4 +1,4 @@
-// The CUDA rms_norm, l2_norm, conv1d, rope, AdamW, scale and deterministic
+// The CUDA rms_norm, l2_norm, conv1d, conv1d + SiLU, rope, AdamW, scale and deterministic
 // copy_strided kernels, emulated on the host: the per-thread functions and
 // block kernels of backend_cuda/*_device.h run here exactly as the GPU runs
 // them (grid-stride loops, phases thread by thread) and are compared with the
@@ -132,30 +132,33 @@ TEST_CASE("cuda emulation: rms_norm forward and backward match the CPU backend")
 
 // ---- l2_norm -------------------------------------------------------------------------------
 
-TEST_CASE("cuda emulation: l2_norm forward and backward match the CPU backend") {
+TEST_CASE("cuda emulation: l2_norm forward and backward (scale 1 and 1/√32) match the CPU backend") {
   const float eps = 1e-6f;
+  for (float scale : {1.0f, 1.0f / std::sqrt(32.0f)})
   for (int64_t rows : kRows)
     for (int64_t n : kLengths) {
-      const std::string what = "l2_norm " + dims({rows, n});
+      const std::string what = "l2_norm " + dims({rows, n}) + " scale " + std::to_string(scale);
       Buffer x = randn(rows * n, 3.0f), dy = randn(rows * n);
-      // row 1 is (nearly) zero: ‖x‖ ≤ ε, the branch y = x / ε
+      // row 1 is (nearly) zero: ‖x‖ ≤ ε, the branch y = s x / ε
       if (rows > 1)
         for (int64_t i = 0; i < n; ++i) x[size_t(n + i)] = i == 0 ? 1e-8f : 0.0f;
 
       Buffer y_want(x.size()), norm_want(static_cast<size_t>(rows));
-      lina::cpu::l2_norm_forward<float>(x.data(), y_want.data(), norm_want.data(), rows, n, eps);
+      lina::cpu::l2_norm_forward<float>(x.data(), y_want.data(), norm_want.data(), rows, n, eps,
+                                        scale);
       Buffer y(x.size(), NAN), norm(size_t(rows), NAN);
-      run_block_kernel_on_host<L2NormForward>({x.data(), y.data(), norm.data(), rows, n, eps});
+      run_block_kernel_on_host<L2NormForward>({x.data(), y.data(), norm.data(), rows, n, eps, scale});
       check_close(y, y_want, what + " y");
       check_close(norm, norm_want, what + " norm");
 
       Buffer dx_want(x.size());
       lina::cpu::l2_norm_backward<float>(x.data(), norm_want.data(), dy.data(), dx_want.data(),
-                                         rows, n, eps);
+                                         rows, n, eps, scale);
       Buffer dx(x.size(), NAN);
-      run_block_kernel_on_host<L2NormBackward>({x.data(), norm.data(), dy.data(), dx.data(), rows, n, eps});
+      run_block_kernel_on_host<L2NormBackward>(
+          {x.data(), norm.data(), dy.data(), dx.data(), rows, n, eps, scale});
       check_close(dx, dx_want, what + " dx");
-      if (rows > 1) CHECK(dx[size_t(n)] == dy[size_t(n)] / eps);  // the ‖x‖ ≤ ε row
+      if (rows > 1) CHECK(dx[size_t(n)] == scale * dy[size_t(n)] / eps);  // the ‖x‖ ≤ ε row
     }
 }
 
@@ -208,6 +211,43 @@ TEST_CASE("cuda emulation: causal conv1d forward and backward match the CPU back
     Buffer dw = emulate_conv_dw(x, dy, d, 96);
     check_close(dw, dw_want, what + " dw");
     CHECK(same_bits(dw, emulate_conv_dw(x, dy, d, 5)));
+  }
+}
+
+// ---- causal conv1d + SiLU, fused ----------------------------------------------------------------
+
+TEST_CASE("cuda emulation: fused conv1d + SiLU forward and backward match the CPU backend") {
+  const std::vector<ConvDims> cases = {{1, 1, 1, 1}, {1, 7, 3, 1},   {2, 13, 5, 4},
+                                       {1, 3, 4, 4}, {3, 50, 32, 4}, {2, 131, 7, 4}};
+  for (ConvDims d : cases) {
+    const std::string what = "conv1d_silu B, T, C, K = " + dims({d.B, d.T, d.C, d.K});
+    const int64_t count = d.B * d.T * d.C;
+    Buffer x = randn(count), w = randn(d.C * d.K), dy = randn(count);
+
+    Buffer y_want(static_cast<size_t>(count));
+    lina::cpu::causal_conv1d_silu_forward<float>(x.data(), w.data(), y_want.data(), d.B, d.T, d.C,
+                                                 d.K);
+    Buffer y(size_t(count), NAN);
+    run_grid(count, [&](int64_t i) {
+      causal_conv1d_silu_forward_thread(i, x.data(), w.data(), y.data(), d.T, d.C, d.K);
+    });
+    check_close(y, y_want, what + " y");
+
+    Buffer dx_want(static_cast<size_t>(count)), dw_want(size_t(d.C * d.K));
+    lina::cpu::causal_conv1d_silu_backward<float>(x.data(), w.data(), dy.data(), dx_want.data(),
+                                                  dw_want.data(), d.B, d.T, d.C, d.K);
+    // as the GPU runs it: dz into a scratch, then the conv's dx and dw programs on dz
+    Buffer dz(size_t(count), NAN), dx(size_t(count), NAN);
+    run_grid(count, [&](int64_t i) {
+      causal_conv1d_silu_dz_thread(i, x.data(), w.data(), dy.data(), dz.data(), d.T, d.C, d.K);
+    });
+    run_grid(count, [&](int64_t i) {
+      causal_conv1d_dx_thread(i, w.data(), dz.data(), dx.data(), d.T, d.C, d.K);
+    });
+    check_close(dx, dx_want, what + " dx");
+    Buffer dw = emulate_conv_dw(x, dz, d, 96);
+    check_close(dw, dw_want, what + " dw");
+    CHECK(same_bits(dw, emulate_conv_dw(x, dz, d, 5)));
   }
 }
 

@@ -1,5 +1,6 @@
-// rms_norm, l2_norm, causal_conv1d and rope: gradient checks, known values,
-// weight gradients summed over many rows against a plain loop, and errors.
+// rms_norm, l2_norm, causal_conv1d, conv1d_silu and rope: gradient checks,
+// known values, weight gradients summed over many rows against a plain loop,
+// the fused conv + SiLU against its composition, and errors.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -19,13 +20,28 @@ const std::vector<GradcheckRow> kRows = {
        check_gradients(f, {randn64({3, 5}), rand64({5}, 0.5, 1.5)});
        check_gradients(f, {randn64({2, 3, 4, 8}), rand64({8}, 0.5, 1.5)});
      }},
-    {OpKind::L2Norm, "[4, 6] and [2, 3, 2, 8]", [] {
+    {OpKind::L2Norm, "[4, 6] and [2, 3, 2, 8], scale 1 and 1/√8", [] {
        auto f = [](auto& v) { return l2_norm(v[0]); };
        check_gradients(f, {randn64({4, 6})});
        check_gradients(f, {randn64({2, 3, 2, 8})});
+       auto scaled = [](auto& v) { return l2_norm(v[0], 1e-12, 1.0 / std::sqrt(8.0)); };
+       check_gradients(scaled, {randn64({2, 3, 2, 8})});
+     }},
+    {OpKind::L2Norm, "scale 2.5 with a row below eps (the linear branch)", [] {
+       // eps 1e-2 against a row of norm ~1e-3: y = 2.5 x / eps there
+       Tensor x = randn64({3, 4});
+       for (int64_t i = 0; i < 4; ++i) x.data<double>()[4 + i] *= 2e-4;
+       check_gradients([](auto& v) { return l2_norm(v[0], 1e-2, 2.5); }, {x});
      }},
     {OpKind::CausalConv1d, "K = 4 and K = 2, with T < K and T > K", [] {
        auto f = [](auto& v) { return causal_conv1d(v[0], v[1]); };
+       check_gradients(f, {randn64({2, 3, 3}), randn64({3, 4})});  // T < K
+       check_gradients(f, {randn64({2, 7, 3}), randn64({3, 4})});  // T > K
+       check_gradients(f, {randn64({2, 1, 4}), randn64({4, 2})});  // T < K
+       check_gradients(f, {randn64({1, 6, 5}), randn64({5, 2})});  // T > K
+     }},
+    {OpKind::Conv1dSilu, "K = 4 and K = 2, with T < K and T > K", [] {
+       auto f = [](auto& v) { return conv1d_silu(v[0], v[1]); };
        check_gradients(f, {randn64({2, 3, 3}), randn64({3, 4})});  // T < K
        check_gradients(f, {randn64({2, 7, 3}), randn64({3, 4})});  // T > K
        check_gradients(f, {randn64({2, 1, 4}), randn64({4, 2})});  // T < K
@@ -44,7 +60,9 @@ Var leaf(const std::vector<double>& values, const Shape& shape, bool requires_gr
 
 }  // namespace
 
-TEST_CASE("gradcheck: rms_norm, l2_norm, causal_conv1d, rope") { run_gradchecks(kRows); }
+TEST_CASE("gradcheck: rms_norm, l2_norm, causal_conv1d, conv1d_silu, rope") {
+  run_gradchecks(kRows);
+}
 
 TEST_CASE("rms_norm forward values") {
   Var w = leaf({0.5, -1.0, 2.0, 3.0}, {4});
@@ -93,6 +111,53 @@ TEST_CASE("causal_conv1d of a known signal") {
       CHECK(y.data().at((b * 5 + t) * 2 + 0) == doctest::Approx(scale * ch0[t]));
       CHECK(y.data().at((b * 5 + t) * 2 + 1) == doctest::Approx(scale * ch1[t]));
     }
+}
+
+TEST_CASE("l2_norm's scale multiplies y and dx (and leaves the saved norm alone)") {
+  Tensor x = randn64({3, 4, 8}), dy = randn64({3, 4, 8});
+  Tensor norm1, norm_s;
+  const double s = 1.0 / std::sqrt(8.0);
+  Tensor y1 = kernels::l2_norm_forward(x, 1e-12, 1.0, norm1);
+  Tensor ys = kernels::l2_norm_forward(x, 1e-12, s, norm_s);
+  CHECK(max_abs_diff(norm1, norm_s) == 0.0);
+  CHECK(max_abs_diff(ys, kernels::unary(UnaryFn::MulScalar, y1, s)) < 1e-15);
+  Tensor dx1 = kernels::l2_norm_backward(x, norm1, dy, 1e-12, 1.0);
+  Tensor dxs = kernels::l2_norm_backward(x, norm_s, dy, 1e-12, s);
+  CHECK(max_abs_diff(dxs, kernels::unary(UnaryFn::MulScalar, dx1, s)) < 1e-14);
+}
+
+TEST_CASE("conv1d_silu matches silu(causal_conv1d): forward and both gradients, float32") {
+  struct Dims { int64_t B, T, C, K; };
+  // 300 rows: three dw chunks of 128 rows; C = 130 is not a multiple of a SIMD width
+  for (Dims d : {Dims{2, 13, 5, 4}, Dims{3, 100, 130, 4}, Dims{1, 3, 7, 4}, Dims{2, 9, 3, 1}}) {
+    INFO("B, T, C, K = " << d.B << ", " << d.T << ", " << d.C << ", " << d.K);
+    Tensor x = randn64({d.B, d.T, d.C}).to(DType::f32), w = randn64({d.C, d.K}, 0.5).to(DType::f32);
+    Tensor r = randn64({d.B, d.T, d.C}).to(DType::f32);
+    Var xf(x, true), wf(w, true), xc(x.clone(), true), wc(w.clone(), true);
+    Var fused = conv1d_silu(xf, wf), composed = silu(causal_conv1d(xc, wc));
+    CHECK(max_abs_diff(fused.data(), composed.data()) < 1e-6);
+    sum_all(mul(fused, Var(r))).backward();
+    sum_all(mul(composed, Var(r))).backward();
+    CHECK(max_abs_diff(xf.grad(), xc.grad()) < 1e-5);
+    // dw sums B·T terms of size ~1: float32 rounding grows with the count
+    CHECK(max_abs_diff(wf.grad(), wc.grad()) < 1e-4);
+    // a fixed thread count gives the same bits run to run
+    Tensor dx1, dw1, dx2, dw2;
+    kernels::causal_conv1d_silu_backward(x, w, r, dx1, dw1);
+    kernels::causal_conv1d_silu_backward(x, w, r, dx2, dw2);
+    CHECK(max_abs_diff(dx1, dx2) == 0.0);
+    CHECK(max_abs_diff(dw1, dw2) == 0.0);
+  }
+}
+
+TEST_CASE("conv1d_silu keeps only x and weight for its backward") {
+  Var x(randn64({1, 5, 3}), true), w(randn64({3, 4}), true);
+  Var y = conv1d_silu(x, w);
+  REQUIRE(y.grad_fn() != nullptr);
+  SavedTensors saved = y.grad_fn()->saved();
+  REQUIRE(saved.size() == 2);
+  CHECK(std::string(saved[0].first) == "x");
+  CHECK(std::string(saved[1].first) == "weight");
 }
 
 TEST_CASE("rope: identity at position 0, norm-preserving, right angle at position 1") {
@@ -166,9 +231,13 @@ TEST_CASE("norm, conv and rope forwards agree in float32 and float64") {
   auto f32 = [](const Tensor& t) { return Var(t.to(DType::f32)); };
   CHECK(max_abs_diff(rms_norm(f32(x), f32(w)).data(), rms_norm(Var(x), Var(w)).data()) < 1e-5);
   CHECK(max_abs_diff(l2_norm(f32(x)).data(), l2_norm(Var(x)).data()) < 1e-6);
+  CHECK(max_abs_diff(l2_norm(f32(x), 1e-12, 0.25).data(), l2_norm(Var(x), 1e-12, 0.25).data()) <
+        1e-6);
   CHECK(max_abs_diff(rope(f32(x), 7).data(), rope(Var(x), 7).data()) < 1e-5);
   Tensor xc = x.reshape({2, 15, 8});
   CHECK(max_abs_diff(causal_conv1d(f32(xc), f32(cw)).data(), causal_conv1d(Var(xc), Var(cw)).data()) <
+        1e-5);
+  CHECK(max_abs_diff(conv1d_silu(f32(xc), f32(cw)).data(), conv1d_silu(Var(xc), Var(cw)).data()) <
         1e-5);
 }
 
@@ -185,6 +254,9 @@ TEST_CASE("norm, conv and rope errors name the op and the shapes") {
   CHECK_THROWS_WITH_AS(causal_conv1d(Var(Tensor::zeros({2, 4}, DType::f64)),
                                      Var(Tensor::zeros({4, 4}, DType::f64))),
                        doctest::Contains("causal_conv1d: expected x [B, T, C]"), Error);
+  CHECK_THROWS_WITH_AS(conv1d_silu(x, Var(Tensor::zeros({3, 4}, DType::f64))),
+                       doctest::Contains("conv1d_silu: weight [3, 4] is not [C, K] with C = 4"),
+                       Error);
   CHECK_THROWS_WITH_AS(rms_norm(x, Var(Tensor::ones({4}, DType::f32))),
                        doctest::Contains("rms_norm: dtype mismatch"), Error);
 }

@@ -1,5 +1,6 @@
-// RMSNorm, L2 normalisation, causal depthwise conv1d and RoPE: forward and
-// backward side by side (docs/recurrence.md §4.1, 4.2, 4.5, 4.6).
+// RMSNorm, L2 normalisation, causal depthwise conv1d (alone and fused with
+// SiLU) and RoPE: forward and backward side by side (docs/recurrence.md §4.1,
+// 4.2, 4.5, 4.6).
 #include "autograd/functions.h"
 #include "core/kernels.h"
 
@@ -41,33 +42,35 @@ Var rms_norm(const Var& x, const Var& weight, double eps) {
 }
 
 // ---- l2_norm ------------------------------------------------------------------------------
-// x [..., n]: y = x / max(‖x‖, ε) per row. backward:
-//   ‖x‖ > ε:  dx = (dy − y (yᵀdy)) / ‖x‖     (y = x / ‖x‖ recomputed from x)
-//   else:     dx = dy / ε                    (y = x / ε is linear)
+// x [..., n]: y = s · x / max(‖x‖, ε) per row, s = scale. backward, with
+// ŷ = x / ‖x‖ (recomputed from x):
+//   ‖x‖ > ε:  dx = s (dy − ŷ (ŷᵀdy)) / ‖x‖   (the unit vector's Jacobian, times s)
+//   else:     dx = s dy / ε                  (y = s x / ε is linear)
 struct L2NormOp : Node {
   L2NormOp() : Node(OpKind::L2Norm) {}
   Tensor x;
   Tensor norm;  // ‖x‖ per row, [rows]
   SavedTensors saved() const override { return {{"x", x}, {"norm", norm}}; }
-  double eps = 0.0;
+  double eps = 0.0, scale = 1.0;
 
-  static Var apply(const Var& x, double eps) {
+  static Var apply(const Var& x, double eps, double scale) {
     Tensor norm;
-    Tensor y = kernels::l2_norm_forward(x.data(), eps, norm);
+    Tensor y = kernels::l2_norm_forward(x.data(), eps, scale, norm);
     if (!needs_grad({x})) return Var(y);
     auto node = std::make_shared<L2NormOp>();
     node->x = x.data();
     node->norm = norm;
     node->eps = eps;
+    node->scale = scale;
     return record(y, node, {x});
   }
 
   std::vector<Tensor> backward(const Tensor& dy) override {
-    return {kernels::l2_norm_backward(x, norm, dy, eps)};
+    return {kernels::l2_norm_backward(x, norm, dy, eps, scale)};
   }
 };
 
-Var l2_norm(const Var& x, double eps) { return L2NormOp::apply(x, eps); }
+Var l2_norm(const Var& x, double eps, double scale) { return L2NormOp::apply(x, eps, scale); }
 
 // ---- causal_conv1d --------------------------------------------------------------------------
 // x [B, T, C], weight [C, K]: y_t[c] = Σ_j w[c, j] x_{t−K+1+j}[c] (zero left padding).
@@ -96,6 +99,34 @@ struct CausalConv1dOp : Node {
 };
 
 Var causal_conv1d(const Var& x, const Var& weight) { return CausalConv1dOp::apply(x, weight); }
+
+// ---- conv1d_silu: causal_conv1d, then SiLU, as one op ----------------------------------------
+// z = causal_conv1d(x, w), y = silu(z) = z σ(z). Only x and w are saved (the
+// composition would also keep z, one more [B, T, C] per conv). backward:
+//   dz = dy ⊙ silu'(z) = dy ⊙ σ(z) (1 + z (1 − σ(z)))   (z recomputed: K taps per element)
+//   dx, dw = causal_conv1d's backward of dz (above)
+struct Conv1dSiluOp : Node {
+  Conv1dSiluOp() : Node(OpKind::Conv1dSilu) {}
+  Tensor x, weight;
+  SavedTensors saved() const override { return {{"x", x}, {"weight", weight}}; }
+
+  static Var apply(const Var& x, const Var& weight) {
+    Tensor y = kernels::causal_conv1d_silu_forward(x.data(), weight.data());
+    if (!needs_grad({x, weight})) return Var(y);
+    auto node = std::make_shared<Conv1dSiluOp>();
+    node->x = x.data();
+    node->weight = weight.data();
+    return record(y, node, {x, weight});
+  }
+
+  std::vector<Tensor> backward(const Tensor& dy) override {
+    Tensor dx, dweight;
+    kernels::causal_conv1d_silu_backward(x, weight, dy, dx, dweight);
+    return {dx, dweight};
+  }
+};
+
+Var conv1d_silu(const Var& x, const Var& weight) { return Conv1dSiluOp::apply(x, weight); }
 
 // ---- rope -----------------------------------------------------------------------------------
 // x [B, T, H, D]: each pair (j, j + D/2) is rotated by θ = (pos0 + t) · base^(−2j/D).
