@@ -67,6 +67,8 @@ void validate(TrainOptions& o) {
         "--feature-map is for linear attention layers; preset '" + o.preset + "' has none");
   check(o.attention == "fused" || o.attention == "composed",
         "unknown --attention '" + o.attention + "': use fused or composed");
+  check(o.conv == "fused" || o.conv == "composed",
+        "unknown --conv '" + o.conv + "': use fused or composed");
   check(o.task == "recall" || (!was_given(o, "--pairs") && !was_given(o, "--keys")),
         "--pairs and --keys are for --task recall");
   if (o.task == "recall") (void)RecallTask(o.pairs, o.keys);  // throws for impossible sizes
@@ -155,6 +157,7 @@ void adopt_checkpoint_options(TrainOptions& o, const CheckpointInfo& info, const
   adopt("--scan-chunk", "scan_chunk", o.scan_chunk, 64);         // chunks of 64 before the option
   adopt("--feature-map", "feature_map", o.feature_map, "elu1");  // elu + 1 before the option
   adopt("--attention", "attention", o.attention);
+  adopt("--conv", "conv", o.conv, "fused");  // the same maths; one op since the option
   adopt("--keys", "keys", o.keys);
   adopt("--warmup", "warmup", o.warmup);
   adopt("--seed", "seed", o.seed);
@@ -246,7 +249,7 @@ json options_json(const TrainOptions& o) {
           {"data", o.data}, {"eval_every", o.eval_every}, {"eval_batches", o.eval_batches},
           {"checkpoint_every", o.checkpoint_every}, {"pairs", o.pairs}, {"keys", o.keys},
           {"scan_form", o.scan_form}, {"scan_chunk", o.scan_chunk}, {"feature_map", o.feature_map},
-          {"attention", o.attention},
+          {"attention", o.attention}, {"conv", o.conv},
           {"weight_decay", 0.1}, {"betas", {0.9, 0.99}}, {"eps", 1e-8}};
 }
 
@@ -259,7 +262,7 @@ json model_json(const ModelConfig& c) {
           {"norm_eps", c.norm_eps}, {"rope_base", c.rope_base},
           {"scan_form", c.scan_form == ScanForm::Chunked ? "chunked" : "sequential"},
           {"scan_chunk", c.scan_chunk}, {"feature_map", feature_map_name(c.feature_map)},
-          {"fused_attention", c.fused_attention}};
+          {"fused_attention", c.fused_attention}, {"fused_conv", c.fused_conv}};
 }
 
 // LINA_INJECT_CUDA_STATUS=<status>@<step> makes update <step> fail as if a
@@ -333,6 +336,7 @@ TrainResult TrainingRun::run() {
   config.scan_chunk = o_.scan_chunk;
   config.feature_map = parse_feature_map(o_.feature_map);
   config.fused_attention = o_.attention == "fused";
+  config.fused_conv = o_.conv == "fused";
   model_ = std::make_unique<LanguageModel>(config, o_.seed, DType::f32, o_.device);
   optimizer_ = std::make_unique<AdamW>(model_->params(), AdamWConfig{o_.lr, 0.9, 0.99, 1e-8, 0.1});
   rng_ = Rng(o_.seed);

@@ -23,6 +23,7 @@ struct TrainOptions {
   std::string scan_form = "chunked";  // the recurrence in training: "chunked" or "sequential" (token by token)
   std::string feature_map = "elu1";   // linear layers: "elu1", "relu" or "sigmoid"
   std::string attention = "fused";    // attention layers: "fused" (one op) or "composed" (op by op)
+  std::string conv = "fused";         // recurrent layers' conv + SiLU: "fused" (one op) or "composed"
   double lr = 1e-3;    // peak; the cosine ends at lr / 10 (1e-4 at the default)
   int warmup = 100;
   double clip = 1.0;

@@ -46,6 +46,9 @@ struct ModelConfig {
   // Attention as one fused op (causal_attention), or as the composition of
   // permute / expand / matmul / softmax ops a learner can step through.
   bool fused_attention = true;
+  // Recurrent layers' conv + SiLU as one op (conv1d_silu, which keeps no
+  // pre-activation for the backward), or as causal_conv1d then silu.
+  bool fused_conv = true;
 
   int n_layer() const { return int(layers.size()); }
   int attention_layers() const;

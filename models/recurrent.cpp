@@ -1,10 +1,11 @@
 // The recurrent mixer of the linear / delta / gdn / retnet / mamba2 / gla
 // presets (docs/spec.md §1.2, §1.2b):
 //   q, k, v = x W_qᵀ, x W_kᵀ, x W_vᵀ         (each 4 heads × 32)
-//   each through its causal depthwise conv (kernel 4), then SiLU
+//   each through its causal depthwise conv (kernel 4), then SiLU (one fused
+//   op, conv1d_silu, unless ModelConfig::fused_conv is off)
 //   feature map on q, k: elu + 1, relu + 1e-5 or sigmoid + 1e-5 (linear),
 //   else L2-normalise per head
-//   q scaled by 1/√d
+//   q scaled by 1/√d (inside l2_norm for the L2 feature map)
 //   β = σ(x W_bᵀ + b_b) (delta rules), log α = log σ(x W_aᵀ + b_a) (learned
 //   decays: one per head, or one per head and key channel for gla)
 //   o = scan(q, k, v, β, log α)  — the recurrence, see docs/recurrence.md and
@@ -17,26 +18,32 @@
 
 namespace lina {
 
-// conv + SiLU. With a cache, the conv sees the last K−1 inputs of the
-// previous call instead of zero padding, and the cache is updated.
-static Var conv_silu(const Var& x, const Var& weight, Tensor* cache) {
-  if (!cache) return silu(causal_conv1d(x, weight));
+// conv + SiLU: one op (fused) or causal_conv1d then silu. With a cache, the
+// conv sees the last K−1 inputs of the previous call instead of zero padding,
+// and the cache is updated.
+static Var conv_silu(const Var& x, const Var& weight, Tensor* cache, bool fused) {
+  auto conv_then_silu = [&](const Var& in) {
+    return fused ? conv1d_silu(in, weight) : silu(causal_conv1d(in, weight));
+  };
+  if (!cache) return conv_then_silu(x);
   int64_t T = x.dim(1), keep = cache->dim(1);  // keep = K − 1
   Var window = concat({Var(*cache), x}, 1);    // [B, K−1+T, C]
   *cache = slice(window.data(), 1, T, keep);   // the newest K−1 inputs
-  return silu(slice(causal_conv1d(window, weight), 1, keep, T));
+  return slice(conv_then_silu(window), 1, keep, T);
 }
 
-// The feature map of q and k, on [B, T, H, d]: linear attention's positive
-// map (elu(x) + 1, relu(x) + 1e-5 or sigmoid(x) + 1e-5), else L2-normalise.
-static Var feature_map(const ModelConfig& c, MixerKind kind, const Var& x) {
-  if (kind != MixerKind::Linear) return l2_norm(x, 1e-12);
+// The feature map of q and k, on [B, T, H, d], times `scale`: linear
+// attention's positive map (elu(x) + 1, relu(x) + 1e-5 or sigmoid(x) +
+// 1e-5), else L2-normalise (the scale folded into l2_norm).
+static Var feature_map(const ModelConfig& c, MixerKind kind, const Var& x, double scale = 1.0) {
+  if (kind != MixerKind::Linear) return l2_norm(x, 1e-12, scale);
+  Var phi;
   switch (c.feature_map) {
-    case FeatureMap::Relu: return add_scalar(relu(x), 1e-5);
-    case FeatureMap::Sigmoid: return add_scalar(sigmoid(x), 1e-5);
-    case FeatureMap::Elu1: break;
+    case FeatureMap::Relu: phi = add_scalar(relu(x), 1e-5); break;
+    case FeatureMap::Sigmoid: phi = add_scalar(sigmoid(x), 1e-5); break;
+    case FeatureMap::Elu1: phi = add_scalar(elu(x), 1.0); break;  // elu(x) + 1 > 0
   }
-  return add_scalar(elu(x), 1.0);  // elu(x) + 1 > 0
+  return scale == 1.0 ? phi : mul_scalar(phi, scale);
 }
 
 Var RecurrentMixer::forward(const ModelConfig& c, const Var& x, const LayerNames& n,
@@ -47,13 +54,14 @@ Var RecurrentMixer::forward(const ModelConfig& c, const Var& x, const LayerNames
   // Projection, then conv + SiLU, then split into heads (all [B, T, C] = [B, T, H·d]).
   auto project = [&](const Var& w, const Var& conv, Tensor* conv_cache, const char* proj_name,
                      const char* conv_name) {
-    return reshape(named(conv_silu(named(linear(x, w), proj_name), conv, conv_cache), conv_name),
+    return reshape(named(conv_silu(named(linear(x, w), proj_name), conv, conv_cache, c.fused_conv),
+                         conv_name),
                    heads);
   };
   Var q = project(wq, conv_q, cache ? &cache->conv_q : nullptr, n.q_proj, n.q_conv);
   Var k = project(wk, conv_k, cache ? &cache->conv_k : nullptr, n.k_proj, n.k_conv);
   Var v = named(project(wv, conv_v, cache ? &cache->conv_v : nullptr, n.v_proj, n.v_conv), n.v);
-  q = named(mul_scalar(feature_map(c, kind, q), 1.0 / std::sqrt(double(d))), n.q);
+  q = named(feature_map(c, kind, q, 1.0 / std::sqrt(double(d))), n.q);
   k = named(feature_map(c, kind, k), n.k);
 
   Var beta, log_alpha;  // [B, T, H]; log_alpha [B, T, H, d] when per key channel

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "core/kernels.h"
+#include "core/safetensors.h"
 #include "tests/cli_run.h"
 
 namespace fs = std::filesystem;
@@ -47,6 +48,8 @@ TEST_CASE("bad input: one line, non-zero exit") {
   expect_error("train --preset gdn --task lm --pairs 8" + out, "--pairs and --keys are for --task recall");
   expect_error("train --preset gdn --task recall --scan-form parallel" + out, "unknown --scan-form 'parallel'");
   expect_error("train --preset attn --task recall --attention flash" + out, "unknown --attention 'flash'");
+  expect_error("train --preset gdn --task recall --conv bogus" + out,
+               "unknown --conv 'bogus': use fused or composed");
   expect_error("train --preset gdn --task recall --pairs 40 --keys 30" + out, "--keys must be at least --pairs (40)");
   expect_error("train --task recall" + out, "--preset is required (or --resume CKPT)");
   expect_error("train --preset gdn" + out, "--task is required (or --resume CKPT)");
@@ -133,6 +136,37 @@ TEST_CASE("--attention composed trains like the fused op") {
     CHECK(j["config"]["train"]["attention"] == forms[i]);
     CHECK(j["config"]["model"]["fused_attention"] == (i == 0));
   });
+}
+
+// The recurrent layers' conv + SiLU as one op or as two is the same maths; a
+// checkpoint from before the option was one op and resumes as such.
+TEST_CASE("--conv composed trains like the fused op and older checkpoints resume fused") {
+  const std::array<const char*, 2> forms = {"fused", "composed"};
+  check_same_losses("gdn", "--conv", forms, [&](const nlohmann::json& j, int i) {
+    CHECK(j["config"]["train"]["conv"] == forms[i]);
+    CHECK(j["config"]["model"]["fused_conv"] == (i == 0));
+  });
+
+  fs::path d = temp_dir("conv_resume");
+  Result r = run("train --preset gdn --task recall --stop-at 2 --out " + d.string() + kTiny);
+  INFO(r.output);
+  REQUIRE(r.code == 0);
+  // the checkpoint as an older lina wrote it: no "conv" among its options
+  lina::SafetensorsFile f = lina::load_safetensors((d / "cpu" / "recall_gdn.safetensors").string());
+  nlohmann::json options = nlohmann::json::parse(f.metadata.at("options"));
+  REQUIRE(options.at("conv") == "fused");
+  options.erase("conv");
+  f.metadata["options"] = options.dump();
+  const fs::path old_ckpt = d / "old.safetensors";
+  lina::save_safetensors(old_ckpt.string(), f.tensors, f.metadata);
+  expect_error("train --resume " + old_ckpt.string() + " --conv composed --quiet",
+               "--conv composed differs from the fused of checkpoint");
+  Result resumed = run("train --resume " + old_ckpt.string() + " --quiet");
+  INFO(resumed.output);
+  REQUIRE(resumed.code == 0);
+  nlohmann::json j = nlohmann::json::parse(std::ifstream(d / "old.json"));
+  CHECK(j["config"]["train"]["conv"] == "fused");
+  CHECK(j["loss_curve"].size() == 4);
 }
 
 // The chunk length changes how the chunked scan groups its work, not what it

@@ -235,26 +235,62 @@ TEST_CASE("a few training steps lower the loss of every preset") {
   }
 }
 
+// One float64 training step of `c`'s model (the same weights and batch for
+// every configuration): the loss and every parameter's gradient.
+struct StepResult {
+  double loss = 0;
+  std::vector<Tensor> grads;
+};
+StepResult one_step(const ModelConfig& c) {
+  LanguageModel m(c, 3, DType::f64);
+  perturb_all(m, 4);
+  Tensor x = random_ids(2, 7, c.vocab, 5), y = random_ids(2, 7, c.vocab, 6);
+  m.params().zero_grad();
+  Var loss = cross_entropy(m.forward(x), y);
+  loss.backward();
+  StepResult r;
+  r.loss = loss.data().at(0);
+  for (const Parameter& p : m.params().parameters()) r.grads.push_back(p.var.grad().clone());
+  return r;
+}
+
+// A fused op and the composition it replaces are the same maths: `fused` and
+// `composed` (the same model, one flag apart) give the same loss and
+// parameter gradients, to float64 rounding.
+void check_same_step(const ModelConfig& fused, const ModelConfig& composed, const std::string& what) {
+  StepResult a = one_step(fused), b = one_step(composed);
+  INFO(what);
+  CHECK(std::fabs(a.loss - b.loss) < 1e-12);
+  REQUIRE(a.grads.size() == b.grads.size());
+  for (size_t i = 0; i < a.grads.size(); ++i) CHECK(test::max_abs_diff(a.grads[i], b.grads[i]) < 1e-12);
+}
+
 TEST_CASE("fused and composed attention: the same loss and parameter gradients") {
   for (std::string preset : {"attn", "hybrid"}) {
-    Tensor x, y;
-    std::vector<Tensor> grads[2];
-    double losses[2];
-    for (int fused = 0; fused < 2; ++fused) {
-      ModelConfig c = tiny_config(preset);
-      c.fused_attention = fused == 1;
-      LanguageModel m(c, 3, DType::f64);
-      perturb_all(m, 4);
-      x = random_ids(2, 7, c.vocab, 5), y = random_ids(2, 7, c.vocab, 6);
-      m.params().zero_grad();
-      Var loss = cross_entropy(m.forward(x), y);
-      loss.backward();
-      losses[fused] = loss.data().at(0);
-      for (const Parameter& p : m.params().parameters()) grads[fused].push_back(p.var.grad().clone());
+    ModelConfig fused = tiny_config(preset), composed = fused;
+    composed.fused_attention = false;
+    check_same_step(fused, composed, preset);
+  }
+}
+
+TEST_CASE("fused and composed conv + SiLU: the same loss, gradients and step-by-step logits") {
+  for (std::string preset : {"linear", "delta", "gdn", "hybrid", "retnet", "mamba2", "gla"}) {
+    ModelConfig fused = tiny_config(preset), composed = fused;
+    composed.fused_conv = false;
+    check_same_step(fused, composed, preset);
+
+    // generation: the conv cache takes the same path in both forms
+    Tensor x = random_ids(2, 5, fused.vocab, 13);
+    Tensor logits[2];
+    for (int form = 0; form < 2; ++form) {
+      LanguageModel m(form == 0 ? fused : composed, 11, DType::f64);
+      perturb_all(m, 12);
+      NoGradGuard no_grad;
+      InferenceState state = m.new_state(2);
+      m.forward(slice(x, 1, 0, 3), &state);
+      logits[form] = m.forward(slice(x, 1, 3, 2), &state).data();
     }
-    INFO(preset);
-    CHECK(std::fabs(losses[0] - losses[1]) < 1e-12);
-    REQUIRE(grads[0].size() == grads[1].size());
-    for (size_t i = 0; i < grads[0].size(); ++i) CHECK(test::max_abs_diff(grads[0][i], grads[1][i]) < 1e-12);
+    INFO(preset << " step by step");
+    CHECK(test::max_abs_diff(logits[0], logits[1]) < 1e-12);
   }
 }
