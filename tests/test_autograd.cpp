@@ -32,7 +32,7 @@ TEST_CASE("no-grad guard restores the previous mode") {
   CHECK(grad_enabled());
 }
 
-TEST_CASE("backward twice after zero_grad gives the same gradient; without it, twice the gradient") {
+TEST_CASE("backward twice after zero_grad gives the same gradient, without it twice the gradient") {
   Var w(Tensor::from_vector<double>({0.5, -1.0, 2.0, 0.25}, {2, 2}), true, "w");
   Var x(Tensor::from_vector<double>({1.0, 2.0}, {1, 2}));
   Var loss = sum_all(tanh(matmul(x, w)));
@@ -46,7 +46,7 @@ TEST_CASE("backward twice after zero_grad gives the same gradient; without it, t
   for (size_t i = 0; i < first.size(); ++i) CHECK(doubled[i] == doctest::Approx(2 * first[i]));
 }
 
-TEST_CASE("inputs without requires_grad get no gradient; backward needs a scalar") {
+TEST_CASE("inputs without requires_grad get no gradient, and backward needs a scalar") {
   Var a(Tensor::ones({2}, DType::f64), true);
   Var b(Tensor::ones({2}, DType::f64), false);
   Var c = a * b;

@@ -233,7 +233,7 @@ TEST_CASE("state-size prints spec 1.3's numbers") {
   CHECK(r.output.find("= 2 MiB at any context") != std::string::npos);
 }
 
-TEST_CASE("a short run writes json and checkpoint; bad checkpoints are refused") {
+TEST_CASE("a short run writes json and checkpoint, and bad checkpoints are refused") {
   fs::path d = temp_dir("run");
   Result r = run("train --preset gdn --task recall --out " + d.string() + kTiny);
   INFO(r.output);

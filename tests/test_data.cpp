@@ -223,7 +223,7 @@ TEST_CASE("RecallTask: sequences repeat 32 distinct keys with their values, mask
   CHECK(values_seen.size() == 16);  // and every value
 }
 
-TEST_CASE("RecallTask: same seed, same batch; held-out set is fixed by its seed") {
+TEST_CASE("RecallTask: same seed, same batch, and the held-out set is fixed by its seed") {
   RecallTask task;
   Rng a(5), b(5), c(6);
   Batch ba = task.sample_batch(4, a);

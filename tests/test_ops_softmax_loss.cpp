@@ -170,7 +170,7 @@ TEST_CASE("cross-entropy forward values") {
   }
 }
 
-TEST_CASE("embedding picks rows; its backward sums repeated ids") {
+TEST_CASE("embedding picks rows, and its backward sums repeated ids") {
   Tensor w = f64({0, 1, 10, 11, 20, 21}, {3, 2});
   Var out = embedding(Var(w), ids({2, 0, 2, 1}, {2, 2}));
   CHECK(out.shape() == Shape{2, 2, 2});
