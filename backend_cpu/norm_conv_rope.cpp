@@ -155,79 +155,10 @@ static std::vector<T> taps_by_channel(const T* w, int64_t C, int64_t K) {
   return w_kc;
 }
 
-template <class T>
-void causal_conv1d_forward(const T* x, const T* w, T* y, int64_t B, int64_t T_len, int64_t C,
-                           int64_t K) {
-  const std::vector<T> w_kc = taps_by_channel(w, C, K);
-  LINA_PARALLEL_FOR_IF(B * T_len * C * K > kParallelMin)
-  for (int64_t bt = 0; bt < B * T_len; ++bt) {
-    const int64_t b = bt / T_len, t = bt % T_len;
-    T* yr = y + bt * C;
-    for (int64_t c = 0; c < C; ++c) yr[c] = T(0);
-    // y_t[c] = Σ_j w[c, j] x_{t−K+1+j}[c], taps before the sequence start are zero
-    for (int64_t j = 0; j < K; ++j) {
-      const int64_t s = t - K + 1 + j;
-      if (s < 0) continue;
-      const T* xr = x + (b * T_len + s) * C;
-      const T* wj = w_kc.data() + j * C;
-      for (int64_t c = 0; c < C; ++c) yr[c] += wj[c] * xr[c];
-    }
-  }
-}
-
-template <class T>
-void causal_conv1d_backward(const T* x, const T* w, const T* dy, T* dx, T* dw, int64_t B,
-                            int64_t T_len, int64_t C, int64_t K) {
-  const int64_t rows = B * T_len;
-  // dx_s[c] = Σ_j w[c, j] dy_{s+K−1−j}[c], terms past the end dropped
-  const std::vector<T> w_kc = taps_by_channel(w, C, K);
-  LINA_PARALLEL_FOR_IF(rows * C * K > kParallelMin)
-  for (int64_t bs = 0; bs < rows; ++bs) {
-    const int64_t b = bs / T_len, s = bs % T_len;
-    T* dxr = dx + bs * C;
-    for (int64_t c = 0; c < C; ++c) dxr[c] = T(0);
-    for (int64_t j = 0; j < K; ++j) {
-      const int64_t t = s + K - 1 - j;
-      if (t >= T_len) continue;
-      const T* dyr = dy + (b * T_len + t) * C;
-      const T* wj = w_kc.data() + j * C;
-      for (int64_t c = 0; c < C; ++c) dxr[c] += wj[c] * dyr[c];
-    }
-  }
-  // dw[c, j] = Σ_b Σ_t dy_t[c] x_{t−K+1+j}[c]; partials laid out [chunks, K, C]
-  const int64_t chunks = chunk_count(rows);
-  std::vector<T> partial(size_t(chunks * K * C), T(0));
-  LINA_PARALLEL_FOR_IF(rows * C * K > kParallelMin)
-  for (int64_t ch = 0; ch < chunks; ++ch) {
-    T* p = partial.data() + ch * K * C;
-    const int64_t end = std::min(rows, (ch + 1) * kRowsPerChunk);
-    for (int64_t bt = ch * kRowsPerChunk; bt < end; ++bt) {
-      const int64_t b = bt / T_len, t = bt % T_len;
-      const T* dyr = dy + bt * C;
-      for (int64_t j = 0; j < K; ++j) {
-        const int64_t s = t - K + 1 + j;
-        if (s < 0) continue;
-        const T* xr = x + (b * T_len + s) * C;
-        T* pj = p + j * C;
-        for (int64_t c = 0; c < C; ++c) pj[c] += dyr[c] * xr[c];
-      }
-    }
-  }
-  std::vector<T> dw_kc(size_t(K * C));
-  reduce_partials(partial, chunks, K * C, dw_kc.data());
-  for (int64_t c = 0; c < C; ++c)
-    for (int64_t j = 0; j < K; ++j) dw[c * K + j] = dw_kc[size_t(j * C + c)];
-}
-
-// ---- causal depthwise conv1d + SiLU, fused ------------------------------------------------------
-// y = silu(z), z = causal_conv1d(x, w), without storing z. The backward
-// recomputes z row by row (K taps per element, in the forward's order, so
-// the same bits), forms dz = dy ⊙ silu'(z) and runs the conv's backward on
-// dz: dx_s = Σ_j w_j dz_{s+K−1−j}, dw[c, j] = Σ_t dz_t[c] x_{t−K+1+j}[c].
-
 namespace {
 
-// z = Σ_j w_j x_{t−K+1+j} for row bt = b·T + t, over the C channels (w_kc [K, C]).
+// z = Σ_j w_j x_{t−K+1+j} for row bt = b·T + t, over the C channels (w_kc
+// [K, C]); taps before the sequence start are zero.
 template <class T>
 void conv_row(const T* x, const T* w_kc, T* z, int64_t bt, int64_t T_len, int64_t C,
               int64_t K) {
@@ -241,6 +172,84 @@ void conv_row(const T* x, const T* w_kc, T* z, int64_t bt, int64_t T_len, int64_
     for (int64_t c = 0; c < C; ++c) z[c] += wj[c] * xr[c];
   }
 }
+
+// dx_s = Σ_j w_j dz_{s+K−1−j} for row bs = b·T + s (terms past the sequence
+// end dropped); dz_row(u) is the gradient row of row index u.
+template <class T, class Rows>
+void conv_input_grad_row(const T* w_kc, Rows dz_row, T* dx, int64_t bs, int64_t T_len, int64_t C,
+                         int64_t K) {
+  const int64_t s = bs % T_len;
+  for (int64_t c = 0; c < C; ++c) dx[c] = T(0);
+  for (int64_t j = 0; j < K; ++j) {
+    if (s + K - 1 - j >= T_len) continue;
+    const T* dzr = dz_row(bs + K - 1 - j);
+    const T* wj = w_kc + j * C;
+    for (int64_t c = 0; c < C; ++c) dx[c] += wj[c] * dzr[c];
+  }
+}
+
+// dw partial [K, C] += dz_t[c] x_{t−K+1+j}[c] for row bt = b·T + t.
+template <class T>
+void add_weight_grad_row(const T* x, const T* dz, T* partial, int64_t bt, int64_t T_len,
+                         int64_t C, int64_t K) {
+  const int64_t b = bt / T_len, t = bt % T_len;
+  for (int64_t j = 0; j < K; ++j) {
+    const int64_t s = t - K + 1 + j;
+    if (s < 0) continue;
+    const T* xr = x + (b * T_len + s) * C;
+    T* pj = partial + j * C;
+    for (int64_t c = 0; c < C; ++c) pj[c] += dz[c] * xr[c];
+  }
+}
+
+// dw [C, K] from the per-chunk partials [chunks, K, C], summed in chunk order.
+template <class T>
+void weight_grad_from_partials(const std::vector<T>& partial, int64_t chunks, T* dw, int64_t C,
+                               int64_t K) {
+  std::vector<T> dw_kc(size_t(K * C));
+  reduce_partials(partial, chunks, K * C, dw_kc.data());
+  for (int64_t c = 0; c < C; ++c)
+    for (int64_t j = 0; j < K; ++j) dw[c * K + j] = dw_kc[size_t(j * C + c)];
+}
+
+}  // namespace
+
+template <class T>
+void causal_conv1d_forward(const T* x, const T* w, T* y, int64_t B, int64_t T_len, int64_t C,
+                           int64_t K) {
+  const std::vector<T> w_kc = taps_by_channel(w, C, K);
+  LINA_PARALLEL_FOR_IF(B * T_len * C * K > kParallelMin)
+  for (int64_t bt = 0; bt < B * T_len; ++bt) conv_row(x, w_kc.data(), y + bt * C, bt, T_len, C, K);
+}
+
+template <class T>
+void causal_conv1d_backward(const T* x, const T* w, const T* dy, T* dx, T* dw, int64_t B,
+                            int64_t T_len, int64_t C, int64_t K) {
+  const int64_t rows = B * T_len;
+  const std::vector<T> w_kc = taps_by_channel(w, C, K);
+  auto dy_row = [&](int64_t u) { return dy + u * C; };
+  LINA_PARALLEL_FOR_IF(rows * C * K > kParallelMin)
+  for (int64_t bs = 0; bs < rows; ++bs)
+    conv_input_grad_row(w_kc.data(), dy_row, dx + bs * C, bs, T_len, C, K);
+  // dw[c, j] = Σ_b Σ_t dy_t[c] x_{t−K+1+j}[c]; partials laid out [chunks, K, C]
+  const int64_t chunks = chunk_count(rows);
+  std::vector<T> partial(size_t(chunks * K * C), T(0));
+  LINA_PARALLEL_FOR_IF(rows * C * K > kParallelMin)
+  for (int64_t ch = 0; ch < chunks; ++ch) {
+    const int64_t end = std::min(rows, (ch + 1) * kRowsPerChunk);
+    for (int64_t bt = ch * kRowsPerChunk; bt < end; ++bt)
+      add_weight_grad_row(x, dy + bt * C, partial.data() + ch * K * C, bt, T_len, C, K);
+  }
+  weight_grad_from_partials(partial, chunks, dw, C, K);
+}
+
+// ---- causal depthwise conv1d + SiLU, fused ------------------------------------------------------
+// y = silu(z), z = causal_conv1d(x, w), without storing z. The backward
+// recomputes z row by row (K taps per element, in the forward's order, so
+// the same bits), forms dz = dy ⊙ silu'(z) and runs the conv's backward on
+// dz: dx_s = Σ_j w_j dz_{s+K−1−j}, dw[c, j] = Σ_t dz_t[c] x_{t−K+1+j}[c].
+
+namespace {
 
 // y = silu(z) and dz = dy · silu'(z) over n elements (y, dz may be z itself),
 // on the calling thread: float through the vectorised SiLU of unary_fast.h
@@ -298,34 +307,13 @@ void causal_conv1d_silu_backward(const T* x, const T* w, const T* dy, T* dx, T* 
       conv_row(x, w_kc.data(), dzr, bt, T_len, C, K);  // z
       silu_grad_in_row(dzr, dy + bt * C, dzr, C);      // dz = dy ⊙ silu'(z)
     }
-    T* p = partial.data() + ch * K * C;
+    auto dz_row = [&](int64_t u) { return dz.data() + (u - first) * C; };
     for (int64_t bt = first; bt < end; ++bt) {
-      const int64_t b = bt / T_len, t = bt % T_len;
-      const T* dzr = dz.data() + (bt - first) * C;
-      // dx_t[c] = Σ_j w[c, j] dz_{t+K−1−j}[c], terms past the sequence end dropped
-      T* dxr = dx + bt * C;
-      for (int64_t c = 0; c < C; ++c) dxr[c] = T(0);
-      for (int64_t j = 0; j < K; ++j) {
-        const int64_t u = t + K - 1 - j;
-        if (u >= T_len) continue;
-        const T* dzu = dz.data() + (bt + K - 1 - j - first) * C;
-        const T* wj = w_kc.data() + j * C;
-        for (int64_t c = 0; c < C; ++c) dxr[c] += wj[c] * dzu[c];
-      }
-      // dw[c, j] += dz_t[c] x_{t−K+1+j}[c]
-      for (int64_t j = 0; j < K; ++j) {
-        const int64_t s = t - K + 1 + j;
-        if (s < 0) continue;
-        const T* xr = x + (b * T_len + s) * C;
-        T* pj = p + j * C;
-        for (int64_t c = 0; c < C; ++c) pj[c] += dzr[c] * xr[c];
-      }
+      conv_input_grad_row(w_kc.data(), dz_row, dx + bt * C, bt, T_len, C, K);
+      add_weight_grad_row(x, dz_row(bt), partial.data() + ch * K * C, bt, T_len, C, K);
     }
   }
-  std::vector<T> dw_kc(size_t(K * C));
-  reduce_partials(partial, chunks, K * C, dw_kc.data());
-  for (int64_t c = 0; c < C; ++c)
-    for (int64_t j = 0; j < K; ++j) dw[c * K + j] = dw_kc[size_t(j * C + c)];
+  weight_grad_from_partials(partial, chunks, dw, C, K);
 }
 
 // ---- rope -------------------------------------------------------------------------------------
