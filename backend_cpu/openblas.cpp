@@ -24,19 +24,19 @@ const char* kernel_family() {
   return nullptr;  // leave the choice to OpenBLAS
 }
 
-OpenBlas* load() {
+const OpenBlas* load() {
   if (!std::getenv("OPENBLAS_CORETYPE"))
     if (const char* family = kernel_family()) setenv("OPENBLAS_CORETYPE", family, 0);
   void* lib = dlopen("libopenblas.so.0", RTLD_NOW | RTLD_LOCAL);
   if (!lib) return nullptr;
-  auto* blas = new OpenBlas;  // kept for the life of the process, as the library is
-  blas->sgemm = reinterpret_cast<CblasSgemm>(dlsym(lib, "cblas_sgemm"));
-  blas->set_num_threads = reinterpret_cast<void (*)(int)>(dlsym(lib, "openblas_set_num_threads"));
+  static OpenBlas blas;  // the library stays loaded for the life of the process
+  blas.sgemm = reinterpret_cast<CblasSgemm>(dlsym(lib, "cblas_sgemm"));
+  blas.set_num_threads = reinterpret_cast<void (*)(int)>(dlsym(lib, "openblas_set_num_threads"));
+  if (!blas.sgemm || !blas.set_num_threads) return nullptr;
   using CoreName = char* (*)();
-  if (auto core = reinterpret_cast<CoreName>(dlsym(lib, "openblas_get_corename"))) blas->core = core();
-  if (!blas->sgemm || !blas->set_num_threads) return nullptr;
-  blas->set_num_threads(1);  // lina's threads each call it on their own block
-  return blas;
+  if (auto core = reinterpret_cast<CoreName>(dlsym(lib, "openblas_get_corename"))) blas.core = core();
+  blas.set_num_threads(1);  // lina's threads each call it on their own block
+  return &blas;
 }
 
 std::atomic<CpuGemm>& chosen() {
