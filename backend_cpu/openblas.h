@@ -3,13 +3,14 @@
 // dlopen, so lina builds and runs without it; Eigen's GEMM is then used, as
 // it always is for double.
 //
-// On this project's 2-core AVX-512 machine, OpenBLAS's AVX-512 kernels ran
-// a training step's products about 8 % faster than Eigen's (lina bench, one
-// thread; results/bench/openblas/). Debian 12's OpenBLAS (0.3.21) does not
-// recognise every newer CPU and then falls back to its oldest x86-64 kernels
-// (Prescott: 63 GFLOP/s here against 250), so before loading it lina names
-// the kernel family from the CPU's own features (OPENBLAS_CORETYPE), unless
-// the environment already does.
+// On this project's 2-core AVX-512 machine, OpenBLAS's AVX-512 kernels made
+// the whole training step 2–9 % faster than Eigen's products did
+// (results/bench/openblas/), mostly on the weight gradients' long inner
+// dimension. Debian 12's OpenBLAS (0.3.21) does not recognise every newer
+// CPU and then falls back to its oldest x86-64 kernels (Prescott: 63 GFLOP/s
+// here against about 280 with its AVX-512 ones), so before loading it lina
+// names the kernel family from the CPU's own features (OPENBLAS_CORETYPE),
+// unless the environment already does.
 //
 // lina calls it from its own threads, one block of C per thread
 // (backend_cpu/matmul.cpp), so OpenBLAS is told to use one thread itself.
