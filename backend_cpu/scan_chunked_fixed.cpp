@@ -104,15 +104,12 @@ template <class T, int C, int D> struct FixedChunk {
         A[r][i] = i < r ? beta[r] * E[r][i] : T(0);
       }
     // F2  (I + A) [Y | W] = [diag(β) V | diag(β ⊙ γ) K], by forward substitution
-    for (int r = 0; r < C; ++r) {
-      T* yw = YW[r];
+    for (int r = 0; r < C; ++r)
       for (int j = 0; j < D; ++j) {
-        yw[j] = beta[r] * V[r][j];
-        yw[D + j] = beta[r] * gamma[r] * K[r][j];
+        YW[r][j] = beta[r] * V[r][j];
+        YW[r][D + j] = beta[r] * gamma[r] * K[r][j];
       }
-      for (int i = 0; i < r; ++i)
-        for (int j = 0; j < 2 * D; ++j) yw[j] -= A[r][i] * YW[i][j];
-    }
+    small::solve_unit_lower<C, 2 * D>(&A[0][0], C, &YW[0][0], 2 * D);
     // F3  U = Y − W Sᵀ
     for (int r = 0; r < C; ++r)
       for (int j = 0; j < D; ++j) U[r][j] = YW[r][j];
@@ -150,9 +147,7 @@ void delta_gradients(const FixedChunk<T, C, D>& m, const T* S, Backward<T, C, D>
   matmul<C, D, D>(&w.dU[0][0], D, S, D, &w.dB[0][D], 2 * D);
   for (int r = 0; r < C; ++r)
     for (int j = D; j < 2 * D; ++j) w.dB[r][j] = -w.dB[r][j];
-  for (int r = C - 1; r >= 0; --r)
-    for (int i = r + 1; i < C; ++i)
-      for (int j = 0; j < 2 * D; ++j) w.dB[r][j] -= m.A[i][r] * w.dB[i][j];
+  small::solve_unit_lower_transposed<C, 2 * D>(&m.A[0][0], C, &w.dB[0][0], 2 * D);
   // B7  dV = diag(β) dBV;  dA = −strictly_lower(dB [Y | W]ᵀ);  dE ⊙ Γ = diag(β) dA ⊙ Γ
   transpose<C, 2 * D>(&m.YW[0][0], 2 * D, &w.YWt[0][0]);
   matmul<C, C, 2 * D>(&w.dB[0][0], 2 * D, &w.YWt[0][0], C, &w.dA[0][0], C);

@@ -66,6 +66,36 @@ inline void matmul(const T* A, int lda, const T* B, int ldb, T* C, int ldc) {
   }
 }
 
+// (I + A) X = B in place (X holds B on entry), A strictly lower triangular
+// C×C, X C×N: forward substitution, x_r = b_r − Σ_{i<r} A_ri x_i, each row
+// summed in registers.
+template <int C, int N, class T> inline void solve_unit_lower(const T* A, int lda, T* X, int ldx) {
+  constexpr int L = kLanes<T>, NV = N / L;
+  static_assert(N % L == 0, "small::solve_unit_lower: N must be a whole number of vectors");
+  for (int r = 1; r < C; ++r) {
+    Vec64<T> x[NV];
+    for (int v = 0; v < NV; ++v) x[v] = load(X + r * ldx + v * L);
+    for (int i = 0; i < r; ++i)
+      for (int v = 0; v < NV; ++v) x[v] -= A[r * lda + i] * load(X + i * ldx + v * L);
+    for (int v = 0; v < NV; ++v) store(X + r * ldx + v * L, x[v]);
+  }
+}
+
+// (I + A)ᵀ X = B in place, A as above: back substitution,
+// x_r = b_r − Σ_{i>r} A_ir x_i.
+template <int C, int N, class T>
+inline void solve_unit_lower_transposed(const T* A, int lda, T* X, int ldx) {
+  constexpr int L = kLanes<T>, NV = N / L;
+  static_assert(N % L == 0, "small::solve_unit_lower_transposed: N must be a whole number of vectors");
+  for (int r = C - 2; r >= 0; --r) {
+    Vec64<T> x[NV];
+    for (int v = 0; v < NV; ++v) x[v] = load(X + r * ldx + v * L);
+    for (int i = r + 1; i < C; ++i)
+      for (int v = 0; v < NV; ++v) x[v] -= A[i * lda + r] * load(X + i * ldx + v * L);
+    for (int v = 0; v < NV; ++v) store(X + r * ldx + v * L, x[v]);
+  }
+}
+
 // One step of the in-register transpose below, on rows a = i and b = i + w
 // of an L×L block (i with bit w clear): the lanes j with bit w set of row a
 // and the lanes with bit w clear of row b trade places. Done for w = L/2, …,

@@ -103,7 +103,7 @@ TEST_CASE("fixed-size chunked scan: compiled for the model's head size, chunk le
   CHECK_FALSE(fixed_backward<float>(s, 32, none, nullptr, nullptr, nullptr, {}));
 }
 
-TEST_CASE("small products: matmul, transposed matmul and transpose against plain loops") {
+TEST_CASE("small products: matmul, transposed matmul, triangular solves and transpose against plain loops") {
   Rng rng(5);
   constexpr int M = 16, N = 32, K = 16;
   const std::vector<float> A = random_vector<float>(M * K, rng, -1, 1),
@@ -125,6 +125,27 @@ TEST_CASE("small products: matmul, transposed matmul and transpose against plain
   cpu::small::matmul<M, N, K, true, cpu::small::Store::Sub>(A.data(), M, B.data(), N, got_t.data(), N);
   check_close("A B", got, want, 1e-6);
   check_close("C − Aᵀ B", got_t, want_t, 1e-6);
+
+  // (I + A) X = B and (I + A)ᵀ X = B for a strictly lower A: multiply back.
+  constexpr int C = 16, W = 32;
+  std::vector<float> Al = random_vector<float>(C * C, rng, -0.3, 0.3);
+  for (int r = 0; r < C; ++r)
+    for (int i = r; i < C; ++i) Al[size_t(r * C + i)] = 0;  // strictly lower
+  const std::vector<float> rhs = random_vector<float>(C * W, rng, -1, 1);
+  for (bool transposed : {false, true}) {
+    std::vector<float> X = rhs;
+    if (transposed) cpu::small::solve_unit_lower_transposed<C, W>(Al.data(), C, X.data(), W);
+    else cpu::small::solve_unit_lower<C, W>(Al.data(), C, X.data(), W);
+    std::vector<float> back(C * W);  // (I + A) X, or (I + A)ᵀ X
+    for (int r = 0; r < C; ++r)
+      for (int j = 0; j < W; ++j) {
+        double sum = X[size_t(r * W + j)];
+        for (int i = 0; i < C; ++i)
+          sum += double(transposed ? Al[size_t(i * C + r)] : Al[size_t(r * C + i)]) * X[size_t(i * W + j)];
+        back[size_t(r * W + j)] = float(sum);
+      }
+    check_close(transposed ? "(I + A)ᵀ X" : "(I + A) X", back, rhs, 1e-5);
+  }
 
   std::vector<double> X = random_vector<double>(16 * 48, rng, -1, 1), Xt(48 * 16);
   cpu::small::transpose<16, 32>(X.data(), 48, Xt.data());  // the first 32 of 48 columns
