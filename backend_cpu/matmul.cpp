@@ -80,8 +80,8 @@ static void gemm_one(int64_t M, int64_t N, int64_t K, const T* a, bool ta, const
   }
   // Cut the longer side of C into `threads` blocks (columns in multiples of
   // 16 floats, so every block starts on a vector boundary). Each element of
-  // C is one thread's, summed in Eigen's fixed order: the bits depend on the
-  // thread count only.
+  // C is one thread's, summed in its GEMM's fixed order: the bits depend on
+  // the thread count (and the GEMM, Eigen or OpenBLAS) only.
   const bool by_rows = M >= N;
   const int64_t side = by_rows ? M : N, align = by_rows ? 1 : 16;
   const int64_t step = (side / threads + align - 1) / align * align;

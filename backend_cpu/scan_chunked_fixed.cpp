@@ -126,8 +126,6 @@ template <class T, int C, int D> struct FixedChunk {
   }
 };
 
-template <class T, int D> void store_transposed(const T* St, T* S) { transpose<D, D>(St, D, S); }
-
 // The backward's per-chunk matrices beyond FixedChunk's.
 template <class T, int C, int D> struct Backward {
   alignas(64) T St[D][D], G[D][D], Gt_a[D][D], Gt_b[D][D];
@@ -187,7 +185,7 @@ void forward_fixed(const ScanShape& s, const ScanInputs<T>& in, const T* s0, T* 
       for (int64_t n = 0; n < chunks; ++n) {
         const int64_t t0 = n * C;
         const ChunkPlace at{std::min<int64_t>(C, s.T - t0), (b * s.T + t0) * s.H + h, s.H, D};
-        if (chunk_states) store_transposed<T, D>(&St[0][0], chunk_states + (bh * chunks + n) * dd);
+        if (chunk_states) transpose<D, D>(&St[0][0], D, chunk_states + (bh * chunks + n) * dd);
         m->load(s, in, at);
         const T(*U)[D] = m->terms(s.rule, &St[0][0]);  // the write vectors
         // F4  O = diag(γ) Q Sᵀ + ((Q Kᵀ) ⊙ Γ) U
@@ -202,7 +200,7 @@ void forward_fixed(const ScanShape& s, const ScanInputs<T>& in, const T* s0, T* 
           for (int j = 0; j < D; ++j) St[i][j] *= m->gamma[C - 1];
         matmul<D, D, C, true, Store::Add>(&m->DK[0][0], D, &U[0][0], D, &St[0][0], D);
       }
-      store_transposed<T, D>(&St[0][0], s_final + bh * dd);
+      transpose<D, D>(&St[0][0], D, s_final + bh * dd);  // S_T = (Sᵀ)ᵀ
     }
   }
 }

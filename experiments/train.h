@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "models/config.h"
 
 namespace lina {
 
@@ -19,7 +20,7 @@ struct TrainOptions {
   int context = 64;    // lm only (recall sequences are 4·pairs − 1 tokens)
   int pairs = 32;      // recall: key–value pairs per sequence
   int keys = 64;       // recall: distinct key tokens (values are always 16)
-  int scan_chunk = 16;                // tokens per chunk of the chunked scan
+  int scan_chunk = ModelConfig{}.scan_chunk;  // tokens per chunk of the chunked scan
   std::string scan_form = "chunked";  // the recurrence in training: "chunked" or "sequential" (token by token)
   std::string feature_map = "elu1";   // linear layers: "elu1", "relu" or "sigmoid"
   std::string attention = "fused";    // attention layers: "fused" (one op) or "composed" (op by op)

@@ -453,30 +453,32 @@ void add_norm_conv_rope_adamw_rows(std::vector<Row>& rows) {
 
   // Outputs: y, dx, dweight. Shapes [B, T, C], weight [C, K].
   struct Conv { Shape x; int64_t K; };
-  for (const Conv& c : {Conv{{2, 13, 5}, 4}, Conv{{3, 2, 7}, 4}, Conv{{2, 37, 130}, 4}, Conv{{1, 9, 3}, 1}})
-    rows.push_back({"causal_conv1d " + shape_str(c.x) + " K " + std::to_string(c.K),
-                    [c](Device d) {
-                      Inputs in(d);
-                      Tensor x = in.randn(c.x), dy = in.randn(c.x);
-                      Tensor weight = in.randn({c.x[2], c.K}, 0.5);
-                      Tensor dx, dweight;
-                      Tensor y = kernels::causal_conv1d_forward(x, weight);
-                      kernels::causal_conv1d_backward(x, weight, dy, dx, dweight);
-                      return Outputs{y, dx, dweight};
-                    },
-                    true});
-  for (const Conv& c : {Conv{{2, 13, 5}, 4}, Conv{{2, 37, 130}, 4}, Conv{{1, 9, 3}, 1}})
-    rows.push_back({"causal_conv1d_silu " + shape_str(c.x) + " K " + std::to_string(c.K),
-                    [c](Device d) {
-                      Inputs in(d);
-                      Tensor x = in.randn(c.x), dy = in.randn(c.x);
-                      Tensor weight = in.randn({c.x[2], c.K}, 0.5);
-                      Tensor dx, dweight;
-                      Tensor y = kernels::causal_conv1d_silu_forward(x, weight);
-                      kernels::causal_conv1d_silu_backward(x, weight, dy, dx, dweight);
-                      return Outputs{y, dx, dweight};
-                    },
-                    true});
+  // The conv alone and fused with SiLU: the same inputs through either pair of kernels.
+  struct ConvKernels {
+    std::string name;
+    Tensor (*forward)(const Tensor&, const Tensor&);
+    void (*backward)(const Tensor&, const Tensor&, const Tensor&, Tensor&, Tensor&);
+    std::vector<Conv> shapes;
+  };
+  const ConvKernels conv_kernels[] = {
+      {"causal_conv1d", kernels::causal_conv1d_forward, kernels::causal_conv1d_backward,
+       {Conv{{2, 13, 5}, 4}, Conv{{3, 2, 7}, 4}, Conv{{2, 37, 130}, 4}, Conv{{1, 9, 3}, 1}}},
+      {"causal_conv1d_silu", kernels::causal_conv1d_silu_forward,
+       kernels::causal_conv1d_silu_backward,
+       {Conv{{2, 13, 5}, 4}, Conv{{2, 37, 130}, 4}, Conv{{1, 9, 3}, 1}}}};
+  for (const ConvKernels& k : conv_kernels)
+    for (const Conv& c : k.shapes)
+      rows.push_back({k.name + " " + shape_str(c.x) + " K " + std::to_string(c.K),
+                      [c, forward = k.forward, backward = k.backward](Device d) {
+                        Inputs in(d);
+                        Tensor x = in.randn(c.x), dy = in.randn(c.x);
+                        Tensor weight = in.randn({c.x[2], c.K}, 0.5);
+                        Tensor dx, dweight;
+                        Tensor y = forward(x, weight);
+                        backward(x, weight, dy, dx, dweight);
+                        return Outputs{y, dx, dweight};
+                      },
+                      true});
 
   // Outputs: rotated, rotated back (the backward).
   struct Rope { Shape x; int64_t pos0; };

@@ -182,10 +182,13 @@ Buffer emulate_conv_dw(const Buffer& x, const Buffer& dy, ConvDims d, int64_t th
 }
 }  // namespace
 
+// The conv's shapes, for the conv alone and fused with SiLU: one token or
+// many, one tap or four, a T that is not a multiple of the dw row chunk.
+const std::vector<ConvDims> kConvCases = {{1, 1, 1, 1}, {1, 7, 3, 1},   {2, 13, 5, 4},
+                                          {1, 3, 4, 4}, {3, 50, 32, 4}, {2, 131, 7, 4}};
+
 TEST_CASE("cuda emulation: causal conv1d forward and backward match the CPU backend") {
-  const std::vector<ConvDims> cases = {{1, 1, 1, 1}, {1, 7, 3, 1},  {2, 13, 5, 4},
-                                       {1, 3, 4, 4}, {3, 50, 32, 4}, {2, 131, 7, 4}};
-  for (ConvDims d : cases) {
+  for (ConvDims d : kConvCases) {
     const std::string what = "conv1d B, T, C, K = " + dims({d.B, d.T, d.C, d.K});
     const int64_t count = d.B * d.T * d.C;
     Buffer x = randn(count), w = randn(d.C * d.K), dy = randn(count);
@@ -217,9 +220,7 @@ TEST_CASE("cuda emulation: causal conv1d forward and backward match the CPU back
 // ---- causal conv1d + SiLU, fused ----------------------------------------------------------------
 
 TEST_CASE("cuda emulation: fused conv1d + SiLU forward and backward match the CPU backend") {
-  const std::vector<ConvDims> cases = {{1, 1, 1, 1}, {1, 7, 3, 1},   {2, 13, 5, 4},
-                                       {1, 3, 4, 4}, {3, 50, 32, 4}, {2, 131, 7, 4}};
-  for (ConvDims d : cases) {
+  for (ConvDims d : kConvCases) {
     const std::string what = "conv1d_silu B, T, C, K = " + dims({d.B, d.T, d.C, d.K});
     const int64_t count = d.B * d.T * d.C;
     Buffer x = randn(count), w = randn(d.C * d.K), dy = randn(count);
