@@ -17,6 +17,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <iostream>
 
 #include "core/error.h"
@@ -29,12 +30,28 @@
 namespace {
 
 std::atomic<int> g_stop_signal{0};
-// The first SIGINT or SIGTERM asks the run to stop cleanly; a second one
-// kills it.
+std::atomic<long long> g_first_signal_ms{0};  // when the first stop signal came
+
+long long monotonic_ms() {  // clock_gettime is async-signal-safe
+  timespec now{};
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  return (long long)now.tv_sec * 1000 + now.tv_nsec / 1000000;
+}
+
+// The first SIGINT or SIGTERM asks the run to stop cleanly; one that comes a
+// second or more later kills it. A copy arriving within the second is the
+// same request: `timeout` and job schedulers signal the process and then its
+// whole process group, so lina often receives the one stop twice.
 extern "C" void on_stop_signal(int signal_number) {
-  g_stop_signal.store(signal_number);
-  std::signal(SIGINT, SIG_DFL);
-  std::signal(SIGTERM, SIG_DFL);
+  const long long now = monotonic_ms();
+  long long first = 0;
+  if (g_first_signal_ms.compare_exchange_strong(first, now)) {
+    g_stop_signal.store(signal_number);
+    return;
+  }
+  if (now - first < 1000) return;
+  std::signal(signal_number, SIG_DFL);
+  std::raise(signal_number);
 }
 
 lina::Device parse_device(const std::string& s) {
