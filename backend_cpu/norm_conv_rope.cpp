@@ -17,6 +17,7 @@
 
 #include "backend_cpu/cpu_kernels.h"
 #include "backend_cpu/parallel.h"
+#include "backend_cpu/small_matmul.h"
 #include "backend_cpu/unary_fast.h"
 
 namespace lina::cpu {
@@ -157,19 +158,32 @@ static std::vector<T> taps_by_channel(const T* w, int64_t C, int64_t K) {
 
 namespace {
 
+// The row helpers below run over the channels in whole SIMD vectors first
+// (small::Vec64: 16 floats or 8 doubles), each sum held in a register and
+// stored once, then the channels left over one by one. Either way every
+// element sums its terms in the same order (taps, or rows, ascending), so
+// the two paths give the same bits.
+template <class T> constexpr int64_t kSimdLanes = small::kLanes<T>;
+
 // z = Σ_j w_j x_{t−K+1+j} for row bt = b·T + t, over the C channels (w_kc
 // [K, C]); taps before the sequence start are zero.
 template <class T>
 void conv_row(const T* x, const T* w_kc, T* z, int64_t bt, int64_t T_len, int64_t C,
               int64_t K) {
-  const int64_t b = bt / T_len, t = bt % T_len;
-  for (int64_t c = 0; c < C; ++c) z[c] = T(0);
-  for (int64_t j = 0; j < K; ++j) {
-    const int64_t s = t - K + 1 + j;
-    if (s < 0) continue;
-    const T* xr = x + (b * T_len + s) * C;
-    const T* wj = w_kc + j * C;
-    for (int64_t c = 0; c < C; ++c) z[c] += wj[c] * xr[c];
+  const int64_t t = bt % T_len;
+  const int64_t first_tap = std::max<int64_t>(0, K - 1 - t);  // taps that reach back past t = 0 are 0
+  auto x_tap = [&](int64_t j) { return x + (bt - (K - 1 - j)) * C; };  // the row tap j reads
+  int64_t c = 0;
+  for (; c + kSimdLanes<T> <= C; c += kSimdLanes<T>) {
+    small::Vec64<T> sum = {};
+    for (int64_t j = first_tap; j < K; ++j)
+      sum += small::load(w_kc + j * C + c) * small::load(x_tap(j) + c);
+    small::store(z + c, sum);
+  }
+  for (; c < C; ++c) {
+    T sum = T(0);
+    for (int64_t j = first_tap; j < K; ++j) sum += w_kc[j * C + c] * x_tap(j)[c];
+    z[c] = sum;
   }
 }
 
@@ -179,27 +193,57 @@ template <class T, class Rows>
 void conv_input_grad_row(const T* w_kc, Rows dz_row, T* dx, int64_t bs, int64_t T_len, int64_t C,
                          int64_t K) {
   const int64_t s = bs % T_len;
-  for (int64_t c = 0; c < C; ++c) dx[c] = T(0);
-  for (int64_t j = 0; j < K; ++j) {
-    if (s + K - 1 - j >= T_len) continue;
-    const T* dzr = dz_row(bs + K - 1 - j);
-    const T* wj = w_kc + j * C;
-    for (int64_t c = 0; c < C; ++c) dx[c] += wj[c] * dzr[c];
+  const int64_t first_tap = std::max<int64_t>(0, s + K - T_len);  // taps that reach past the end are 0
+  int64_t c = 0;
+  for (; c + kSimdLanes<T> <= C; c += kSimdLanes<T>) {
+    small::Vec64<T> sum = {};
+    for (int64_t j = first_tap; j < K; ++j)
+      sum += small::load(w_kc + j * C + c) * small::load(dz_row(bs + K - 1 - j) + c);
+    small::store(dx + c, sum);
+  }
+  for (; c < C; ++c) {
+    T sum = T(0);
+    for (int64_t j = first_tap; j < K; ++j) sum += w_kc[j * C + c] * dz_row(bs + K - 1 - j)[c];
+    dx[c] = sum;
   }
 }
 
-// dw partial [K, C] += dz_t[c] x_{t−K+1+j}[c] for row bt = b·T + t.
-template <class T>
-void add_weight_grad_row(const T* x, const T* dz, T* partial, int64_t bt, int64_t T_len,
-                         int64_t C, int64_t K) {
-  const int64_t b = bt / T_len, t = bt % T_len;
+// dw partial [K, C] += Σ_t dz_t[c] x_{t−K+1+j}[c] over rows bt = b·T + t in
+// [first, end), rows in ascending order, for the G vectors of channels from
+// c: G independent sums per tap, so the FMAs do not wait on each other.
+template <int G, class T, class Rows>
+void add_weight_grad_vectors(const T* x, Rows dz_row, T* partial, int64_t first, int64_t end,
+                             int64_t T_len, int64_t C, int64_t K, int64_t c) {
+  constexpr int64_t L = kSimdLanes<T>;
   for (int64_t j = 0; j < K; ++j) {
-    const int64_t s = t - K + 1 + j;
-    if (s < 0) continue;
-    const T* xr = x + (b * T_len + s) * C;
-    T* pj = partial + j * C;
-    for (int64_t c = 0; c < C; ++c) pj[c] += dz[c] * xr[c];
+    small::Vec64<T> sum[G];
+    for (int g = 0; g < G; ++g) sum[g] = small::load(partial + j * C + c + g * L);
+    for (int64_t bt = first, t = first % T_len; bt < end; ++bt, t = t + 1 == T_len ? 0 : t + 1) {
+      if (t < K - 1 - j) continue;  // tap j of row bt reaches back past t = 0
+      const T* xr = x + (bt - (K - 1 - j)) * C + c;
+      const T* dzr = dz_row(bt) + c;
+#pragma GCC unroll 4
+      for (int g = 0; g < G; ++g) sum[g] += small::load(dzr + g * L) * small::load(xr + g * L);
+    }
+    for (int g = 0; g < G; ++g) small::store(partial + j * C + c + g * L, sum[g]);
   }
+}
+
+template <class T, class Rows>
+void add_weight_grad_rows(const T* x, Rows dz_row, T* partial, int64_t first, int64_t end,
+                          int64_t T_len, int64_t C, int64_t K) {
+  constexpr int64_t L = kSimdLanes<T>;
+  int64_t c = 0;
+  for (; c + 4 * L <= C; c += 4 * L)
+    add_weight_grad_vectors<4>(x, dz_row, partial, first, end, T_len, C, K, c);
+  for (; c + L <= C; c += L) add_weight_grad_vectors<1>(x, dz_row, partial, first, end, T_len, C, K, c);
+  for (; c < C; ++c)
+    for (int64_t j = 0; j < K; ++j) {
+      T sum = partial[j * C + c];
+      for (int64_t bt = first, t = first % T_len; bt < end; ++bt, t = t + 1 == T_len ? 0 : t + 1)
+        if (t >= K - 1 - j) sum += dz_row(bt)[c] * x[(bt - (K - 1 - j)) * C + c];
+      partial[j * C + c] = sum;
+    }
 }
 
 // dw [C, K] from the per-chunk partials [chunks, K, C], summed in chunk order.
@@ -236,9 +280,8 @@ void causal_conv1d_backward(const T* x, const T* w, const T* dy, T* dx, T* dw, i
   std::vector<T> partial(size_t(chunks * K * C), T(0));
   LINA_PARALLEL_FOR_IF(rows * C * K > kParallelMin)
   for (int64_t ch = 0; ch < chunks; ++ch) {
-    const int64_t end = std::min(rows, (ch + 1) * kRowsPerChunk);
-    for (int64_t bt = ch * kRowsPerChunk; bt < end; ++bt)
-      add_weight_grad_row(x, dy + bt * C, partial.data() + ch * K * C, bt, T_len, C, K);
+    const int64_t first = ch * kRowsPerChunk, end = std::min(rows, first + kRowsPerChunk);
+    add_weight_grad_rows(x, dy_row, partial.data() + ch * K * C, first, end, T_len, C, K);
   }
   weight_grad_from_partials(partial, chunks, dw, C, K);
 }
@@ -308,10 +351,9 @@ void causal_conv1d_silu_backward(const T* x, const T* w, const T* dy, T* dx, T* 
       silu_grad_in_row(dzr, dy + bt * C, dzr, C);      // dz = dy ⊙ silu'(z)
     }
     auto dz_row = [&](int64_t u) { return dz.data() + (u - first) * C; };
-    for (int64_t bt = first; bt < end; ++bt) {
+    for (int64_t bt = first; bt < end; ++bt)
       conv_input_grad_row(w_kc.data(), dz_row, dx + bt * C, bt, T_len, C, K);
-      add_weight_grad_row(x, dz_row(bt), partial.data() + ch * K * C, bt, T_len, C, K);
-    }
+    add_weight_grad_rows(x, dz_row, partial.data() + ch * K * C, first, end, T_len, C, K);
   }
   weight_grad_from_partials(partial, chunks, dw, C, K);
 }

@@ -184,8 +184,10 @@ Buffer emulate_conv_dw(const Buffer& x, const Buffer& dy, ConvDims d, int64_t th
 
 // The conv's shapes, for the conv alone and fused with SiLU: one token or
 // many, one tap or four, a T that is not a multiple of the dw row chunk.
-const std::vector<ConvDims> kConvCases = {{1, 1, 1, 1}, {1, 7, 3, 1},   {2, 13, 5, 4},
-                                          {1, 3, 4, 4}, {3, 50, 32, 4}, {2, 131, 7, 4}};
+// C = 80: the CPU's vector path (a group of four 16-float vectors, then one)
+// with rows of a sequence on both sides of a 128-row chunk boundary.
+const std::vector<ConvDims> kConvCases = {{1, 1, 1, 1},  {1, 7, 3, 1},   {2, 13, 5, 4}, {1, 3, 4, 4},
+                                          {3, 50, 32, 4}, {2, 131, 7, 4}, {2, 70, 80, 4}};
 
 TEST_CASE("cuda emulation: causal conv1d forward and backward match the CPU backend") {
   for (ConvDims d : kConvCases) {
