@@ -10,6 +10,10 @@
 #include <cmath>
 #include <vector>
 
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
 #include "backend_cpu/cpu_kernels.h"
 #include "backend_cpu/openblas.h"
 #include "core/rng.h"
@@ -75,4 +79,58 @@ TEST_CASE("float products: OpenBLAS and Eigen agree") {
       }
   cpu::set_cpu_gemm(before);
   CHECK(cpu::cpu_gemm() == before);
+}
+
+// A product whose K is much longer than C's sides (a weight gradient) is cut
+// along K, each thread's part summed into C in thread order. Against a plain
+// loop in double, on either GEMM, with 2 and 3 threads (an uneven cut), every
+// transpose combination and β; and the same bits on a second run.
+TEST_CASE("products cut along a long inner dimension match a plain loop, and repeat bit for bit") {
+  const cpu::CpuGemm before = cpu::cpu_gemm();
+#ifndef _OPENMP
+  MESSAGE("skipped: built without OpenMP, no product is cut over threads");
+  return;
+#else
+  const int threads_before = omp_get_max_threads();
+  struct Shape {
+    int64_t M, N, K;
+  };
+  for (cpu::CpuGemm gemm : {cpu::CpuGemm::Eigen, cpu::CpuGemm::OpenBlas}) {
+    if (!cpu::set_cpu_gemm(gemm)) {
+      MESSAGE("skipped on OpenBLAS: libopenblas.so.0 is not installed");
+      continue;
+    }
+    for (int threads : {2, 3}) {
+      omp_set_num_threads(threads);
+      for (Shape s : {Shape{128, 128, 4096}, Shape{4, 128, 4096}, Shape{40, 24, 5001}})
+        for (int transposes = 0; transposes < 4; ++transposes)
+          for (float beta : {0.0f, 1.0f, 0.5f}) {
+            const bool ta = transposes & 1, tb = transposes & 2;
+            INFO(cpu::cpu_gemm_name() << ", " << threads << " threads, " << s.M << "x" << s.N << "x"
+                                      << s.K << ", ta " << ta << ", tb " << tb << ", beta " << beta);
+            Rng rng(uint64_t(s.M + s.K + transposes));
+            const std::vector<float> a = random_floats(s.M * s.K, rng), b = random_floats(s.K * s.N, rng),
+                                     c0 = random_floats(s.M * s.N, rng);
+            std::vector<float> c = c0, again = c0;
+            cpu::gemm<float>(1, s.M, s.N, s.K, a.data(), ta, 0, b.data(), tb, 0, c.data(), 0, 0.75f, beta);
+            cpu::gemm<float>(1, s.M, s.N, s.K, a.data(), ta, 0, b.data(), tb, 0, again.data(), 0, 0.75f, beta);
+            CHECK(c == again);
+            double err = 0;
+            for (int64_t i = 0; i < s.M; ++i)
+              for (int64_t j = 0; j < s.N; ++j) {
+                double sum = 0;
+                for (int64_t k = 0; k < s.K; ++k)
+                  sum += double(ta ? a[size_t(k * s.M + i)] : a[size_t(i * s.K + k)]) *
+                         double(tb ? b[size_t(j * s.K + k)] : b[size_t(k * s.N + j)]);
+                const double want = 0.75 * sum + double(beta) * double(c0[size_t(i * s.N + j)]);
+                err = std::max(err, std::fabs(double(c[size_t(i * s.N + j)]) - want));
+              }
+            CHECK(err <= 2e-6 * double(s.K));
+          }
+    }
+  }
+  omp_set_num_threads(threads_before);
+  cpu::set_cpu_gemm(before);
+  CHECK(cpu::cpu_gemm() == before);
+#endif
 }
