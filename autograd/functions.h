@@ -89,6 +89,10 @@ Var causal_conv1d(const Var& x, const Var& weight);
 // silu(causal_conv1d(x, weight)) as one op: the conv's output is not kept
 // for the backward, which recomputes it from x and weight.
 Var conv1d_silu(const Var& x, const Var& weight);
+// l2_norm(conv1d_silu(x, weight), eps, scale) for each head of `head`
+// channels (x [B, T, C], C a multiple of head), in one pass.
+Var conv1d_silu_l2norm(const Var& x, const Var& weight, int64_t head, double scale = 1.0,
+                       double eps = 1e-12);
 // Rotary position embedding, rotate-half form: x [B, T, H, D], dimension j
 // paired with j + D/2, angle (pos0 + t) · base^(−2j/D).
 Var rope(const Var& x, int64_t pos0 = 0, double base = 10000.0);

@@ -107,40 +107,42 @@ void rms_norm_backward(const T* x, const T* w, const T* rstd, const T* dy, T* dx
 
 // y = s · x / max(‖x‖, ε) with s = scale (1: the plain unit vector; the
 // recurrent mixers fold q's 1/√d into it).
+// One row of n, for the kernels below and the fused conv + SiLU + L2 norm.
+template <class T>
+static void l2_norm_forward_row(const T* xr, T* yr, T* norm, int64_t n, T eps, T scale) {
+  const T nrm = T(std::sqrt(row_sum_squares(xr, n)));
+  *norm = nrm;
+  const T inv = scale / (nrm > eps ? nrm : eps);  // s / max(‖x‖, ε)
+  for (int64_t i = 0; i < n; ++i) yr[i] = xr[i] * inv;
+}
+
+template <class T>
+static void l2_norm_backward_row(const T* xr, T nrm, const T* dyr, T* dxr, int64_t n, T eps,
+                                 T scale) {
+  if (!(nrm > eps)) {  // y = s x / ε is linear in x
+    for (int64_t i = 0; i < n; ++i) dxr[i] = scale * dyr[i] / eps;
+    return;
+  }
+  // dx = s (dy − ŷ (ŷᵀdy)) / ‖x‖ with ŷ = x / ‖x‖
+  const T inv = T(1) / nrm;
+  double dot = lane_sum(n, [&](int64_t i) { return double(xr[i] * inv) * double(dyr[i]); });
+  const T ydy = T(dot);
+  const T scaled_inv = scale * inv;
+  for (int64_t i = 0; i < n; ++i) dxr[i] = (dyr[i] - xr[i] * inv * ydy) * scaled_inv;
+}
+
 template <class T>
 void l2_norm_forward(const T* x, T* y, T* norm, int64_t rows, int64_t n, T eps, T scale) {
   LINA_PARALLEL_FOR_IF(rows * n > kParallelMin)
-  for (int64_t r = 0; r < rows; ++r) {
-    const T* xr = x + r * n;
-    T* yr = y + r * n;
-    double ss = row_sum_squares(xr, n);
-    const T nrm = T(std::sqrt(ss));
-    norm[r] = nrm;
-    const T inv = scale / (nrm > eps ? nrm : eps);  // s / max(‖x‖, ε)
-    for (int64_t i = 0; i < n; ++i) yr[i] = xr[i] * inv;
-  }
+  for (int64_t r = 0; r < rows; ++r) l2_norm_forward_row(x + r * n, y + r * n, norm + r, n, eps, scale);
 }
 
 template <class T>
 void l2_norm_backward(const T* x, const T* norm, const T* dy, T* dx, int64_t rows, int64_t n,
                       T eps, T scale) {
   LINA_PARALLEL_FOR_IF(rows * n > kParallelMin)
-  for (int64_t r = 0; r < rows; ++r) {
-    const T* xr = x + r * n;
-    const T* dyr = dy + r * n;
-    T* dxr = dx + r * n;
-    const T nrm = norm[r];
-    if (!(nrm > eps)) {  // y = s x / ε is linear in x
-      for (int64_t i = 0; i < n; ++i) dxr[i] = scale * dyr[i] / eps;
-      continue;
-    }
-    // dx = s (dy − ŷ (ŷᵀdy)) / ‖x‖ with ŷ = x / ‖x‖
-    const T inv = T(1) / nrm;
-    double dot = lane_sum(n, [&](int64_t i) { return double(xr[i] * inv) * double(dyr[i]); });
-    const T ydy = T(dot);
-    const T scaled_inv = scale * inv;
-    for (int64_t i = 0; i < n; ++i) dxr[i] = (dyr[i] - xr[i] * inv * ydy) * scaled_inv;
-  }
+  for (int64_t r = 0; r < rows; ++r)
+    l2_norm_backward_row(x + r * n, norm[r], dy + r * n, dx + r * n, n, eps, scale);
 }
 
 // ---- causal depthwise conv1d ----------------------------------------------------------------
@@ -358,6 +360,61 @@ void causal_conv1d_silu_backward(const T* x, const T* w, const T* dy, T* dx, T* 
   weight_grad_from_partials(partial, chunks, dw, C, K);
 }
 
+// ---- causal depthwise conv1d + SiLU + per-head L2 norm, fused ------------------------------------
+// q = s · y / max(‖y‖, ε) for each group of `head` channels of y =
+// silu(causal_conv1d(x, w)) (a head of q or k), storing q and the norms
+// ‖y‖ [B·T·C/head] only. Row by row the same code as the three kernels
+// above, so the same bits as their composition. The backward recomputes z
+// and y for each row, takes the L2 norm's backward to dy, then dz = dy ⊙
+// silu'(z), and the conv's backward of dz as causal_conv1d_silu_backward.
+
+template <class T>
+void causal_conv1d_silu_l2_forward(const T* x, const T* w, T* y, T* norm, int64_t B,
+                                   int64_t T_len, int64_t C, int64_t K, int64_t head, T eps,
+                                   T scale) {
+  const std::vector<T> w_kc = taps_by_channel(w, C, K);
+  const int64_t heads = C / head;
+  LINA_PARALLEL_FOR_IF(B * T_len * C * K > kParallelMin)
+  for (int64_t bt = 0; bt < B * T_len; ++bt) {
+    T* yr = y + bt * C;
+    conv_row(x, w_kc.data(), yr, bt, T_len, C, K);  // z, in place in y
+    silu_in_row(yr, yr, C);
+    for (int64_t h = 0; h < heads; ++h)
+      l2_norm_forward_row(yr + h * head, yr + h * head, norm + bt * heads + h, head, eps, scale);
+  }
+}
+
+template <class T>
+void causal_conv1d_silu_l2_backward(const T* x, const T* w, const T* norm, const T* dq, T* dx,
+                                    T* dw, int64_t B, int64_t T_len, int64_t C, int64_t K,
+                                    int64_t head, T eps, T scale) {
+  const int64_t rows = B * T_len, heads = C / head;
+  const std::vector<T> w_kc = taps_by_channel(w, C, K);
+  const int64_t chunks = chunk_count(rows);
+  std::vector<T> partial(size_t(chunks * K * C), T(0));  // [chunks, K, C]
+  LINA_PARALLEL_FOR_IF(rows * C * K > kParallelMin)
+  for (int64_t ch = 0; ch < chunks; ++ch) {
+    const int64_t first = ch * kRowsPerChunk, end = std::min(rows, first + kRowsPerChunk);
+    const int64_t stop = std::min(rows, end + K - 1);
+    std::vector<T> dz(size_t((stop - first) * C));  // dz of rows first … stop − 1
+    std::vector<T> y(static_cast<size_t>(C)), dy(static_cast<size_t>(C));  // a row of y = silu(z), of its gradient
+    for (int64_t bt = first; bt < stop; ++bt) {
+      T* dzr = dz.data() + (bt - first) * C;
+      conv_row(x, w_kc.data(), dzr, bt, T_len, C, K);  // z
+      silu_in_row(dzr, y.data(), C);                    // y
+      for (int64_t h = 0; h < heads; ++h)               // dy, through each head's L2 norm
+        l2_norm_backward_row(y.data() + h * head, norm[bt * heads + h], dq + bt * C + h * head,
+                             dy.data() + h * head, head, eps, scale);
+      silu_grad_in_row(dzr, dy.data(), dzr, C);  // dz = dy ⊙ silu'(z)
+    }
+    auto dz_row = [&](int64_t u) { return dz.data() + (u - first) * C; };
+    for (int64_t bt = first; bt < end; ++bt)
+      conv_input_grad_row(w_kc.data(), dz_row, dx + bt * C, bt, T_len, C, K);
+    add_weight_grad_rows(x, dz_row, partial.data() + ch * K * C, first, end, T_len, C, K);
+  }
+  weight_grad_from_partials(partial, chunks, dw, C, K);
+}
+
 // ---- rope -------------------------------------------------------------------------------------
 // x, y [B, T, H, D]; dimension j < D/2 is paired with j + D/2 and rotated by
 // θ = (pos0 + t) · base^(−2j/D); `inverse` rotates by −θ (the backward).
@@ -407,6 +464,11 @@ void rope_apply(const T* x, T* y, int64_t B, int64_t T_len, int64_t H, int64_t D
                                               int64_t, int64_t);                             \
   template void causal_conv1d_silu_backward<T>(const T*, const T*, const T*, T*, T*,         \
                                                int64_t, int64_t, int64_t, int64_t);          \
+  template void causal_conv1d_silu_l2_forward<T>(const T*, const T*, T*, T*, int64_t, int64_t, \
+                                                 int64_t, int64_t, int64_t, T, T);            \
+  template void causal_conv1d_silu_l2_backward<T>(const T*, const T*, const T*, const T*, T*,  \
+                                                  T*, int64_t, int64_t, int64_t, int64_t,      \
+                                                  int64_t, T, T);                              \
   template void rope_apply<T>(const T*, T*, int64_t, int64_t, int64_t, int64_t, int64_t,     \
                               double, bool);
 LINA_INSTANTIATE(float)

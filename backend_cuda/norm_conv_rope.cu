@@ -201,6 +201,35 @@ void causal_conv1d_silu_backward(const float* x, const float* w, const float* dy
                            "cuda::causal_conv1d_silu_backward");
 }
 
+// conv + SiLU, then each head's L2 norm: the two kernels above, the SiLU's
+// output y in a scratch between them.
+void causal_conv1d_silu_l2_forward(const float* x, const float* w, float* q, float* norm, int64_t B,
+                                   int64_t T_len, int64_t C, int64_t K, int64_t head, float eps,
+                                   float scale) {
+  const int64_t count = B * T_len * C;
+  if (count == 0) return;
+  Scratch y(count);  // [B, T, C]
+  causal_conv1d_silu_forward(x, w, y.get(), B, T_len, C, K);
+  l2_norm_forward(y.get(), q, norm, count / head, head, eps, scale);
+}
+
+// y recomputed by the forward's conv + SiLU, dy through the L2 norm's
+// backward, then the conv + SiLU backward of dy.
+void causal_conv1d_silu_l2_backward(const float* x, const float* w, const float* norm,
+                                    const float* dq, float* dx, float* dw, int64_t B,
+                                    int64_t T_len, int64_t C, int64_t K, int64_t head, float eps,
+                                    float scale) {
+  const int64_t count = B * T_len * C;
+  if (count == 0) {
+    causal_conv1d_silu_backward(x, w, dq, dx, dw, B, T_len, C, K);  // dw = 0
+    return;
+  }
+  Scratch y(count), dy(count);  // [B, T, C] each
+  causal_conv1d_silu_forward(x, w, y.get(), B, T_len, C, K);
+  l2_norm_backward(y.get(), norm, dq, dy.get(), count / head, head, eps, scale);
+  causal_conv1d_silu_backward(x, w, dy.get(), dx, dw, B, T_len, C, K);
+}
+
 void rope_apply(const float* x, float* y, int64_t B, int64_t T_len, int64_t H, int64_t D,
                 int64_t pos0, double base, bool inverse) {
   const int64_t count = B * T_len * H * (D / 2);  // one thread per rotated pair

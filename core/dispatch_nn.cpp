@@ -362,6 +362,49 @@ void causal_conv1d_silu_backward(const Tensor& x, const Tensor& weight, const Te
   });
 }
 
+// C splits into whole groups of `head` channels.
+static void check_heads(const Tensor& x, int64_t head, const char* op) {
+  check(head >= 1 && x.dim(2) % head == 0,
+        std::string(op) + ": " + std::to_string(x.dim(2)) + " channels of x " + shape_str(x.shape()) +
+            " do not split into heads of " + std::to_string(head));
+}
+
+Tensor causal_conv1d_silu_l2_forward(const Tensor& x, const Tensor& weight, int64_t head,
+                                     double eps, double scale, Tensor& norm_out) {
+  check_conv(x, weight, "conv1d_silu_l2norm");
+  check_heads(x, head, "conv1d_silu_l2norm");
+  Tensor q = Tensor::empty(x.shape(), x.dtype(), x.device());
+  norm_out = Tensor::empty({x.dim(0), x.dim(1), x.dim(2) / head}, x.dtype(), x.device());
+  on_backend(x, "conv1d_silu_l2norm", [&](auto backend) {
+    using B = decltype(backend);
+    using T = typename B::type;
+    B::causal_conv1d_silu_l2_forward(x.data<T>(), weight.data<T>(), q.data<T>(),
+                                     norm_out.data<T>(), x.dim(0), x.dim(1), x.dim(2),
+                                     weight.dim(1), head, T(eps), T(scale));
+  });
+  return q;
+}
+
+void causal_conv1d_silu_l2_backward(const Tensor& x, const Tensor& weight, const Tensor& norm,
+                                    const Tensor& dq, int64_t head, double eps, double scale,
+                                    Tensor& dx, Tensor& dweight) {
+  check_conv_backward(x, weight, dq, "conv1d_silu_l2norm_backward");
+  check_heads(x, head, "conv1d_silu_l2norm_backward");
+  check(norm.numel() * head == x.numel(), "conv1d_silu_l2norm_backward: norm " +
+                                              shape_str(norm.shape()) + " is not one per head of " +
+                                              shape_str(x.shape()));
+  check_same_dtype_device(x, norm, "conv1d_silu_l2norm_backward");
+  dx = Tensor::empty(x.shape(), x.dtype(), x.device());
+  dweight = Tensor::empty(weight.shape(), x.dtype(), x.device());
+  on_backend(x, "conv1d_silu_l2norm_backward", [&](auto backend) {
+    using B = decltype(backend);
+    using T = typename B::type;
+    B::causal_conv1d_silu_l2_backward(x.data<T>(), weight.data<T>(), norm.data<T>(), dq.data<T>(),
+                                      dx.data<T>(), dweight.data<T>(), x.dim(0), x.dim(1),
+                                      x.dim(2), weight.dim(1), head, T(eps), T(scale));
+  });
+}
+
 Tensor rope_apply(const Tensor& x, int64_t pos0, double base, bool inverse) {
   check(x.ndim() == 4, "rope: expected x [B, T, H, D], got " + shape_str(x.shape()));
   check(x.dim(3) % 2 == 0,

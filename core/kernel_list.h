@@ -43,6 +43,8 @@
 // causal_conv1d: x, y, dy, dx [B, T, C]; w, dw [C, K], tap K−1 = the current
 //   token, zero left padding. causal_conv1d_silu: y = silu(conv), the conv's
 //   output z never stored; its backward recomputes z to form dy ⊙ silu'(z).
+//   causal_conv1d_silu_l2: then each group of `head` channels is l2_norm'ed
+//   (times scale); norm [B·T·C/head] holds the groups' ‖silu(z)‖.
 // rope_apply: x, y [B, T, H, D], D even; rotates pair (j, j + D/2) by
 //   (pos0 + t)·base^(−2j/D), or by minus that angle when `inverse`.
 // adamw_step over n elements (PyTorch's single-tensor form), one call over
@@ -113,6 +115,12 @@
                                        int64_t C, int64_t K))                                     \
   X(void, causal_conv1d_silu_backward, (const T* x, const T* w, const T* dy, T* dx, T* dw,        \
                                         int64_t B, int64_t T_len, int64_t C, int64_t K))          \
+  X(void, causal_conv1d_silu_l2_forward, (const T* x, const T* w, T* y, T* norm, int64_t B,       \
+                                          int64_t T_len, int64_t C, int64_t K, int64_t head,      \
+                                          T eps, T scale))                                        \
+  X(void, causal_conv1d_silu_l2_backward, (const T* x, const T* w, const T* norm, const T* dy,    \
+                                           T* dx, T* dw, int64_t B, int64_t T_len, int64_t C,     \
+                                           int64_t K, int64_t head, T eps, T scale))              \
   X(void, rope_apply, (const T* x, T* y, int64_t B, int64_t T_len, int64_t H, int64_t D,          \
                        int64_t pos0, double base, bool inverse))                                  \
   X(void, adamw_step, (T * p, const T* g, T* m, T* v, const T* decay_mask, int64_t n, T lr,       \

@@ -129,6 +129,14 @@ void causal_conv1d_backward(const Tensor& x, const Tensor& weight, const Tensor&
 Tensor causal_conv1d_silu_forward(const Tensor& x, const Tensor& weight);
 void causal_conv1d_silu_backward(const Tensor& x, const Tensor& weight, const Tensor& dy,
                                  Tensor& dx, Tensor& dweight);
+// q = scale · y / max(‖y‖, eps) for each group of `head` channels of y =
+// silu(causal_conv1d(x, weight)), in one pass: norm_out receives ‖y‖ per
+// group, [B, T, C / head] (C a multiple of head). The backward recomputes y.
+Tensor causal_conv1d_silu_l2_forward(const Tensor& x, const Tensor& weight, int64_t head,
+                                     double eps, double scale, Tensor& norm_out);
+void causal_conv1d_silu_l2_backward(const Tensor& x, const Tensor& weight, const Tensor& norm,
+                                    const Tensor& dq, int64_t head, double eps, double scale,
+                                    Tensor& dx, Tensor& dweight);
 // x [B, T, H, D], D even: rotate-half RoPE at positions pos0 + t; `inverse`
 // rotates back (the backward).
 Tensor rope_apply(const Tensor& x, int64_t pos0, double base, bool inverse);

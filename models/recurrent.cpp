@@ -2,7 +2,8 @@
 // presets (docs/spec.md §1.2, §1.2b):
 //   q, k, v = x W_qᵀ, x W_kᵀ, x W_vᵀ         (each 4 heads × 32)
 //   each through its causal depthwise conv (kernel 4), then SiLU (one fused
-//   op, conv1d_silu, unless ModelConfig::fused_conv is off)
+//   op, conv1d_silu, unless ModelConfig::fused_conv is off; for q and k of
+//   the delta rules the L2 feature map below joins it: conv1d_silu_l2norm)
 //   feature map on q, k: elu + 1, relu + 1e-5 or sigmoid + 1e-5 (linear),
 //   else L2-normalise per head
 //   q scaled by 1/√d (inside l2_norm for the L2 feature map)
@@ -18,11 +19,14 @@
 
 namespace lina {
 
-// conv + SiLU: one op (fused) or causal_conv1d then silu. With a cache, the
-// conv sees the last K−1 inputs of the previous call instead of zero padding,
-// and the cache is updated.
-static Var conv_silu(const Var& x, const Var& weight, Tensor* cache, bool fused) {
+// conv + SiLU: one op (fused) or causal_conv1d then silu; with l2_head > 0
+// (fused only), each head then L2-normalised and times `scale`, in the same
+// op (conv1d_silu_l2norm). With a cache, the conv sees the last K−1 inputs of
+// the previous call instead of zero padding, and the cache is updated.
+static Var conv_silu(const Var& x, const Var& weight, Tensor* cache, bool fused,
+                     int64_t l2_head = 0, double scale = 1.0) {
   auto conv_then_silu = [&](const Var& in) {
+    if (l2_head > 0) return conv1d_silu_l2norm(in, weight, l2_head, scale);
     return fused ? conv1d_silu(in, weight) : silu(causal_conv1d(in, weight));
   };
   if (!cache) return conv_then_silu(x);
@@ -58,11 +62,28 @@ Var RecurrentMixer::forward(const ModelConfig& c, const Var& x, const LayerNames
                          conv_name),
                    heads);
   };
-  Var q = project(wq, conv_q, cache ? &cache->conv_q : nullptr, n.q_proj, n.q_conv);
-  Var k = project(wk, conv_k, cache ? &cache->conv_k : nullptr, n.k_proj, n.k_conv);
-  Var v = named(project(wv, conv_v, cache ? &cache->conv_v : nullptr, n.v_proj, n.v_conv), n.v);
-  q = named(feature_map(c, kind, q, 1.0 / std::sqrt(double(d))), n.q);
-  k = named(feature_map(c, kind, k), n.k);
+  const double q_scale = 1.0 / std::sqrt(double(d));
+  Var q, k, v;
+  if (c.fused_conv && kind != MixerKind::Linear) {
+    // the L2 feature map inside the conv's op (conv1d_silu_l2norm)
+    auto project_normed = [&](const Var& w, const Var& conv, Tensor* conv_cache,
+                              const char* proj_name, double scale) {
+      Var normed = conv_silu(named(linear(x, w), proj_name), conv, conv_cache, true, d, scale);
+      return reshape(normed, heads);
+    };
+    q = project_normed(wq, conv_q, cache ? &cache->conv_q : nullptr, n.q_proj, q_scale);
+    k = project_normed(wk, conv_k, cache ? &cache->conv_k : nullptr, n.k_proj, 1.0);
+    v = project(wv, conv_v, cache ? &cache->conv_v : nullptr, n.v_proj, n.v_conv);
+  } else {
+    q = project(wq, conv_q, cache ? &cache->conv_q : nullptr, n.q_proj, n.q_conv);
+    k = project(wk, conv_k, cache ? &cache->conv_k : nullptr, n.k_proj, n.k_conv);
+    v = project(wv, conv_v, cache ? &cache->conv_v : nullptr, n.v_proj, n.v_conv);
+    q = feature_map(c, kind, q, q_scale);
+    k = feature_map(c, kind, k);
+  }
+  q = named(q, n.q);
+  k = named(k, n.k);
+  v = named(v, n.v);
 
   Var beta, log_alpha;  // [B, T, H]; log_alpha [B, T, H, d] when per key channel
   if (uses_beta(rule))

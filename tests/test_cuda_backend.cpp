@@ -480,6 +480,22 @@ void add_norm_conv_rope_adamw_rows(std::vector<Row>& rows) {
                       },
                       true});
 
+  // Outputs: q, the heads' norms, dx, dweight; heads of 32 at scale 1/√32, of 5 at 1.
+  struct ConvL2 { Shape x; int64_t K, head; double scale; };
+  for (const ConvL2& c : {ConvL2{{2, 37, 128}, 4, 32, 1.0 / std::sqrt(32.0)}, ConvL2{{1, 9, 10}, 4, 5, 1.0}})
+    rows.push_back({"causal_conv1d_silu_l2 " + shape_str(c.x) + " K " + std::to_string(c.K) +
+                        " heads of " + std::to_string(c.head),
+                    [c](Device d) {
+                      Inputs in(d);
+                      Tensor x = in.randn(c.x), dq = in.randn(c.x);
+                      Tensor weight = in.randn({c.x[2], c.K}, 0.5);
+                      Tensor norm, dx, dweight;
+                      Tensor q = kernels::causal_conv1d_silu_l2_forward(x, weight, c.head, 1e-12, c.scale, norm);
+                      kernels::causal_conv1d_silu_l2_backward(x, weight, norm, dq, c.head, 1e-12, c.scale, dx, dweight);
+                      return Outputs{q, norm, dx, dweight};
+                    },
+                    true});
+
   // Outputs: rotated, rotated back (the backward).
   struct Rope { Shape x; int64_t pos0; };
   for (const Rope& r : {Rope{{2, 11, 3, 8}, 0}, Rope{{1, 5, 2, 34}, 7}})

@@ -47,6 +47,12 @@ const std::vector<GradcheckRow> kRows = {
        check_gradients(f, {randn64({2, 1, 4}), randn64({4, 2})});  // T < K
        check_gradients(f, {randn64({1, 6, 5}), randn64({5, 2})});  // T > K
      }},
+    {OpKind::Conv1dSiluL2Norm, "heads of 3 and 8, K = 4 and 2, scale 1 and 1/√8", [] {
+       check_gradients([](auto& v) { return conv1d_silu_l2norm(v[0], v[1], 3); },
+                       {randn64({2, 7, 6}), randn64({6, 4})});
+       check_gradients([](auto& v) { return conv1d_silu_l2norm(v[0], v[1], 8, 1.0 / std::sqrt(8.0)); },
+                       {randn64({1, 3, 16}), randn64({16, 2})});
+     }},
     {OpKind::Rope, "D = 8 at pos0 = 0 and D = 32 at pos0 = 5", [] {
        check_gradients([](auto& v) { return rope(v[0], 0); }, {randn64({2, 3, 2, 8})});
        check_gradients([](auto& v) { return rope(v[0], 5); }, {randn64({1, 4, 2, 32})});
@@ -148,6 +154,35 @@ TEST_CASE("conv1d_silu matches silu(causal_conv1d): forward and both gradients, 
     CHECK(max_abs_diff(dx1, dx2) == 0.0);
     CHECK(max_abs_diff(dw1, dw2) == 0.0);
   }
+}
+
+TEST_CASE("conv1d_silu_l2norm matches l2_norm(conv1d_silu) per head: forward, gradients, the same bits") {
+  struct Dims { int64_t B, T, C, K, head; };
+  // C = 128 in heads of 32: the model's q and k; 300 rows cross two dw chunk boundaries
+  for (Dims d : {Dims{2, 70, 128, 4, 32}, Dims{3, 100, 10, 4, 5}, Dims{1, 3, 6, 4, 6}}) {
+    INFO("B, T, C, K, head = " << d.B << ", " << d.T << ", " << d.C << ", " << d.K << ", " << d.head);
+    const double scale = 1.0 / std::sqrt(double(d.head));
+    Tensor x = randn64({d.B, d.T, d.C}).to(DType::f32), w = randn64({d.C, d.K}, 0.5).to(DType::f32);
+    Tensor r = randn64({d.B, d.T, d.C}).to(DType::f32);
+    Var xf(x, true), wf(w, true), xc(x.clone(), true), wc(w.clone(), true);
+    Var fused = conv1d_silu_l2norm(xf, wf, d.head, scale);
+    Var composed = reshape(l2_norm(reshape(conv1d_silu(xc, wc), {d.B, d.T, d.C / d.head, d.head}), 1e-12, scale),
+                           {d.B, d.T, d.C});
+    // row by row the same code as the two ops: the same bits
+    CHECK(max_abs_diff(fused.data(), composed.data()) == 0.0);
+    sum_all(mul(fused, Var(r))).backward();
+    sum_all(mul(composed, Var(r))).backward();
+    CHECK(max_abs_diff(xf.grad(), xc.grad()) == 0.0);
+    // dw: the same terms, summed in the same chunk order
+    CHECK(max_abs_diff(wf.grad(), wc.grad()) == 0.0);
+    REQUIRE(fused.grad_fn() != nullptr);
+    SavedTensors saved = fused.grad_fn()->saved();
+    REQUIRE(saved.size() == 3);
+    CHECK(std::string(saved[2].first) == "norm");
+    CHECK(saved[2].second.numel() == d.B * d.T * d.C / d.head);  // one number per head, not a [B, T, C]
+  }
+  CHECK_THROWS_WITH_AS(conv1d_silu_l2norm(Var(Tensor::zeros({1, 2, 6})), Var(Tensor::zeros({6, 4})), 4),
+                       doctest::Contains("do not split into heads of 4"), Error);
 }
 
 TEST_CASE("conv1d_silu keeps only x and weight for its backward") {

@@ -128,6 +128,45 @@ struct Conv1dSiluOp : Node {
 
 Var conv1d_silu(const Var& x, const Var& weight) { return Conv1dSiluOp::apply(x, weight); }
 
+// ---- conv1d_silu_l2norm: conv1d_silu, then each head L2-normalised, as one op -------------
+// y = conv1d_silu(x, w); q = s · y / max(‖y‖, ε) for each head (group of
+// `head` channels): the feature map of q and k in the delta rules. Saved: x,
+// w and one norm per head (the composition would also keep z and y, two
+// more [B, T, C]). backward: y recomputed, dy = l2_norm's backward of dq
+// (above), then conv1d_silu's backward of dy.
+struct Conv1dSiluL2NormOp : Node {
+  Conv1dSiluL2NormOp() : Node(OpKind::Conv1dSiluL2Norm) {}
+  Tensor x, weight;
+  Tensor norm;  // ‖y‖ per head, [B, T, C / head]
+  SavedTensors saved() const override { return {{"x", x}, {"weight", weight}, {"norm", norm}}; }
+  int64_t head = 0;
+  double eps = 0.0, scale = 1.0;
+
+  static Var apply(const Var& x, const Var& weight, int64_t head, double scale, double eps) {
+    Tensor norm;
+    Tensor q = kernels::causal_conv1d_silu_l2_forward(x.data(), weight.data(), head, eps, scale, norm);
+    if (!needs_grad({x, weight})) return Var(q);
+    auto node = std::make_shared<Conv1dSiluL2NormOp>();
+    node->x = x.data();
+    node->weight = weight.data();
+    node->norm = norm;
+    node->head = head;
+    node->eps = eps;
+    node->scale = scale;
+    return record(q, node, {x, weight});
+  }
+
+  std::vector<Tensor> backward(const Tensor& dq) override {
+    Tensor dx, dweight;
+    kernels::causal_conv1d_silu_l2_backward(x, weight, norm, dq, head, eps, scale, dx, dweight);
+    return {dx, dweight};
+  }
+};
+
+Var conv1d_silu_l2norm(const Var& x, const Var& weight, int64_t head, double scale, double eps) {
+  return Conv1dSiluL2NormOp::apply(x, weight, head, scale, eps);
+}
+
 // ---- rope -----------------------------------------------------------------------------------
 // x [B, T, H, D]: each pair (j, j + D/2) is rotated by θ = (pos0 + t) · base^(−2j/D).
 // A rotation is orthogonal, so the backward is the inverse rotation (angle −θ):
