@@ -39,8 +39,15 @@ using Stretch = Eigen::Array<float, Eigen::Dynamic, 1, Eigen::ColMajor, kSiluStr
 }  // namespace
 
 void silu_forward_serial(const float* x, float* y, int64_t n) {  // x σ(x)
-  In X(x, n);
-  Out(y, n) = X * X.logistic();
+  // In stretches, σ(x) first into a fixed-size array: on the short rows the
+  // fused conv calls it with (128 floats), x σ(x) as one dynamic-size Eigen
+  // expression ran 2.6× slower per element than on long ones.
+  for (int64_t o = 0; o < n; o += kSiluStretch) {
+    const int64_t m = std::min(kSiluStretch, n - o);
+    In X(x + o, m);
+    Stretch s = X.logistic();
+    Out(y + o, m) = X * s;
+  }
 }
 
 void silu_backward_serial(const float* x, const float* dy, float* dx, int64_t n) {
