@@ -331,13 +331,17 @@ void causal_conv1d_silu_forward(const T* x, const T* w, T* y, int64_t B, int64_t
   }
 }
 
-// One pass over chunks of kRowsPerChunk rows (the rms_norm / conv chunks):
-// a chunk recomputes dz for its rows and the K − 1 rows after them (which
-// its dx reads), then writes its rows' dx and adds dz_t ⊙ x_{t−K+1+j} into
-// its own dw partial; the partials are summed in chunk order.
-template <class T>
-void causal_conv1d_silu_backward(const T* x, const T* w, const T* dy, T* dx, T* dw, int64_t B,
-                                 int64_t T_len, int64_t C, int64_t K) {
+// The conv's backward of a gradient dz that is formed row by row from the
+// recomputed conv output z. One pass over chunks of kRowsPerChunk rows (the
+// rms_norm / conv chunks): a chunk recomputes z for its rows and the K − 1
+// rows after them (which its dx reads) and lets form_dz(bt, row, scratch)
+// turn row bt's z into dz in place (scratch: 2·C numbers of its own), then
+// writes its rows' dx and adds dz_t ⊙ x_{t−K+1+j} into its own dw partial;
+// the partials are summed in chunk order.
+namespace {
+template <class T, class FormDz>
+void conv_backward_of_recomputed(const T* x, const T* w, T* dx, T* dw, int64_t B, int64_t T_len,
+                                 int64_t C, int64_t K, FormDz form_dz) {
   const int64_t rows = B * T_len;
   const std::vector<T> w_kc = taps_by_channel(w, C, K);
   const int64_t chunks = chunk_count(rows);
@@ -346,11 +350,12 @@ void causal_conv1d_silu_backward(const T* x, const T* w, const T* dy, T* dx, T* 
   for (int64_t ch = 0; ch < chunks; ++ch) {
     const int64_t first = ch * kRowsPerChunk, end = std::min(rows, first + kRowsPerChunk);
     const int64_t stop = std::min(rows, end + K - 1);
-    std::vector<T> dz(size_t((stop - first) * C));  // dz of rows first … stop − 1
+    std::vector<T> dz(size_t((stop - first + 2) * C));  // dz of rows first … stop − 1, then the scratch
+    T* scratch = dz.data() + (stop - first) * C;
     for (int64_t bt = first; bt < stop; ++bt) {
       T* dzr = dz.data() + (bt - first) * C;
       conv_row(x, w_kc.data(), dzr, bt, T_len, C, K);  // z
-      silu_grad_in_row(dzr, dy + bt * C, dzr, C);      // dz = dy ⊙ silu'(z)
+      form_dz(bt, dzr, scratch);
     }
     auto dz_row = [&](int64_t u) { return dz.data() + (u - first) * C; };
     for (int64_t bt = first; bt < end; ++bt)
@@ -358,6 +363,15 @@ void causal_conv1d_silu_backward(const T* x, const T* w, const T* dy, T* dx, T* 
     add_weight_grad_rows(x, dz_row, partial.data() + ch * K * C, first, end, T_len, C, K);
   }
   weight_grad_from_partials(partial, chunks, dw, C, K);
+}
+}  // namespace
+
+template <class T>
+void causal_conv1d_silu_backward(const T* x, const T* w, const T* dy, T* dx, T* dw, int64_t B,
+                                 int64_t T_len, int64_t C, int64_t K) {
+  conv_backward_of_recomputed(x, w, dx, dw, B, T_len, C, K, [&](int64_t bt, T* z, T*) {
+    silu_grad_in_row(z, dy + bt * C, z, C);  // dz = dy ⊙ silu'(z)
+  });
 }
 
 // ---- causal depthwise conv1d + SiLU + per-head L2 norm, fused ------------------------------------
@@ -388,31 +402,16 @@ template <class T>
 void causal_conv1d_silu_l2_backward(const T* x, const T* w, const T* norm, const T* dq, T* dx,
                                     T* dw, int64_t B, int64_t T_len, int64_t C, int64_t K,
                                     int64_t head, T eps, T scale) {
-  const int64_t rows = B * T_len, heads = C / head;
-  const std::vector<T> w_kc = taps_by_channel(w, C, K);
-  const int64_t chunks = chunk_count(rows);
-  std::vector<T> partial(size_t(chunks * K * C), T(0));  // [chunks, K, C]
-  LINA_PARALLEL_FOR_IF(rows * C * K > kParallelMin)
-  for (int64_t ch = 0; ch < chunks; ++ch) {
-    const int64_t first = ch * kRowsPerChunk, end = std::min(rows, first + kRowsPerChunk);
-    const int64_t stop = std::min(rows, end + K - 1);
-    std::vector<T> dz(size_t((stop - first) * C));  // dz of rows first … stop − 1
-    std::vector<T> y(static_cast<size_t>(C)), dy(static_cast<size_t>(C));  // a row of y = silu(z), of its gradient
-    for (int64_t bt = first; bt < stop; ++bt) {
-      T* dzr = dz.data() + (bt - first) * C;
-      conv_row(x, w_kc.data(), dzr, bt, T_len, C, K);  // z
-      silu_in_row(dzr, y.data(), C);                    // y
-      for (int64_t h = 0; h < heads; ++h)               // dy, through each head's L2 norm
-        l2_norm_backward_row(y.data() + h * head, norm[bt * heads + h], dq + bt * C + h * head,
-                             dy.data() + h * head, head, eps, scale);
-      silu_grad_in_row(dzr, dy.data(), dzr, C);  // dz = dy ⊙ silu'(z)
-    }
-    auto dz_row = [&](int64_t u) { return dz.data() + (u - first) * C; };
-    for (int64_t bt = first; bt < end; ++bt)
-      conv_input_grad_row(w_kc.data(), dz_row, dx + bt * C, bt, T_len, C, K);
-    add_weight_grad_rows(x, dz_row, partial.data() + ch * K * C, first, end, T_len, C, K);
-  }
-  weight_grad_from_partials(partial, chunks, dw, C, K);
+  const int64_t heads = C / head;
+  conv_backward_of_recomputed(x, w, dx, dw, B, T_len, C, K, [&](int64_t bt, T* z, T* scratch) {
+    T* y = scratch;      // [C] silu(z)
+    T* dy = scratch + C;  // [C] its gradient
+    silu_in_row(z, y, C);
+    for (int64_t h = 0; h < heads; ++h)  // dy, through each head's L2 norm
+      l2_norm_backward_row(y + h * head, norm[bt * heads + h], dq + bt * C + h * head,
+                           dy + h * head, head, eps, scale);
+    silu_grad_in_row(z, dy, z, C);  // dz = dy ⊙ silu'(z)
+  });
 }
 
 // ---- rope -------------------------------------------------------------------------------------
