@@ -2,7 +2,8 @@
 // machine has it (backend_cpu/openblas.h). Raw row-major buffers are mapped
 // (no copies); a transposed operand is a transposed map, which Eigen's GEMM
 // reads directly (OpenBLAS takes the same buffers with a transpose flag).
-// One large product is cut into one block of C per thread, each block one
+// One large product is cut into one block of C per thread (or, for a long
+// inner dimension, one range of K per thread), each block one
 // single-threaded GEMM; a batch of small ones is spread over threads, one
 // product per thread, when the batch is large enough to pay for them.
 #include <Eigen/Core>
@@ -106,9 +107,10 @@ static void gemm_one(int64_t M, int64_t N, int64_t K, const T* a, bool ta, const
     // alpha AₜBₜ into scratch, added to C in thread order: the bits depend on
     // the thread count (and the GEMM) only. 128×128 by 4096, the step's
     // most common weight gradient: 0.75-0.78 → 0.65-0.67 ms (microbench).
-    // [threads − 1, M, N], the calling thread's, kept for the next call (read
-    // through `partials`: inside the parallel region `scratch` would name
-    // each thread's own)
+    //
+    // The partial products [threads − 1, M, N]: the calling thread's buffer,
+    // kept for the next call, read through `partials` (inside the parallel
+    // region `scratch` would name each thread's own).
     static thread_local std::vector<T> scratch;
     scratch.resize(size_t((threads - 1) * M * N));
     T* const partials = scratch.data();
@@ -122,7 +124,8 @@ static void gemm_one(int64_t M, int64_t N, int64_t K, const T* a, bool ta, const
       const auto [k0, k1] = range(t, K, 1);
       T* out = t == 0 ? c : partials + (t - 1) * M * N;
       if (k1 > k0) gemm_block(A, ta, B, tb, out, N, Block{0, M, 0, N, k0, k1 - k0}, alpha, t == 0 ? beta : T(0));
-      else if (t > 0) std::fill_n(out, M * N, T(0));
+      else if (t > 0) std::fill_n(out, M * N, T(0));  // an empty range adds nothing
+      else for (int64_t e = 0; e < M * N; ++e) c[e] = beta == T(0) ? T(0) : beta * c[e];
 #pragma omp barrier
       const auto [e0, e1] = range(t, M * N, 16);
       for (int u = 1; u < threads; ++u) {
