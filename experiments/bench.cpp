@@ -71,6 +71,8 @@ void finish_bench_options(BenchOptions& o) {
   if (o.steps < 0) o.steps = o.quick ? 3 : 10;
   if (o.warmup < 0) o.warmup = o.quick ? 1 : 2;
   if (o.infer_steps < 0) o.infer_steps = o.quick ? 3 : 8;
+  if (o.rounds < 0) o.rounds = o.quick ? 1 : 3;
+  check(o.rounds > 0, "--rounds must be positive, got " + std::to_string(o.rounds));
   check(o.warmup >= 0, "--warmup must not be negative");
   check(o.steps > 0, "--steps must be positive, got " + std::to_string(o.steps));
   check(o.scan_chunk >= 0, "--scan-chunk must be positive (or 0: the model's), got " + std::to_string(o.scan_chunk));
@@ -184,17 +186,40 @@ std::string run_bench(const BenchOptions& o) {
 
   json train = json::array(), infer = json::array();
   int child = 0;
-  for (const std::string& p : o.presets) {
+  // Training: every preset and shape once per round; rows[i] collects the
+  // rounds of the i-th (preset, shape).
+  std::vector<std::vector<json>> rows(o.presets.size() * o.shapes.size());
+  for (int round = 0; round < o.rounds; ++round)
+    for (size_t pi = 0; pi < o.presets.size(); ++pi)
+      for (size_t si = 0; si < o.shapes.size(); ++si) {
+        const std::string& p = o.presets[pi];
+        const BenchShape& s = o.shapes[si];
+        std::vector<std::string> args = {"--presets", p, "--job", "train", "--shapes", shape_name(s),
+                                         "--steps", std::to_string(o.steps), "--warmup",
+                                         std::to_string(o.warmup)};
+        if (o.profile) args.push_back("--profile");
+        if (o.scan_chunk > 0) args.insert(args.end(), {"--scan-chunk", std::to_string(o.scan_chunk)});
+        json r = run_child(args, (scratch.dir / (std::to_string(child++) + ".json")).string(),
+                           p + " training at " + shape_name(s));
+        std::fprintf(stderr, "  %s %s: %.1f ms/step%s\n", p.c_str(), shape_name(s).c_str(),
+                     double(r["ms_per_step"]),
+                     o.rounds > 1 ? (" (round " + std::to_string(round + 1) + ")").c_str() : "");
+        rows[pi * o.shapes.size() + si].push_back(r);
+      }
+  for (size_t pi = 0; pi < o.presets.size(); ++pi) {
+    const std::string& p = o.presets[pi];
     ModelConfig c = make_config(p, 65);
-    for (const BenchShape& s : o.shapes) {
-      std::vector<std::string> args = {"--presets", p, "--job", "train", "--shapes", shape_name(s),
-                                       "--steps", std::to_string(o.steps), "--warmup",
-                                       std::to_string(o.warmup)};
-      if (o.profile) args.push_back("--profile");
-      if (o.scan_chunk > 0) args.insert(args.end(), {"--scan-chunk", std::to_string(o.scan_chunk)});
-      json r = run_child(args, (scratch.dir / (std::to_string(child++) + ".json")).string(),
-                         p + " training at " + shape_name(s));
-      std::fprintf(stderr, "  %s %s: %.1f ms/step\n", p.c_str(), shape_name(s).c_str(), double(r["ms_per_step"]));
+    for (size_t si = 0; si < o.shapes.size(); ++si) {
+      const BenchShape& s = o.shapes[si];
+      // the median round (the lower middle one of an even count), whole
+      std::vector<json> runs = rows[pi * o.shapes.size() + si];
+      json all = json::array();
+      for (const json& r : runs) all.push_back(r["ms_per_step"]);
+      std::sort(runs.begin(), runs.end(), [](const json& a, const json& b) {
+        return double(a["ms_per_step"]) < double(b["ms_per_step"]);
+      });
+      json r = runs[(runs.size() - 1) / 2];
+      r["ms_per_step_rounds"] = all;
       double flops = model_flops_per_step(c, s.batch, s.context), ms = r["ms_per_step"];
       r["preset"] = p;
       r["shape"] = shape_name(s);
@@ -204,6 +229,8 @@ std::string run_bench(const BenchOptions& o) {
       r["fraction_of_gemm"] = flops / (ms * 1e6) / g.lina_gflops;
       train.push_back(r);
     }
+  }
+  for (const std::string& p : o.presets) {
     json r = run_child({"--presets", p, "--job", "infer", "--contexts", join(o.contexts), "--infer-steps",
                         std::to_string(o.infer_steps)},
                        (scratch.dir / (std::to_string(child++) + ".json")).string(), p + " inference");
@@ -229,7 +256,9 @@ std::string run_bench(const BenchOptions& o) {
   char line[400];
   say("");
   say("Training step (random lm batches; median of " + std::to_string(o.steps) + " steps after " +
-      std::to_string(o.warmup) + " warm-up)");
+      std::to_string(o.warmup) + " warm-up" +
+      (o.rounds > 1 ? "; the median of " + std::to_string(o.rounds) + " rounds over the presets" : std::string()) +
+      ")");
   std::snprintf(line, sizeof line, "%-7s %-7s %9s %9s %8s %10s %8s %7s %7s %7s", "preset", "BxT", "ms/step",
                 "tok/s", "peakMB", "GFLOP/step", "GFLOP/s", "%gemm", "/attn", "allocs");
   say(line);
@@ -299,7 +328,7 @@ std::string run_bench(const BenchOptions& o) {
     for (const BenchShape& s : o.shapes) shapes.push_back(shape_name(s));
     json doc = {{"schema", "lina-bench-1"}, {"quick", o.quick}, {"profile", o.profile},
                 {"scan_chunk", o.scan_chunk > 0 ? o.scan_chunk : ModelConfig().scan_chunk},
-                {"steps", o.steps}, {"warmup", o.warmup}, {"infer_steps", o.infer_steps},
+                {"steps", o.steps}, {"warmup", o.warmup}, {"infer_steps", o.infer_steps}, {"rounds", o.rounds},
                 {"presets", o.presets}, {"shapes", shapes}, {"contexts", o.contexts},
                 {"cpus", std::thread::hardware_concurrency()},
                 {"load_average", {{"before", load_before}, {"after", load_after}}}, {"gemm", gemm}, {"train", train},

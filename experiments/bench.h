@@ -31,6 +31,11 @@ struct BenchOptions {
   int steps = -1;                        // timed training steps per shape
   int warmup = -1;                       // untimed steps before them
   int infer_steps = -1;                  // timed generated tokens per context
+  // Rounds over every preset and shape (−1 = the default: 3; --quick 1): the
+  // training measurements of different presets interleave, and each row
+  // keeps its median round, so a slow minute of a shared machine moves one
+  // round of each preset rather than all of one preset's.
+  int rounds = -1;
   int scan_chunk = 0;                    // tokens per chunk of the chunked scan (0 = the config's)
   bool quick = false;
   bool profile = false;

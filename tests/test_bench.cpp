@@ -2,6 +2,7 @@
 // assertions: the machine's speed is what the command measures.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -32,7 +33,7 @@ TEST_CASE("bench --quick: json keys, FLOPs per step, GEMM rate, profile") {
   auto d = temp_dir("bench");
   std::string out = (d / "bench.json").string();
   auto r = run("bench --quick --presets attn,gdn --steps 1 --warmup 0 --shapes 64x64 --contexts 64,128 "
-               "--infer-steps 1 --profile --json " + out);
+               "--infer-steps 1 --rounds 2 --profile --json " + out);
   INFO(r.output);
   REQUIRE(r.code == 0);
   CHECK(r.output.find("ms/step") != std::string::npos);
@@ -55,6 +56,9 @@ TEST_CASE("bench --quick: json keys, FLOPs per step, GEMM rate, profile") {
     CHECK(double(t["fraction_of_gemm"]) > 0);
     CHECK(double(t["model_flops_per_step"]) == doctest::Approx(spec_flops(preset == "attn", 64, 64)).epsilon(1e-12));
     CHECK(!t["ratio_to_attn"].is_null());
+    // two rounds: the row is the lower of the two (the lower middle of an even count)
+    REQUIRE(t["ms_per_step_rounds"].size() == 2);
+    CHECK(double(t["ms_per_step"]) == std::min(double(t["ms_per_step_rounds"][0]), double(t["ms_per_step_rounds"][1])));
     const json& entries = t["profile"]["entries"];
     REQUIRE(!entries.empty());
     bool has_matmul = false, has_scan = false, has_backward = false;
@@ -70,6 +74,7 @@ TEST_CASE("bench --quick: json keys, FLOPs per step, GEMM rate, profile") {
     CHECK(double(t["allocs_per_step"]) > 0);
   }
   CHECK(j["ratios"]["gdn_over_attn"].contains("64x64"));
+  CHECK(j["rounds"] == 2);
   // Inference: memory per sequence as docs/spec.md §1.3 counts it.
   REQUIRE(j["inference"].size() == 4);
   for (const json& i : j["inference"]) {
@@ -84,6 +89,7 @@ TEST_CASE("bench --quick: json keys, FLOPs per step, GEMM rate, profile") {
 TEST_CASE("bench bad input: one line, non-zero exit") {
   expect_error("bench --presets attn,transformer", "unknown preset 'transformer'");
   expect_error("bench --steps 0", "--steps must be positive");
+  expect_error("bench --rounds 0", "--rounds must be positive");
   expect_error("bench --scan-chunk -2", "--scan-chunk must be positive (or 0: the model's), got -2");
   expect_error("bench --shapes 64by64", "--shapes");
   expect_error("bench --contexts 64,-3", "--contexts");
