@@ -82,7 +82,7 @@ int main(int argc, char** argv) {
   train->add_option("--pairs", t.pairs, "recall: key–value pairs per sequence (default 32)");
   train->add_option("--keys", t.keys, "recall: distinct keys (default 64; values are always 16)");
   train->add_option("--attention", t.attention, "fused (default) | composed: attention as one op, or op by op (permute, expand, matmul, softmax) to step through");
-  train->add_option("--conv", t.conv, "fused (default) | composed: recurrent layers' conv + SiLU (+ q's and k's L2 norm in the delta rules) as one op, or as causal_conv1d, silu (, l2_norm) to step through");
+  train->add_option("--conv", t.conv, "fused (default) | composed: recurrent layers' conv + SiLU (+ q's and k's L2 norm, all but linear) as one op, or as causal_conv1d, silu (, l2_norm) to step through");
   train->add_option("--scan-form", t.scan_form, "chunked (default) | sequential: the recurrence's training form; sequential runs the readable token-by-token backward");
   train->add_option("--scan-chunk", t.scan_chunk, "tokens per chunk of the chunked scan (default 16)");
   train->add_option("--feature-map", t.feature_map, "linear layers' feature map: elu1 (default, elu(x)+1) | relu (relu(x)+1e-5) | sigmoid (sigmoid(x)+1e-5)");

@@ -47,8 +47,9 @@ struct ModelConfig {
   // permute / expand / matmul / softmax ops a learner can step through.
   bool fused_attention = true;
   // Recurrent layers' conv + SiLU as one op (conv1d_silu, which keeps no
-  // pre-activation for the backward; with the delta rules' L2 feature map of
-  // q and k, conv1d_silu_l2norm), or as causal_conv1d, silu (and l2_norm).
+  // pre-activation for the backward; with the L2 feature map of q and k,
+  // every preset but linear, conv1d_silu_l2norm), or as causal_conv1d, silu
+  // (and l2_norm).
   bool fused_conv = true;
 
   int n_layer() const { return int(layers.size()); }

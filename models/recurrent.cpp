@@ -2,8 +2,8 @@
 // presets (docs/spec.md §1.2, §1.2b):
 //   q, k, v = x W_qᵀ, x W_kᵀ, x W_vᵀ         (each 4 heads × 32)
 //   each through its causal depthwise conv (kernel 4), then SiLU (one fused
-//   op, conv1d_silu, unless ModelConfig::fused_conv is off; for q and k of
-//   the delta rules the L2 feature map below joins it: conv1d_silu_l2norm)
+//   op, conv1d_silu, unless ModelConfig::fused_conv is off; for q and k the
+//   L2 feature map below joins it, conv1d_silu_l2norm, in all but linear)
 //   feature map on q, k: elu + 1, relu + 1e-5 or sigmoid + 1e-5 (linear),
 //   else L2-normalise per head
 //   q scaled by 1/√d (inside l2_norm for the L2 feature map)

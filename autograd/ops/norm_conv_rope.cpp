@@ -130,10 +130,10 @@ Var conv1d_silu(const Var& x, const Var& weight) { return Conv1dSiluOp::apply(x,
 
 // ---- conv1d_silu_l2norm: conv1d_silu, then each head L2-normalised, as one op -------------
 // y = conv1d_silu(x, w); q = s · y / max(‖y‖, ε) for each head (group of
-// `head` channels): the feature map of q and k in the delta rules. Saved: x,
-// w and one norm per head (the composition would also keep z and y, two
-// more [B, T, C]). backward: y recomputed, dy = l2_norm's backward of dq
-// (above), then conv1d_silu's backward of dy.
+// `head` channels): the feature map of q and k (every recurrent mixer but
+// linear attention's). Saved: x, w and one norm per head (the composition
+// would also keep z and y, two more [B, T, C]). backward: y recomputed,
+// dy = l2_norm's backward of dq (above), then conv1d_silu's backward of dy.
 struct Conv1dSiluL2NormOp : Node {
   Conv1dSiluL2NormOp() : Node(OpKind::Conv1dSiluL2Norm) {}
   Tensor x, weight;
