@@ -260,12 +260,26 @@ void weight_grad_from_partials(const std::vector<T>& partial, int64_t chunks, T*
 
 }  // namespace
 
+namespace {
+// The conv's forward, row by row in parallel: row bt's z = conv(x) is written
+// into y, and finish_row(bt, row) turns it into the op's output in place
+// (nothing for the conv alone, SiLU, SiLU then the heads' L2 norms).
+template <class T, class FinishRow>
+void conv_forward_rows(const T* x, const T* w, T* y, int64_t B, int64_t T_len, int64_t C,
+                       int64_t K, FinishRow finish_row) {
+  const std::vector<T> w_kc = taps_by_channel(w, C, K);
+  LINA_PARALLEL_FOR_IF(B * T_len * C * K > kParallelMin)
+  for (int64_t bt = 0; bt < B * T_len; ++bt) {
+    conv_row(x, w_kc.data(), y + bt * C, bt, T_len, C, K);
+    finish_row(bt, y + bt * C);
+  }
+}
+}  // namespace
+
 template <class T>
 void causal_conv1d_forward(const T* x, const T* w, T* y, int64_t B, int64_t T_len, int64_t C,
                            int64_t K) {
-  const std::vector<T> w_kc = taps_by_channel(w, C, K);
-  LINA_PARALLEL_FOR_IF(B * T_len * C * K > kParallelMin)
-  for (int64_t bt = 0; bt < B * T_len; ++bt) conv_row(x, w_kc.data(), y + bt * C, bt, T_len, C, K);
+  conv_forward_rows(x, w, y, B, T_len, C, K, [](int64_t, T*) {});
 }
 
 template <class T>
@@ -322,13 +336,7 @@ void silu_grad_in_row(const T* z, const T* dy, T* dz, int64_t n) {
 template <class T>
 void causal_conv1d_silu_forward(const T* x, const T* w, T* y, int64_t B, int64_t T_len, int64_t C,
                                 int64_t K) {
-  const std::vector<T> w_kc = taps_by_channel(w, C, K);
-  LINA_PARALLEL_FOR_IF(B * T_len * C * K > kParallelMin)
-  for (int64_t bt = 0; bt < B * T_len; ++bt) {
-    T* yr = y + bt * C;
-    conv_row(x, w_kc.data(), yr, bt, T_len, C, K);  // z, in place in y
-    silu_in_row(yr, yr, C);
-  }
+  conv_forward_rows(x, w, y, B, T_len, C, K, [C](int64_t, T* z) { silu_in_row(z, z, C); });
 }
 
 // The conv's backward of a gradient dz that is formed row by row from the
@@ -386,16 +394,12 @@ template <class T>
 void causal_conv1d_silu_l2_forward(const T* x, const T* w, T* y, T* norm, int64_t B,
                                    int64_t T_len, int64_t C, int64_t K, int64_t head, T eps,
                                    T scale) {
-  const std::vector<T> w_kc = taps_by_channel(w, C, K);
   const int64_t heads = C / head;
-  LINA_PARALLEL_FOR_IF(B * T_len * C * K > kParallelMin)
-  for (int64_t bt = 0; bt < B * T_len; ++bt) {
-    T* yr = y + bt * C;
-    conv_row(x, w_kc.data(), yr, bt, T_len, C, K);  // z, in place in y
-    silu_in_row(yr, yr, C);
+  conv_forward_rows(x, w, y, B, T_len, C, K, [&](int64_t bt, T* z) {
+    silu_in_row(z, z, C);
     for (int64_t h = 0; h < heads; ++h)
-      l2_norm_forward_row(yr + h * head, yr + h * head, norm + bt * heads + h, head, eps, scale);
-  }
+      l2_norm_forward_row(z + h * head, z + h * head, norm + bt * heads + h, head, eps, scale);
+  });
 }
 
 template <class T>

@@ -31,33 +31,36 @@ void for_blocks(int64_t n, Body body) {
   for (int64_t b = 0; b < blocks; ++b) body(b * kBlock, std::min(kBlock, n - b * kBlock));
 }
 
-// SiLU's backward in stretches this long, σ(x) held in a fixed-size array on
-// the stack.
+// SiLU in stretches this long, σ(x) held in a fixed-size array on the
+// stack: on the short rows the fused conv calls it with (128 floats), x σ(x)
+// as one dynamic-size Eigen expression ran 2.6× slower per element than on
+// long ones.
 constexpr int64_t kSiluStretch = 256;
 using Stretch = Eigen::Array<float, Eigen::Dynamic, 1, Eigen::ColMajor, kSiluStretch, 1>;
+
+// Calls body(offset, length) for every stretch of [0, n), on this thread.
+template <class Body>
+void for_stretches(int64_t n, Body body) {
+  for (int64_t o = 0; o < n; o += kSiluStretch) body(o, std::min(kSiluStretch, n - o));
+}
 
 }  // namespace
 
 void silu_forward_serial(const float* x, float* y, int64_t n) {  // x σ(x)
-  // In stretches, σ(x) first into a fixed-size array: on the short rows the
-  // fused conv calls it with (128 floats), x σ(x) as one dynamic-size Eigen
-  // expression ran 2.6× slower per element than on long ones.
-  for (int64_t o = 0; o < n; o += kSiluStretch) {
-    const int64_t m = std::min(kSiluStretch, n - o);
+  for_stretches(n, [&](int64_t o, int64_t m) {
     In X(x + o, m);
     Stretch s = X.logistic();
     Out(y + o, m) = X * s;
-  }
+  });
 }
 
 void silu_backward_serial(const float* x, const float* dy, float* dx, int64_t n) {
   // σ(x)(1 + x(1 − σ(x)))
-  for (int64_t o = 0; o < n; o += kSiluStretch) {
-    const int64_t m = std::min(kSiluStretch, n - o);
+  for_stretches(n, [&](int64_t o, int64_t m) {
     In X(x + o, m), dY(dy + o, m);
     Stretch s = X.logistic();
     Out(dx + o, m) = dY * s * (1.0f + X * (1.0f - s));
-  }
+  });
 }
 
 bool unary_forward_fast(UnaryFn f, const float* x, float* y, int64_t n, float p) {

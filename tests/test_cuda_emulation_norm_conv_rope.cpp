@@ -189,6 +189,23 @@ Buffer emulate_conv_dw(const Buffer& x, const Buffer& dy, ConvDims d, int64_t th
 const std::vector<ConvDims> kConvCases = {{1, 1, 1, 1},  {1, 7, 3, 1},   {2, 13, 5, 4}, {1, 3, 4, 4},
                                           {3, 50, 32, 4}, {2, 131, 7, 4}, {2, 70, 80, 4}};
 
+// The GPU's conv backward programs on the gradient g of the conv's output
+// (dy, or the fused op's dz): dx, then dw from its two passes, against the
+// CPU's dx_want, dw_want; dw the same bits with another thread count.
+static void check_conv_backward_programs(const Buffer& x, const Buffer& w, const Buffer& g,
+                                         const Buffer& dx_want, const Buffer& dw_want, ConvDims d,
+                                         const std::string& what) {
+  const int64_t count = d.B * d.T * d.C;
+  Buffer dx(size_t(count), NAN);
+  run_grid(count, [&](int64_t i) {
+    causal_conv1d_dx_thread(i, w.data(), g.data(), dx.data(), d.T, d.C, d.K);
+  });
+  check_close(dx, dx_want, what + " dx");
+  Buffer dw = emulate_conv_dw(x, g, d, 96);
+  check_close(dw, dw_want, what + " dw");
+  CHECK(same_bits(dw, emulate_conv_dw(x, g, d, 5)));
+}
+
 TEST_CASE("cuda emulation: causal conv1d forward and backward match the CPU backend") {
   for (ConvDims d : kConvCases) {
     const std::string what = "conv1d B, T, C, K = " + dims({d.B, d.T, d.C, d.K});
@@ -208,14 +225,7 @@ TEST_CASE("cuda emulation: causal conv1d forward and backward match the CPU back
     Buffer dx_want(static_cast<size_t>(count)), dw_want(size_t(d.C * d.K));
     lina::cpu::causal_conv1d_backward<float>(x.data(), w.data(), dy.data(), dx_want.data(),
                                              dw_want.data(), d.B, d.T, d.C, d.K);
-    Buffer dx(size_t(count), NAN);
-    run_grid(count, [&](int64_t i) {
-      causal_conv1d_dx_thread(i, w.data(), dy.data(), dx.data(), d.T, d.C, d.K);
-    });
-    check_close(dx, dx_want, what + " dx");
-    Buffer dw = emulate_conv_dw(x, dy, d, 96);
-    check_close(dw, dw_want, what + " dw");
-    CHECK(same_bits(dw, emulate_conv_dw(x, dy, d, 5)));
+    check_conv_backward_programs(x, w, dy, dx_want, dw_want, d, what);
   }
 }
 
@@ -240,17 +250,11 @@ TEST_CASE("cuda emulation: fused conv1d + SiLU forward and backward match the CP
     lina::cpu::causal_conv1d_silu_backward<float>(x.data(), w.data(), dy.data(), dx_want.data(),
                                                   dw_want.data(), d.B, d.T, d.C, d.K);
     // as the GPU runs it: dz into a scratch, then the conv's dx and dw programs on dz
-    Buffer dz(size_t(count), NAN), dx(size_t(count), NAN);
+    Buffer dz(size_t(count), NAN);
     run_grid(count, [&](int64_t i) {
       causal_conv1d_silu_dz_thread(i, x.data(), w.data(), dy.data(), dz.data(), d.T, d.C, d.K);
     });
-    run_grid(count, [&](int64_t i) {
-      causal_conv1d_dx_thread(i, w.data(), dz.data(), dx.data(), d.T, d.C, d.K);
-    });
-    check_close(dx, dx_want, what + " dx");
-    Buffer dw = emulate_conv_dw(x, dz, d, 96);
-    check_close(dw, dw_want, what + " dw");
-    CHECK(same_bits(dw, emulate_conv_dw(x, dz, d, 5)));
+    check_conv_backward_programs(x, w, dz, dx_want, dw_want, d, what);
   }
 }
 
