@@ -41,13 +41,17 @@ void check_close(const std::string& what, const std::vector<T>& a, const std::ve
                                               << ", max|eigen| = " << size);
 }
 
-template <class T> void compare(ScanRule rule, int64_t C, int64_t T_len, double tolerance) {
+// With `ends`, a nonzero S_0 and dS_T; without, none (null), as in training:
+// the first chunk then starts from a zero state and the last receives a zero
+// dS', and the fixed-size scan skips the products with them.
+template <class T>
+void compare(ScanRule rule, int64_t C, int64_t T_len, bool ends, double tolerance) {
   const int64_t B = 2, H = 3, d = 32, n = B * T_len * H * d, gates = B * T_len * H;
   const int64_t chunks = (T_len + C - 1) / C;
   const ScanShape s{B, T_len, H, d, rule};
   Rng rng(uint64_t(100 * C + T_len + int(rule)));
-  // Keys of norm about 1, β in (0, 1), log-gates in (−0.5, 0), a nonzero S_0
-  // and dS_T: the model's regime, every path of the backward exercised.
+  // Keys of norm about 1, β in (0, 1), log-gates in (−0.5, 0): the model's
+  // regime, every path of the backward exercised.
   const std::vector<T> q = random_vector<T>(n, rng, -0.3, 0.3), k = random_vector<T>(n, rng, -0.3, 0.3),
                        v = random_vector<T>(n, rng, -1, 1), beta = random_vector<T>(gates, rng, 0, 1),
                        g = random_vector<T>(gates, rng, -0.5, 0), s0 = random_vector<T>(B * H * d * d, rng, -0.5, 0.5),
@@ -55,6 +59,8 @@ template <class T> void compare(ScanRule rule, int64_t C, int64_t T_len, double 
                        ds_final = random_vector<T>(B * H * d * d, rng, -1, 1);
   const ScanInputs<T> in{q.data(), k.data(), v.data(), uses_beta(rule) ? beta.data() : nullptr,
                          uses_gate(rule) ? g.data() : nullptr};
+  const T* S0 = ends ? s0.data() : nullptr;
+  const T* dS_T = ends ? ds_final.data() : nullptr;
   auto run = [&](bool fixed) {
     std::vector<T> o(n), s_final(B * H * d * d), states(B * H * chunks * d * d), dq(n), dk(n),
         dv(n), dbeta(gates), dg(gates, T(0)), ds0(B * H * d * d);
@@ -62,14 +68,14 @@ template <class T> void compare(ScanRule rule, int64_t C, int64_t T_len, double 
                                   uses_beta(rule) ? dbeta.data() : nullptr,
                                   uses_gate(rule) ? dg.data() : nullptr, ds0.data()};
     if (fixed) {
-      REQUIRE(fixed_forward(s, C, in, s0.data(), o.data(), s_final.data(), states.data()));
-      REQUIRE(fixed_backward(s, C, in, states.data(), dout.data(), ds_final.data(), grads));
+      REQUIRE(fixed_forward(s, C, in, S0, o.data(), s_final.data(), states.data()));
+      REQUIRE(fixed_backward(s, C, in, states.data(), dout.data(), dS_T, grads));
     } else if (!uses_beta(rule)) {
-      gated_forward(s, C, in, s0.data(), o.data(), s_final.data(), states.data());
-      gated_backward(s, C, in, states.data(), dout.data(), ds_final.data(), grads);
+      gated_forward(s, C, in, S0, o.data(), s_final.data(), states.data());
+      gated_backward(s, C, in, states.data(), dout.data(), dS_T, grads);
     } else {
-      delta_forward_eigen(s, C, in, s0.data(), o.data(), s_final.data(), states.data());
-      delta_backward_eigen(s, C, in, states.data(), dout.data(), ds_final.data(), grads);
+      delta_forward_eigen(s, C, in, S0, o.data(), s_final.data(), states.data());
+      delta_backward_eigen(s, C, in, states.data(), dout.data(), dS_T, grads);
     }
     return std::vector<std::vector<T>>{o, s_final, states, dq, dk, dv, dbeta, dg, ds0};
   };
@@ -84,11 +90,13 @@ TEST_CASE("fixed-size chunked scan: the same results as the Eigen chunked scans"
   for (ScanRule rule : {ScanRule::Linear, ScanRule::Delta, ScanRule::GatedDelta,
                         ScanRule::Retention, ScanRule::GatedLinear})
     for (int64_t C : {16, 64})
-      for (int64_t T_len : {64, 70, 10, 128}) {
-        INFO(scan_rule_name(rule) << ", C = " << C << ", T = " << T_len);
-        compare<float>(rule, C, T_len, 2e-5);
-        compare<double>(rule, C, T_len, 1e-12);
-      }
+      for (int64_t T_len : {64, 70, 10, 128})
+        for (bool ends : {true, false}) {
+          INFO(scan_rule_name(rule) << ", C = " << C << ", T = " << T_len
+                                    << (ends ? ", with S_0 and dS_T" : ", from S_0 = 0"));
+          compare<float>(rule, C, T_len, ends, 2e-5);
+          compare<double>(rule, C, T_len, ends, 1e-12);
+        }
 }
 
 TEST_CASE("fixed-size chunked scan: compiled for the model's head size, chunk lengths and per-head decays only") {
