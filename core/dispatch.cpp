@@ -197,6 +197,17 @@ void gemm(const GemmShape& g, const Tensor& a, const Tensor& b, Tensor& c, doubl
             c.numel() >= span(g.batch, g.stride_c, g.M * g.N),
         "matmul: operands " + a.describe() + ", " + b.describe() + ", " + c.describe() +
             " are too small for the product");
+  // for the profile, this product's shape: "4096x128x128 B^T" (M×N×K, which
+  // operands are read transposed, the batch, += for beta ≠ 0)
+  std::string shape;
+  if (profile::enabled()) {
+    shape = std::to_string(g.M) + "x" + std::to_string(g.N) + "x" + std::to_string(g.K);
+    if (g.ta) shape += " A^T";
+    if (g.tb) shape += " B^T";
+    if (g.batch > 1) shape += " batch " + std::to_string(g.batch);
+    if (beta != 0) shape += " +=";
+  }
+  profile::DetailScope detail(shape);
   on_backend(a, "matmul", [&](auto backend) {
     using B = decltype(backend);
     using T = typename B::type;

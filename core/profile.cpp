@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 #include <mutex>
+#include <tuple>
 #include <utility>
 
 namespace lina::profile {
@@ -12,9 +13,11 @@ bool g_enabled = false;
 namespace {
 Phase g_phase = Phase::Forward;
 thread_local int t_depth = 0;  // entry points being timed on this thread
+thread_local const std::string* t_detail = nullptr;  // the innermost DetailScope's text
 std::mutex g_mutex;
-std::map<std::pair<std::string, Phase>, Entry>& table() {
-  static std::map<std::pair<std::string, Phase>, Entry> t;
+using Key = std::tuple<std::string, std::string, Phase>;  // op, detail, phase
+std::map<Key, Entry>& table() {
+  static std::map<Key, Entry> t;
   return t;
 }
 }  // namespace
@@ -34,14 +37,18 @@ Phase phase() { return g_phase; }
 PhaseScope::PhaseScope(Phase p) : previous_(g_phase) { g_phase = p; }
 PhaseScope::~PhaseScope() { g_phase = previous_; }
 
+DetailScope::DetailScope(const std::string& text) : previous_(t_detail) { t_detail = &text; }
+DetailScope::~DetailScope() { t_detail = previous_; }
+
 bool begin_call() { return t_depth++ == 0; }
 
 void end_call(const char* op, double seconds) {
   --t_depth;
   if (op == nullptr) return;  // a nested call: its time is in the outer one
   std::lock_guard<std::mutex> lock(g_mutex);
-  Entry& e = table()[{op, g_phase}];
-  if (e.calls == 0) e = Entry{op, g_phase, 0, 0};
+  const std::string detail = t_detail ? *t_detail : std::string();
+  Entry& e = table()[{op, detail, g_phase}];
+  if (e.calls == 0) e = Entry{op, detail, g_phase, 0, 0};
   ++e.calls;
   e.seconds += seconds;
 }

@@ -11,7 +11,10 @@
 //   for (const profile::Entry& e : profile::entries()) ...  // sorted, slowest first
 //
 // Only the outermost entry point of nested calls is timed, so the totals do
-// not count a kernel twice. CUDA calls are timed on the host (asynchronous
+// not count a kernel twice. An entry point may also name a detail (a
+// DetailScope around its call): the table then keeps one row per detail, so
+// the products of different shapes (kernels::gemm names each "MxNxK") show
+// apart. CUDA calls are timed on the host (asynchronous
 // launches are not waited for).
 #pragma once
 #include <cstdint>
@@ -42,8 +45,22 @@ class PhaseScope {
   Phase previous_;
 };
 
+// Gives the entry points called on this thread during its lifetime the
+// detail `text` (copied when a call ends). Nested scopes: the innermost wins.
+class DetailScope {
+ public:
+  explicit DetailScope(const std::string& text);
+  ~DetailScope();
+  DetailScope(const DetailScope&) = delete;
+  DetailScope& operator=(const DetailScope&) = delete;
+
+ private:
+  const std::string* previous_;
+};
+
 struct Entry {
   std::string op;
+  std::string detail;  // "" unless the call named one (DetailScope)
   Phase phase = Phase::Forward;
   int64_t calls = 0;
   double seconds = 0;

@@ -298,12 +298,16 @@ std::string run_bench(const BenchOptions& o) {
           std::to_string(o.steps) + " steps; allocations per step " +
           fmt("%.0f", double(r["allocs_per_step"])) + ", from the system " +
           fmt("%.1f", double(r["system_allocs_per_step"])) + ")");
-      std::snprintf(line, sizeof line, "  %-24s %-9s %8s %10s %7s", "op", "phase", "calls", "ms", "share");
+      std::snprintf(line, sizeof line, "  %-38s %-9s %8s %10s %7s", "op", "phase", "calls", "ms", "share");
       say(line);
       double total = 0;
       for (const json& e : r["profile"]["entries"]) total += double(e["ms"]);
       for (const json& e : r["profile"]["entries"]) {
-        std::snprintf(line, sizeof line, "  %-24s %-9s %8lld %10.2f %6.1f%%", e["op"].get<std::string>().c_str(),
+        // the op, and for a product its shape
+        std::string op = e["op"].get<std::string>();
+        const std::string detail = e.value("detail", std::string());
+        if (!detail.empty()) op += " " + detail;
+        std::snprintf(line, sizeof line, "  %-38s %-9s %8lld %10.2f %6.1f%%", op.c_str(),
                       e["phase"].get<std::string>().c_str(), e["calls"].get<long long>(), double(e["ms"]),
                       total > 0 ? 100 * double(e["ms"]) / total : 0.0);
         say(line);

@@ -84,8 +84,8 @@ json train_job(const BenchOptions& o) {
     profile::set_enabled(false);
     json entries = json::array();
     for (const profile::Entry& e : profile::entries())
-      entries.push_back({{"op", e.op}, {"phase", profile::phase_name(e.phase)}, {"calls", e.calls},
-                         {"ms", e.seconds * 1e3}});
+      entries.push_back({{"op", e.op}, {"detail", e.detail}, {"phase", profile::phase_name(e.phase)},
+                         {"calls", e.calls}, {"ms", e.seconds * 1e3}});
     r["profile"] = {{"steps", o.steps}, {"entries", entries}};
   }
   return r;

@@ -63,7 +63,10 @@ TEST_CASE("bench --quick: json keys, FLOPs per step, GEMM rate, profile") {
     REQUIRE(!entries.empty());
     bool has_matmul = false, has_scan = false, has_backward = false;
     for (const json& e : entries) {
-      has_matmul |= e["op"] == "matmul";  // the kernels::gemm entry point
+      if (e["op"] == "matmul") {  // the kernels::gemm entry point, a row per product shape
+        has_matmul = true;
+        CHECK(e["detail"].get<std::string>().find('x') != std::string::npos);
+      }
       has_scan |= e["op"] == "scan";
       has_backward |= e["phase"] == "backward";
       CHECK(int(e["calls"]) > 0);

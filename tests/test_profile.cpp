@@ -1,0 +1,55 @@
+// The kernel profile (core/profile.h): one row per entry point and phase,
+// and for the products one row per shape.
+#include <doctest/doctest.h>
+
+#include <string>
+
+#include "core/kernels.h"
+#include "core/profile.h"
+#include "core/tensor.h"
+
+using namespace lina;
+
+namespace {
+const profile::Entry* find(const std::string& op, const std::string& detail) {
+  static std::vector<profile::Entry> entries;
+  entries = profile::entries();
+  for (const profile::Entry& e : entries)
+    if (e.op == op && e.detail == detail) return &e;
+  return nullptr;
+}
+}  // namespace
+
+TEST_CASE("profile: products are counted by shape, other entry points by op") {
+  Tensor a = Tensor::ones({8, 4}), b = Tensor::ones({4, 2}), bt = Tensor::ones({3, 4});
+  Tensor c = Tensor::zeros({8, 2}), c3 = Tensor::zeros({8, 3});
+  profile::reset();
+  profile::set_enabled(true);
+  kernels::gemm(kernels::GemmShape{1, 8, 2, 4}, a, b, c);
+  kernels::gemm(kernels::GemmShape{1, 8, 2, 4}, a, b, c, 1.0, 1.0);
+  kernels::gemm(kernels::GemmShape{1, 8, 2, 4}, a, b, c, 1.0, 1.0);
+  kernels::GemmShape transposed{1, 8, 3, 4};
+  transposed.tb = true;
+  kernels::gemm(transposed, a, bt, c3);
+  kernels::unary(UnaryFn::Exp, a);
+  profile::set_enabled(false);
+  CHECK(c.at(0) == 12.0);  // the products ran: 4, then += 4 twice
+  kernels::gemm(kernels::GemmShape{1, 8, 2, 4}, a, b, c);  // not counted
+
+  const profile::Entry* plain = find("matmul", "8x2x4");
+  const profile::Entry* added = find("matmul", "8x2x4 +=");
+  const profile::Entry* with_bt = find("matmul", "8x3x4 B^T");
+  const profile::Entry* exp = find("unary", "");
+  REQUIRE(plain);
+  REQUIRE(added);
+  REQUIRE(with_bt);
+  REQUIRE(exp);
+  CHECK(plain->calls == 1);
+  CHECK(added->calls == 2);
+  CHECK(with_bt->calls == 1);
+  CHECK(exp->calls == 1);
+  CHECK(plain->phase == profile::Phase::Forward);
+  CHECK(profile::entries().size() == 4);
+  profile::reset();
+  CHECK(profile::entries().empty());
+}
