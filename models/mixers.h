@@ -18,6 +18,7 @@ struct LayerNames {
   const char* q, *k, *v;                  // what the scan (or softmax attention) reads
   const char* b_proj, *beta;              // recurrent: x W_bᵀ + b_b and β = σ(...)
   const char* a_proj, *log_alpha;         // gdn: x W_aᵀ + b_a and log α = log σ(...)
+  const char* ba_proj;                    // gdn: [b_proj | a_proj], from one product
   const char* scores, *weights;           // attention: q kᵀ/√d and softmax(scores)
   const char* o;                          // the read-out: o_t = S_t q_t, or weights · v
   const char* o_norm;                     // recurrent: per-head RMSNorm of o

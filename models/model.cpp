@@ -44,6 +44,7 @@ LayerNames::LayerNames(int layer) {
   beta = name("mixer.beta");
   a_proj = name("mixer.a_proj");
   log_alpha = name("mixer.log_alpha");
+  ba_proj = name("mixer.ba_proj");
   scores = name("mixer.scores");
   weights = name("mixer.weights");
   o = name("mixer.o");

@@ -8,7 +8,8 @@
 //   else L2-normalise per head
 //   q scaled by 1/√d (inside l2_norm for the L2 feature map)
 //   β = σ(x W_bᵀ + b_b) (delta rules), log α = log σ(x W_aᵀ + b_a) (learned
-//   decays: one per head, or one per head and key channel for gla)
+//   decays: one per head, or one per head and key channel for gla); with
+//   both (gdn), one product of x with [W_b; W_a], split after the bias
 //   o = scan(q, k, v, β, log α)  — the recurrence, see docs/recurrence.md and
 //   docs/recurrence-gated.md; retnet's fixed decay lives in the scan itself
 //   per-head RMSNorm of o, concat, W_o
@@ -85,11 +86,26 @@ Var RecurrentMixer::forward(const ModelConfig& c, const Var& x, const LayerNames
   k = named(k, n.k);
   v = named(v, n.v);
 
+  Var b_proj, a_proj;   // x W_bᵀ + b_b [B, T, H], x W_aᵀ + b_a [B, T, gates]
+  if (uses_beta(rule) && uses_gate(rule)) {
+    // Both from one product with the weights stacked, [W_b; W_a] [H + gates,
+    // C]: x is read once instead of twice, and its gradient is one product
+    // where it would be two and their sum (a few outputs each).
+    Var w = concat({b_proj_w, a_proj_w}, 0);  // [H + gates, C]
+    Var b = concat({b_proj_b, a_proj_b}, 0);  // [H + gates]
+    Var stacked = named(add(linear(x, w), b), n.ba_proj);
+    std::vector<Var> parts = split(stacked, -1, {b_proj_w.dim(0), a_proj_w.dim(0)});
+    b_proj = parts[0];
+    a_proj = parts[1];
+  } else if (uses_beta(rule)) {
+    b_proj = add(linear(x, b_proj_w), b_proj_b);
+  } else if (uses_gate(rule)) {
+    a_proj = add(linear(x, a_proj_w), a_proj_b);
+  }
   Var beta, log_alpha;  // [B, T, H]; log_alpha [B, T, H, d] when per key channel
-  if (uses_beta(rule))
-    beta = named(sigmoid(named(add(linear(x, b_proj_w), b_proj_b), n.b_proj)), n.beta);
+  if (uses_beta(rule)) beta = named(sigmoid(named(b_proj, n.b_proj)), n.beta);
   if (uses_gate(rule)) {
-    Var a_proj = named(add(linear(x, a_proj_w), a_proj_b), n.a_proj);
+    a_proj = named(a_proj, n.a_proj);
     log_alpha = log_sigmoid(a_proj);  // −softplus(−z), never log(σ(z))
     if (gate_per_channel(rule)) log_alpha = reshape(log_alpha, heads);
     log_alpha = named(log_alpha, n.log_alpha);
