@@ -3,7 +3,9 @@
 (lowest) ms per training step of each binary over the rounds, their ratio,
 the after binary's model-FLOP rate as a fraction of its GEMM rate, peak
 memory, each run's step times over attn's (ratios inside one run only), and
-the speed targets of README "Benchmarks" checked one by one.
+the speed targets of README "Benchmarks" checked one by one, and where gdn's
+step spends its time beyond attn's (the after binary's profile, by op and by
+product shape).
     scripts/bench_compare.py OUT_DIR ROUNDS > OUT_DIR/summary.md
 """
 import json
@@ -114,6 +116,44 @@ def main():
     print("\n## Targets (after binary)\n")
     for what, ok, detail in checks:
         print(f"- {'holds' if ok else 'DOES NOT HOLD'}: {what} ({detail})")
+    profile = out / "profile-after.json"
+    if profile.exists():
+        print_gap(json.loads(profile.read_text()), "gdn", "attn")
+
+
+def profile_ms(run, preset, by_detail):
+    """(op[, detail]) -> ms per step in `preset`'s 64x64 profile, phases summed."""
+    for t in run["train"]:
+        if t["preset"] == preset and t["shape"] == "64x64" and "profile" in t:
+            steps, out = t["profile"]["steps"], {}
+            for e in t["profile"]["entries"]:
+                key = e["op"] + (" " + e["detail"] if by_detail and e.get("detail") else "")
+                out[key] = out.get(key, 0.0) + e["ms"] / steps
+            return out
+    return None
+
+
+def print_gap(run, preset, base):
+    """Where `preset`'s step spends its time beyond `base`'s: the profile run's
+    ms per step by op, then the products by shape (the profiler's timings,
+    with its hook on)."""
+    for by_detail, title in ((False, "by op"), (True, "by op and product shape")):
+        p, q = profile_ms(run, preset, by_detail), profile_ms(run, base, by_detail)
+        if p is None or q is None:
+            return
+        if by_detail:
+            p = {k: v for k, v in p.items() if k.startswith("matmul")}
+            q = {k: v for k, v in q.items() if k.startswith("matmul")}
+        keys = sorted(set(p) | set(q), key=lambda k: -abs(p.get(k, 0.0) - q.get(k, 0.0)))
+        print(f"\n## {preset} against {base}, {title} (profile-after, ms per step, phases summed)\n")
+        print(f"| op | {base} | {preset} | {preset} − {base} |")
+        print("|---|---|---|---|")
+        for k in keys:
+            x, y = q.get(k, 0.0), p.get(k, 0.0)
+            if max(x, y) >= 0.05:
+                print(f"| {k} | {x:.2f} | {y:.2f} | {y - x:+.2f} |")
+        print(f"| total | {sum(q.values()):.2f} | {sum(p.values()):.2f} | "
+              f"{sum(p.values()) - sum(q.values()):+.2f} |")
 
 
 if __name__ == "__main__":
