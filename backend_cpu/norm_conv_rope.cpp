@@ -330,6 +330,18 @@ void silu_grad_in_row(const T* z, const T* dy, T* dz, int64_t n) {
     for (int64_t i = 0; i < n; ++i) dz[i] = math::Silu::backward(z[i], T(0), dy[i], T(0));
   }
 }
+// The two above for a row whose y is needed before its dy: float keeps σ(z)
+// in s [n] between them instead of forming it twice (the same bits).
+template <class T>
+void silu_in_row_keeping_logistic(const T* z, T* y, T* s, int64_t n) {
+  if constexpr (std::is_same_v<T, float>) silu_forward_keep_logistic_serial(z, y, s, n);
+  else silu_in_row(z, y, n);
+}
+template <class T>
+void silu_grad_in_row_from_logistic(const T* z, const T* s, const T* dy, T* dz, int64_t n) {
+  if constexpr (std::is_same_v<T, float>) silu_backward_from_logistic_serial(z, s, dy, dz, n);
+  else silu_grad_in_row(z, dy, dz, n);
+}
 
 }  // namespace
 
@@ -343,7 +355,7 @@ void causal_conv1d_silu_forward(const T* x, const T* w, T* y, int64_t B, int64_t
 // recomputed conv output z. One pass over chunks of kRowsPerChunk rows (the
 // rms_norm / conv chunks): a chunk recomputes z for its rows and the K − 1
 // rows after them (which its dx reads) and lets form_dz(bt, row, scratch)
-// turn row bt's z into dz in place (scratch: 2·C numbers of its own), then
+// turn row bt's z into dz in place (scratch: 3·C numbers of its own), then
 // writes its rows' dx and adds dz_t ⊙ x_{t−K+1+j} into its own dw partial;
 // the partials are summed in chunk order.
 namespace {
@@ -358,7 +370,7 @@ void conv_backward_of_recomputed(const T* x, const T* w, T* dx, T* dw, int64_t B
   for (int64_t ch = 0; ch < chunks; ++ch) {
     const int64_t first = ch * kRowsPerChunk, end = std::min(rows, first + kRowsPerChunk);
     const int64_t stop = std::min(rows, end + K - 1);
-    std::vector<T> dz(size_t((stop - first + 2) * C));  // dz of rows first … stop − 1, then the scratch
+    std::vector<T> dz(size_t((stop - first + 3) * C));  // dz of rows first … stop − 1, then the scratch
     T* scratch = dz.data() + (stop - first) * C;
     for (int64_t bt = first; bt < stop; ++bt) {
       T* dzr = dz.data() + (bt - first) * C;
@@ -408,13 +420,14 @@ void causal_conv1d_silu_l2_backward(const T* x, const T* w, const T* norm, const
                                     int64_t head, T eps, T scale) {
   const int64_t heads = C / head;
   conv_backward_of_recomputed(x, w, dx, dw, B, T_len, C, K, [&](int64_t bt, T* z, T* scratch) {
-    T* y = scratch;      // [C] silu(z)
-    T* dy = scratch + C;  // [C] its gradient
-    silu_in_row(z, y, C);
+    T* y = scratch;           // [C] silu(z)
+    T* dy = scratch + C;      // [C] its gradient
+    T* sig = scratch + 2 * C;  // [C] σ(z)
+    silu_in_row_keeping_logistic(z, y, sig, C);
     for (int64_t h = 0; h < heads; ++h)  // dy, through each head's L2 norm
       l2_norm_backward_row(y + h * head, norm[bt * heads + h], dq + bt * C + h * head,
                            dy + h * head, head, eps, scale);
-    silu_grad_in_row(z, dy, z, C);  // dz = dy ⊙ silu'(z)
+    silu_grad_in_row_from_logistic(z, sig, dy, z, C);  // dz = dy ⊙ silu'(z)
   });
 }
 

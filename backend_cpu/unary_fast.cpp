@@ -63,6 +63,23 @@ void silu_backward_serial(const float* x, const float* dy, float* dx, int64_t n)
   });
 }
 
+void silu_forward_keep_logistic_serial(const float* x, float* y, float* s, int64_t n) {
+  for_stretches(n, [&](int64_t o, int64_t m) {
+    In X(x + o, m);
+    Out S(s + o, m);
+    S = X.logistic();
+    Out(y + o, m) = X * S;
+  });
+}
+
+void silu_backward_from_logistic_serial(const float* x, const float* s, const float* dy,
+                                        float* dx, int64_t n) {
+  for_stretches(n, [&](int64_t o, int64_t m) {
+    In X(x + o, m), S(s + o, m), dY(dy + o, m);
+    Out(dx + o, m) = dY * S * (1.0f + X * (1.0f - S));
+  });
+}
+
 bool unary_forward_fast(UnaryFn f, const float* x, float* y, int64_t n, float p) {
   switch (f) {
     case UnaryFn::Gelu:  // ½x(1 + tanh(√(2/π)(x + 0.044715x³)))

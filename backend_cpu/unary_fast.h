@@ -27,5 +27,12 @@ bool unary_backward_fast(UnaryFn f, const float* x, const float* y, const float*
 // fused conv + SiLU of backend_cpu/norm_conv_rope.cpp). y, dx may be x.
 void silu_forward_serial(const float* x, float* y, int64_t n);
 void silu_backward_serial(const float* x, const float* dy, float* dx, int64_t n);
+// The same two split at σ(x), for a caller that needs y = x σ(x) before it
+// has dy (the fused conv + SiLU + L2 norm's backward): the first also keeps
+// s = σ(x), which the second reads instead of forming it again. The same
+// bits as the two above.
+void silu_forward_keep_logistic_serial(const float* x, float* y, float* s, int64_t n);
+void silu_backward_from_logistic_serial(const float* x, const float* s, const float* dy,
+                                        float* dx, int64_t n);
 
 }  // namespace lina::cpu
