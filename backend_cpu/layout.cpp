@@ -1,4 +1,7 @@
 // The one strided copy behind permute, expand, slice, concat and sum_to.
+#include <algorithm>
+#include <vector>
+
 #include "backend_cpu/cpu_kernels.h"
 #include "backend_cpu/parallel.h"
 
@@ -13,31 +16,46 @@ void copy_strided(const T* src, const int64_t* src_strides, T* dst, const int64_
   int64_t inner = ndim ? shape[ndim - 1] : 1;
   int64_t ss = ndim ? src_strides[ndim - 1] : 0, ds = ndim ? dst_strides[ndim - 1] : 0;
   int64_t rows = n / inner;
-  auto row_offsets = [&](int64_t r, int64_t& os, int64_t& od) {
-    os = od = 0;
+  // Rows [r0, r1), each the `inner` elements along the last dimension. The
+  // first row's offsets come from its index over the outer dimensions; each
+  // next row's by stepping that index like an odometer (last outer
+  // dimension fastest), without a division per row: the rows of a narrow
+  // slice ([.., 4] out of [.., 8]) are only a few elements long.
+  auto copy_rows = [&](int64_t r0, int64_t r1) {
+    std::vector<int64_t> index(size_t(std::max(ndim - 1, 0)));
+    int64_t os = 0, od = 0, rest = r0;
     for (int d = ndim - 2; d >= 0; --d) {
-      int64_t i = r % shape[d];
-      r /= shape[d];
-      os += i * src_strides[d];
-      od += i * dst_strides[d];
+      index[size_t(d)] = rest % shape[d];
+      rest /= shape[d];
+      os += index[size_t(d)] * src_strides[d];
+      od += index[size_t(d)] * dst_strides[d];
+    }
+    for (int64_t row = r0; row < r1; ++row) {
+      if (accumulate)
+        for (int64_t j = 0; j < inner; ++j) dst[od + j * ds] += src[os + j * ss];
+      else
+        for (int64_t j = 0; j < inner; ++j) dst[od + j * ds] = src[os + j * ss];
+      for (int d = ndim - 2; d >= 0; --d) {  // the next row's index and offsets
+        os += src_strides[d];
+        od += dst_strides[d];
+        if (++index[size_t(d)] < shape[d]) break;
+        os -= shape[d] * src_strides[d];
+        od -= shape[d] * dst_strides[d];
+        index[size_t(d)] = 0;
+      }
     }
   };
   if (accumulate) {
     // Zero destination strides make several source rows land on one
     // destination row: run serially so no two threads add into one place.
-    for (int64_t r = 0; r < rows; ++r) {
-      int64_t os, od;
-      row_offsets(r, os, od);
-      for (int64_t j = 0; j < inner; ++j) dst[od + j * ds] += src[os + j * ss];
-    }
+    copy_rows(0, rows);
     return;
   }
+  constexpr int64_t kRowsPerBlock = 256;
+  const int64_t blocks = (rows + kRowsPerBlock - 1) / kRowsPerBlock;
   LINA_PARALLEL_FOR_IF(n > kParallelMin)
-  for (int64_t r = 0; r < rows; ++r) {
-    int64_t os, od;
-    row_offsets(r, os, od);
-    for (int64_t j = 0; j < inner; ++j) dst[od + j * ds] = src[os + j * ss];
-  }
+  for (int64_t b = 0; b < blocks; ++b)
+    copy_rows(b * kRowsPerBlock, std::min(rows, (b + 1) * kRowsPerBlock));
 }
 
 template void copy_strided<float>(const float*, const int64_t*, float*, const int64_t*,

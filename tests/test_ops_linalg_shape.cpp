@@ -1,6 +1,7 @@
 // Matmul, reductions and shape ops: gradient checks and known values.
 #include <doctest/doctest.h>
 
+#include "backend_cpu/cpu_kernels.h"
 #include "tests/gradcheck.h"
 
 using namespace lina;
@@ -89,4 +90,45 @@ TEST_CASE("sum, permute, slice and concat values") {
   CHECK(concat({x, x}, 0).shape() == Shape{4, 3});
   CHECK_THROWS_WITH_AS(reshape(x, {4, 2}), doctest::Contains("[4, 2]"), Error);
   CHECK_THROWS_AS(slice(x, 1, 2, 2), Error);
+}
+
+// cpu::copy_strided steps from row to row without dividing; against each
+// element's offsets from its full index, on a permute with rows spread over
+// several blocks (the last one partial), a narrow slice, and the
+// accumulating form sum_to uses (zero destination strides).
+TEST_CASE("copy_strided: permute, narrow slice and accumulation against index arithmetic") {
+  struct Case {
+    std::vector<int64_t> shape, src_strides, dst_strides;
+    int64_t src_offset, src_size, dst_size;
+    bool accumulate;
+  };
+  const std::vector<Case> cases = {
+      // [3, 7, 5, 2] read as [3, 5, 7, 2] (permute 0 2 1 3): 105 rows
+      {{3, 5, 7, 2}, {70, 2, 10, 1}, {70, 14, 2, 1}, 0, 210, 210, false},
+      // [9, 37, 4] out of [9, 37, 8] from column 3: 333 rows, two blocks of 256
+      {{9, 37, 4}, {296, 8, 1}, {148, 4, 1}, 3, 9 * 37 * 8, 9 * 37 * 4, false},
+      // [300, 6] summed to [6]
+      {{300, 6}, {6, 1}, {0, 1}, 0, 1800, 6, true},
+  };
+  for (const Case& c : cases) {
+    std::vector<float> src(size_t(c.src_size)), dst(size_t(c.dst_size), 0.5f);
+    for (size_t i = 0; i < src.size(); ++i) src[i] = float(i % 97) - 40.0f;
+    std::vector<float> want = dst;
+    int64_t n = 1;
+    for (int64_t s : c.shape) n *= s;
+    for (int64_t e = 0; e < n; ++e) {  // element e's offsets from its index
+      int64_t rest = e, os = c.src_offset, od = 0;
+      for (int d = int(c.shape.size()) - 1; d >= 0; --d) {
+        const int64_t i = rest % c.shape[size_t(d)];
+        rest /= c.shape[size_t(d)];
+        os += i * c.src_strides[size_t(d)];
+        od += i * c.dst_strides[size_t(d)];
+      }
+      want[size_t(od)] = c.accumulate ? want[size_t(od)] + src[size_t(os)] : src[size_t(os)];
+    }
+    cpu::copy_strided<float>(src.data() + c.src_offset, c.src_strides.data(), dst.data(),
+                             c.dst_strides.data(), c.shape.data(), int(c.shape.size()),
+                             c.accumulate);
+    CHECK(dst == want);
+  }
 }
