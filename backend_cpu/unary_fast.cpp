@@ -35,13 +35,19 @@ void for_blocks(int64_t n, Body body) {
 // a fixed-size array on the stack: on the short rows the fused conv calls
 // it with (128 floats), x σ(x) as one dynamic-size Eigen expression ran 2.6×
 // slower per element than on long ones.
-constexpr int64_t kSiluStretch = 256;
-using Stretch = Eigen::Array<float, Eigen::Dynamic, 1, Eigen::ColMajor, kSiluStretch, 1>;
+constexpr int64_t kStretch = 256;
+using Stretch = Eigen::Array<float, Eigen::Dynamic, 1, Eigen::ColMajor, kStretch, 1>;
 
 // Calls body(offset, length) for every stretch of [0, n), on this thread.
 template <class Body>
 void for_stretches(int64_t n, Body body) {
-  for (int64_t o = 0; o < n; o += kSiluStretch) body(o, std::min(kSiluStretch, n - o));
+  for (int64_t o = 0; o < n; o += kStretch) body(o, std::min(kStretch, n - o));
+}
+
+// SiLU's derivative times dy, from x and s = σ(x): dy σ(x)(1 + x(1 − σ(x))).
+template <class S>
+auto silu_grad(const In& X, const S& s, const In& dY) {
+  return dY * s * (1.0f + X * (1.0f - s));
 }
 
 }  // namespace
@@ -55,11 +61,10 @@ void silu_forward_serial(const float* x, float* y, int64_t n) {  // x σ(x)
 }
 
 void silu_backward_serial(const float* x, const float* dy, float* dx, int64_t n) {
-  // σ(x)(1 + x(1 − σ(x)))
   for_stretches(n, [&](int64_t o, int64_t m) {
     In X(x + o, m), dY(dy + o, m);
     Stretch s = X.logistic();
-    Out(dx + o, m) = dY * s * (1.0f + X * (1.0f - s));
+    Out(dx + o, m) = silu_grad(X, s, dY);
   });
 }
 
@@ -76,7 +81,7 @@ void silu_backward_from_logistic_serial(const float* x, const float* s, const fl
                                         float* dx, int64_t n) {
   for_stretches(n, [&](int64_t o, int64_t m) {
     In X(x + o, m), S(s + o, m), dY(dy + o, m);
-    Out(dx + o, m) = dY * S * (1.0f + X * (1.0f - S));
+    Out(dx + o, m) = silu_grad(X, S, dY);
   });
 }
 

@@ -56,29 +56,22 @@ Var RecurrentMixer::forward(const ModelConfig& c, const Var& x, const LayerNames
   int64_t B = x.dim(0), T = x.dim(1), H = c.n_head, d = c.head_size;
   Shape heads{B, T, H, d};
   const ScanRule rule = scan_rule(kind);
-  // Projection, then conv + SiLU, then split into heads (all [B, T, C] = [B, T, H·d]).
-  auto project = [&](const Var& w, const Var& conv, Tensor* conv_cache, const char* proj_name,
-                     const char* conv_name) {
-    return reshape(named(conv_silu(named(linear(x, w), proj_name), conv, conv_cache, c.fused_conv),
-                         conv_name),
-                   heads);
-  };
+  // With the fused conv, q's and k's L2 feature map (all but linear) joins
+  // the conv's op (conv1d_silu_l2norm), whose output is then q or k itself.
+  const bool map_in_conv = c.fused_conv && kind != MixerKind::Linear;
+  const int64_t l2_head = map_in_conv ? d : 0;
   const double q_scale = 1.0 / std::sqrt(double(d));
-  Var q, k, v;
-  if (c.fused_conv && kind != MixerKind::Linear) {
-    // the L2 feature map inside the conv's op (conv1d_silu_l2norm)
-    auto project_normed = [&](const Var& w, const Var& conv, Tensor* conv_cache,
-                              const char* proj_name, double scale) {
-      Var normed = conv_silu(named(linear(x, w), proj_name), conv, conv_cache, true, d, scale);
-      return reshape(normed, heads);
-    };
-    q = project_normed(wq, conv_q, cache ? &cache->conv_q : nullptr, n.q_proj, q_scale);
-    k = project_normed(wk, conv_k, cache ? &cache->conv_k : nullptr, n.k_proj, 1.0);
-    v = project(wv, conv_v, cache ? &cache->conv_v : nullptr, n.v_proj, n.v_conv);
-  } else {
-    q = project(wq, conv_q, cache ? &cache->conv_q : nullptr, n.q_proj, n.q_conv);
-    k = project(wk, conv_k, cache ? &cache->conv_k : nullptr, n.k_proj, n.k_conv);
-    v = project(wv, conv_v, cache ? &cache->conv_v : nullptr, n.v_proj, n.v_conv);
+  // Projection, then conv + SiLU (with l2_head > 0, then each head's L2 norm
+  // times scale), then split into heads (all [B, T, C] = [B, T, H·d]).
+  auto project = [&](const Var& w, const Var& conv, Tensor* conv_cache, const char* proj_name,
+                     const char* conv_name, int64_t l2 = 0, double scale = 1.0) {
+    Var y = conv_silu(named(linear(x, w), proj_name), conv, conv_cache, c.fused_conv, l2, scale);
+    return reshape(l2 > 0 ? y : named(y, conv_name), heads);
+  };
+  Var q = project(wq, conv_q, cache ? &cache->conv_q : nullptr, n.q_proj, n.q_conv, l2_head, q_scale);
+  Var k = project(wk, conv_k, cache ? &cache->conv_k : nullptr, n.k_proj, n.k_conv, l2_head);
+  Var v = project(wv, conv_v, cache ? &cache->conv_v : nullptr, n.v_proj, n.v_conv);
+  if (!map_in_conv) {
     q = feature_map(c, kind, q, q_scale);
     k = feature_map(c, kind, k);
   }
