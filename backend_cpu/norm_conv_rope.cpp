@@ -160,12 +160,43 @@ static std::vector<T> taps_by_channel(const T* w, int64_t C, int64_t K) {
 
 namespace {
 
-// The row helpers below run over the channels in whole SIMD vectors first
-// (small::Vec64: 16 floats or 8 doubles), each sum held in a register and
-// stored once, then the channels left over one by one. Either way every
-// element sums its terms in the same order (taps, or rows, ascending), so
-// the two paths give the same bits.
+// The row helpers below run over the channels in groups of G SIMD vectors
+// (small::Vec64: 16 floats or 8 doubles) while they last, then single
+// vectors, then the channels left over one by one. A group's G sums are
+// independent, so their FMAs overlap instead of each waiting on the one
+// before (a tap's FMA takes ~4 cycles to reach the next). Every path sums
+// an element's terms in the same order (taps, or rows, ascending), so they
+// give the same bits.
 template <class T> constexpr int64_t kSimdLanes = small::kLanes<T>;
+
+// sums[g] = Σ_{j ≥ first_tap} a_j[c + g·L] · b_j[c + g·L] for the G vectors from channel c,
+// the taps in ascending order; a(j), b(j) give the rows tap j multiplies.
+template <int G, class T, class RowA, class RowB>
+void tap_sums(RowA a, RowB b, int64_t first_tap, int64_t K, int64_t c, T* out) {
+  constexpr int64_t L = kSimdLanes<T>;
+  small::Vec64<T> sum[G] = {};
+  for (int64_t j = first_tap; j < K; ++j) {
+    const T* aj = a(j) + c;
+    const T* bj = b(j) + c;
+#pragma GCC unroll 4
+    for (int g = 0; g < G; ++g) sum[g] += small::load(aj + g * L) * small::load(bj + g * L);
+  }
+  for (int g = 0; g < G; ++g) small::store(out + c + g * L, sum[g]);
+}
+
+// out[c] = Σ_{j ≥ first_tap} a_j[c] b_j[c] over the C channels.
+template <class T, class RowA, class RowB>
+void tap_sums_row(RowA a, RowB b, int64_t first_tap, int64_t K, int64_t C, T* out) {
+  constexpr int64_t L = kSimdLanes<T>;
+  int64_t c = 0;
+  for (; c + 4 * L <= C; c += 4 * L) tap_sums<4, T>(a, b, first_tap, K, c, out);
+  for (; c + L <= C; c += L) tap_sums<1, T>(a, b, first_tap, K, c, out);
+  for (; c < C; ++c) {
+    T sum = T(0);
+    for (int64_t j = first_tap; j < K; ++j) sum += a(j)[c] * b(j)[c];
+    out[c] = sum;
+  }
+}
 
 // z = Σ_j w_j x_{t−K+1+j} for row bt = b·T + t, over the C channels (w_kc
 // [K, C]); taps before the sequence start are zero.
@@ -174,19 +205,10 @@ void conv_row(const T* x, const T* w_kc, T* z, int64_t bt, int64_t T_len, int64_
               int64_t K) {
   const int64_t t = bt % T_len;
   const int64_t first_tap = std::max<int64_t>(0, K - 1 - t);  // taps that reach back past t = 0 are 0
-  auto x_tap = [&](int64_t j) { return x + (bt - (K - 1 - j)) * C; };  // the row tap j reads
-  int64_t c = 0;
-  for (; c + kSimdLanes<T> <= C; c += kSimdLanes<T>) {
-    small::Vec64<T> sum = {};
-    for (int64_t j = first_tap; j < K; ++j)
-      sum += small::load(w_kc + j * C + c) * small::load(x_tap(j) + c);
-    small::store(z + c, sum);
-  }
-  for (; c < C; ++c) {
-    T sum = T(0);
-    for (int64_t j = first_tap; j < K; ++j) sum += w_kc[j * C + c] * x_tap(j)[c];
-    z[c] = sum;
-  }
+  tap_sums_row(
+      [&](int64_t j) { return w_kc + j * C; },
+      [&](int64_t j) { return x + (bt - (K - 1 - j)) * C; },  // the row tap j reads
+      first_tap, K, C, z);
 }
 
 // dx_s = Σ_j w_j dz_{s+K−1−j} for row bs = b·T + s (terms past the sequence
@@ -196,18 +218,10 @@ void conv_input_grad_row(const T* w_kc, Rows dz_row, T* dx, int64_t bs, int64_t 
                          int64_t K) {
   const int64_t s = bs % T_len;
   const int64_t first_tap = std::max<int64_t>(0, s + K - T_len);  // taps that reach past the end are 0
-  int64_t c = 0;
-  for (; c + kSimdLanes<T> <= C; c += kSimdLanes<T>) {
-    small::Vec64<T> sum = {};
-    for (int64_t j = first_tap; j < K; ++j)
-      sum += small::load(w_kc + j * C + c) * small::load(dz_row(bs + K - 1 - j) + c);
-    small::store(dx + c, sum);
-  }
-  for (; c < C; ++c) {
-    T sum = T(0);
-    for (int64_t j = first_tap; j < K; ++j) sum += w_kc[j * C + c] * dz_row(bs + K - 1 - j)[c];
-    dx[c] = sum;
-  }
+  tap_sums_row(
+      [&](int64_t j) { return w_kc + j * C; },
+      [&](int64_t j) { return dz_row(bs + K - 1 - j); },
+      first_tap, K, C, dx);
 }
 
 // dw partial [K, C] += Σ_t dz_t[c] x_{t−K+1+j}[c] over rows bt = b·T + t in

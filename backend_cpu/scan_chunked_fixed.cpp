@@ -33,6 +33,13 @@ namespace {
 using small::matmul;
 using small::Store;
 using small::transpose;
+using small::Vec64;
+
+// x = exp(x) over N numbers, a SIMD register at a time (Eigen's vectorised exp).
+template <int N, class T> void exp_in_place(T* x) {
+  Eigen::Map<Eigen::Array<T, N, 1>> a(x);
+  a = a.exp();
+}
 
 // One chunk: its inputs as contiguous blocks, and everything computed before
 // the read-out (the backward recomputes these from the saved state).
@@ -71,15 +78,23 @@ template <class T, int C, int D> struct FixedChunk {
     }
   }
 
-  // Γ, γ, δ from the log-decays (all ones without decay), as scan_chunked.cpp.
+  // Γ, γ, δ from the log-decays (all ones without decay). As in
+  // scan_chunked.cpp, each Γ_ri is the exp of its own segment sum
+  // g_{i+1} + … + g_r, never a difference of two running sums; here the
+  // segments of row r are those of row r − 1 plus g_r, a whole row at a
+  // time, and the exps are taken over whole vectors.
   void decays() {
-    MatrixMap<T> Gamma_map(&Gamma[0][0], C, C);
-    segment_decays(C, [&](int64_t i) { return g[i]; }, Gamma_map);
-    T lambda = 0;
-    for (int r = 0; r < C; ++r) {
-      lambda += g[r];
-      gamma[r] = std::exp(lambda);
-    }
+    alignas(64) T lambda[C];  // λ_r = g_0 + … + g_r
+    T run = 0;
+    for (int r = 0; r < C; ++r) lambda[r] = run += g[r];
+    for (int i = 0; i < C; ++i) Gamma[0][i] = T(0);
+    for (int r = 1; r < C; ++r)
+      for (int i = 0; i < C; ++i) Gamma[r][i] = i < r ? Gamma[r - 1][i] + g[r] : T(0);
+    exp_in_place<C * C>(&Gamma[0][0]);
+    for (int r = 0; r < C; ++r)
+      for (int i = r + 1; i < C; ++i) Gamma[r][i] = T(0);  // 0 above the diagonal
+    for (int r = 0; r < C; ++r) gamma[r] = lambda[r];
+    exp_in_place<C>(gamma);
     for (int i = 0; i < C; ++i) delta[i] = Gamma[C - 1][i];
   }
 
@@ -161,9 +176,13 @@ void delta_gradients(const FixedChunk<T, C, D>& m, const T* S, Backward<T, C, D>
     for (int i = 0; i < C; ++i) w.dEsym[r][i] = w.dEG[r][i] + w.dEG[i][r];
   matmul<C, D, C, false, Store::Add>(&w.dEsym[0][0], C, &m.K[0][0], D, &w.dK[0][0], D);
   // B8  dβ_r = dBV_r·v_r + γ_r dBK_r·k_r + Σ_i dA_ri E_ri,   E = K Kᵀ ⊙ Γ
+  //     (each row's three dot products added lane by lane, then C rows summed at once)
+  Vec64<T> terms[C];
   for (int r = 0; r < C; ++r)
-    w.dbeta[r] = small::dot<D>(w.dB[r], m.V[r]) +
-                 m.gamma[r] * small::dot<D>(w.dB[r] + D, m.K[r]) + small::dot<C>(w.dA[r], m.E[r]);
+    terms[r] = small::lanes_dot<D>(w.dB[r], m.V[r]) +
+               m.gamma[r] * small::lanes_dot<D>(w.dB[r] + D, m.K[r]) +
+               small::lanes_dot<C>(w.dA[r], m.E[r]);
+  small::lane_sums<C>(terms, w.dbeta);
 }
 
 }  // namespace
@@ -271,21 +290,22 @@ void backward_fixed(const ScanShape& s, const ScanInputs<T>& in, const T* chunk_
           //     dλ_r = γ_r dγ_r + Σ_i (dΓ⊙Γ)_ri − Σ_i (dΓ⊙Γ)_ir − δ_r dδ_r
           //     dλ_C += γ_C ⟨dS', S⟩ + Σ_i δ_i dδ_i
           // B10 dg_j = Σ_{r ≥ j} dλ_r
+          // (each row's terms added lane by lane, then the C rows summed at once)
           T col_sums[C] = {};  // Σ_r (dΓ⊙Γ)_ri
           for (int r = 0; r < C; ++r)
             for (int i = 0; i < C; ++i) col_sums[i] += w->dGG[r][i];
-          T decay_to_end = 0;
+          Vec64<T> row_terms[C], decay_to_end = {};
           for (int r = 0; r < C; ++r) {
-            const T dgamma =
-                small::dot<D>(w->dOS[r], m->Q[r]) +
-                (delta_rule ? m->beta[r] * small::dot<D>(w->dB[r] + D, m->K[r]) : T(0));
-            const T ddelta_delta = m->delta[r] * small::dot<D>(w->UG[r], m->K[r]);
+            Vec64<T> dgamma = small::lanes_dot<D>(w->dOS[r], m->Q[r]);
+            if (delta_rule) dgamma += m->beta[r] * small::lanes_dot<D>(w->dB[r] + D, m->K[r]);
+            const Vec64<T> ddelta_delta = m->delta[r] * small::lanes_dot<D>(w->UG[r], m->K[r]);
             decay_to_end += ddelta_delta;
-            w->dlambda[r] = m->gamma[r] * dgamma + small::sum<C>(w->dGG[r]) - col_sums[r] -
-                            ddelta_delta;
+            row_terms[r] = m->gamma[r] * dgamma + small::lanes_sum<C>(w->dGG[r]) - ddelta_delta;
           }
-          w->dlambda[C - 1] +=
-              m->gamma[C - 1] * small::dot<D * D>(&w->G[0][0], S) + decay_to_end;
+          small::lane_sums<C>(row_terms, w->dlambda);
+          for (int r = 0; r < C; ++r) w->dlambda[r] -= col_sums[r];
+          w->dlambda[C - 1] += m->gamma[C - 1] * small::dot<D * D>(&w->G[0][0], S) +
+                               small::lane_sum<T>(decay_to_end);
           for (int r = C - 2; r >= 0; --r) w->dlambda[r] += w->dlambda[r + 1];
           for (int r = 0; r < c; ++r) grads.dg[at.token0 + r * at.stride] = w->dlambda[r];
         }

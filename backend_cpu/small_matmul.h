@@ -37,10 +37,12 @@ template <class T> inline void store(T* p, const Vec64<T>& v) { __builtin_memcpy
 // R rows of P are formed together: each row of B is loaded once for all R,
 // and the R·N/L sums are independent, so consecutive FMAs do not wait on
 // each other (one accumulator alone would wait the FMA's latency, ~4 cycles,
-// at every step of k).
+// at every step of k). R·N/L = 16 sums where M allows: with two FMA units
+// that is 8 cycles of work between an FMA and the next on the same sum.
 template <int M, int N, int K, bool TransposeA = false, Store store_as = Store::Set, class T>
 inline void matmul(const T* A, int lda, const T* B, int ldb, T* C, int ldc) {
-  constexpr int L = kLanes<T>, NV = N / L, R = NV >= 8 ? 2 : 4;
+  constexpr int L = kLanes<T>, NV = N / L;
+  constexpr int R = NV >= 8 ? 2 : (16 / NV <= M && M % (16 / NV) == 0 ? 16 / NV : 4);
   static_assert(N % L == 0, "small::matmul: N must be a whole number of vectors");
   static_assert(M % R == 0, "small::matmul: M must be a multiple of the rows done together");
   for (int i0 = 0; i0 < M; i0 += R) {
@@ -49,7 +51,7 @@ inline void matmul(const T* A, int lda, const T* B, int ldb, T* C, int ldc) {
       Vec64<T> b[NV];
 #pragma GCC unroll 8
       for (int v = 0; v < NV; ++v) b[v] = load(B + k * ldb + v * L);
-#pragma GCC unroll 4
+#pragma GCC unroll 16
       for (int r = 0; r < R; ++r) {
         const T a = TransposeA ? A[k * lda + i0 + r] : A[(i0 + r) * lda + k];
 #pragma GCC unroll 8
@@ -133,6 +135,43 @@ template <int M, int N, class T> inline void transpose(const T* A, int lda, T* A
       swap_step<L / 2, T>(rows);
       for (int j = 0; j < L; ++j) store(At + (j0 + j) * M + i0, rows[j]);
     }
+}
+
+// The lanes of Σ_v a[v·L …] ⊙ b[v·L …] over N elements (N a multiple of
+// kLanes<T>): a dot product not yet summed across its lanes, so several can
+// be added together, or summed L rows at a time by lane_sums below.
+template <int N, class T> inline Vec64<T> lanes_dot(const T* a, const T* b) {
+  constexpr int L = kLanes<T>;
+  static_assert(N % L == 0, "small::lanes_dot: N must be a whole number of vectors");
+  Vec64<T> sum = load(a) * load(b);
+  for (int v = 1; v < N / L; ++v) sum += load(a + v * L) * load(b + v * L);
+  return sum;
+}
+// The lanes of Σ_v a[v·L …] over N elements.
+template <int N, class T> inline Vec64<T> lanes_sum(const T* a) {
+  constexpr int L = kLanes<T>;
+  static_assert(N % L == 0, "small::lanes_sum: N must be a whole number of vectors");
+  Vec64<T> sum = load(a);
+  for (int v = 1; v < N / L; ++v) sum += load(a + v * L);
+  return sum;
+}
+
+// out[r] = the sum of the lanes of v[r], for R vectors (R a multiple of
+// kLanes<T>). Each block of L vectors is transposed in registers, so that
+// lane r of every vector belongs to v[r], and the L vectors are added in a
+// tree: L sums for L·log2(L) shuffles and L − 1 additions, where summing
+// each vector across its lanes on its own would take L − 1 dependent steps.
+template <int R, class T> inline void lane_sums(const Vec64<T>* v, T* out) {
+  constexpr int L = kLanes<T>;
+  static_assert(R % L == 0, "small::lane_sums: R must be a whole number of blocks");
+  for (int r0 = 0; r0 < R; r0 += L) {
+    Vec64<T> block[L];
+    for (int i = 0; i < L; ++i) block[i] = v[r0 + i];
+    swap_step<L / 2, T>(block);
+    for (int w = L / 2; w >= 1; w /= 2)
+      for (int i = 0; i < w; ++i) block[i] += block[i + w];
+    store(out + r0, block[0]);
+  }
 }
 
 // dst[0, N) = src[0, N), in whole vectors (N a multiple of kLanes<T>).

@@ -111,7 +111,7 @@ TEST_CASE("fixed-size chunked scan: compiled for the model's head size, chunk le
   CHECK_FALSE(fixed_backward<float>(s, 32, none, nullptr, nullptr, nullptr, {}));
 }
 
-TEST_CASE("small products: matmul, transposed matmul, triangular solves and transpose against plain loops") {
+TEST_CASE("small products: matmul, transposed matmul, triangular solves, lane sums and transpose against plain loops") {
   Rng rng(5);
   constexpr int M = 16, N = 32, K = 16;
   const std::vector<float> A = random_vector<float>(M * K, rng, -1, 1),
@@ -154,6 +154,29 @@ TEST_CASE("small products: matmul, transposed matmul, triangular solves and tran
       }
     check_close(transposed ? "(I + A)ᵀ X" : "(I + A) X", back, rhs, 1e-5);
   }
+
+  // N = 16: one vector per row, the 16 rows formed together
+  std::vector<float> sq(16 * 16), sq_want(16 * 16);
+  cpu::small::matmul<16, 16, 32>(B.data(), 32, A.data(), 16, sq.data(), 16);  // B is 16×32, A 32×16 here
+  for (int i = 0; i < 16; ++i)
+    for (int j = 0; j < 16; ++j) {
+      double p = 0;
+      for (int k = 0; k < 32; ++k) p += double(B[size_t(i * 32 + k)]) * A[size_t(k * 16 + j)];
+      sq_want[size_t(i * 16 + j)] = float(p);
+    }
+  check_close("16×16 A B", sq, sq_want, 1e-6);
+
+  // lane_sums of lanes_dot: row r of X (64×16 doubles) times y, 8 blocks of 8 rows
+  const std::vector<double> Xr = random_vector<double>(64 * 16, rng, -1, 1),
+                            y = random_vector<double>(16, rng, -1, 1);
+  std::vector<cpu::small::Vec64<double>> vecs(64);
+  std::vector<double> row_sum(64), want_sum(64);
+  for (int r = 0; r < 64; ++r) {
+    vecs[size_t(r)] = cpu::small::lanes_dot<16>(Xr.data() + r * 16, y.data());
+    for (int j = 0; j < 16; ++j) want_sum[size_t(r)] += Xr[size_t(r * 16 + j)] * y[size_t(j)];
+  }
+  cpu::small::lane_sums<64>(vecs.data(), row_sum.data());
+  check_close("lane_sums of lanes_dot", row_sum, want_sum, 1e-12);
 
   std::vector<double> X = random_vector<double>(16 * 48, rng, -1, 1), Xt(48 * 16);
   cpu::small::transpose<16, 32>(X.data(), 48, Xt.data());  // the first 32 of 48 columns
