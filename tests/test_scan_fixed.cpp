@@ -156,12 +156,13 @@ TEST_CASE("small products: matmul, transposed matmul, triangular solves, lane su
   }
 
   // N = 16: one vector per row, the 16 rows formed together
+  const std::vector<float> B32x16 = random_vector<float>(32 * 16, rng, -1, 1);
   std::vector<float> sq(16 * 16), sq_want(16 * 16);
-  cpu::small::matmul<16, 16, 32>(B.data(), 32, A.data(), 16, sq.data(), 16);  // B is 16×32, A 32×16 here
+  cpu::small::matmul<16, 16, 32>(B.data(), 32, B32x16.data(), 16, sq.data(), 16);  // B read as 16×32
   for (int i = 0; i < 16; ++i)
     for (int j = 0; j < 16; ++j) {
       double p = 0;
-      for (int k = 0; k < 32; ++k) p += double(B[size_t(i * 32 + k)]) * A[size_t(k * 16 + j)];
+      for (int k = 0; k < 32; ++k) p += double(B[size_t(i * 32 + k)]) * B32x16[size_t(k * 16 + j)];
       sq_want[size_t(i * 16 + j)] = float(p);
     }
   check_close("16×16 A B", sq, sq_want, 1e-6);
