@@ -78,23 +78,22 @@ template <class T, int C, int D> struct FixedChunk {
     }
   }
 
-  // Γ, γ, δ from the log-decays (all ones without decay). As in
-  // scan_chunked.cpp, each Γ_ri is the exp of its own segment sum
-  // g_{i+1} + … + g_r, never a difference of two running sums; here the
-  // segments of row r are those of row r − 1 plus g_r, a whole row at a
-  // time, and the exps are taken over whole vectors.
+  // Γ, γ, δ from the log-decays (all ones without decay), as products of
+  // the per-token decays a_r = exp(g_r): Γ_ri = a_{i+1} ⋯ a_r, so row r of Γ
+  // is row r − 1 times a_r (then 1 on the diagonal), and γ_r = a_0 ⋯ a_r.
+  // C exps instead of one per entry; a product of at most C factors is as
+  // accurate as the exp of a segment sum (scan_chunked.cpp), whose rounding
+  // the exp magnifies where the decay over the segment is large.
   void decays() {
-    alignas(64) T lambda[C];  // λ_r = g_0 + … + g_r
-    T run = 0;
-    for (int r = 0; r < C; ++r) lambda[r] = run += g[r];
-    for (int i = 0; i < C; ++i) Gamma[0][i] = T(0);
+    alignas(64) T a[C];
+    for (int r = 0; r < C; ++r) a[r] = g[r];
+    exp_in_place<C>(a);
+    for (int i = 0; i < C; ++i) Gamma[0][i] = i == 0 ? T(1) : T(0);
     for (int r = 1; r < C; ++r)
-      for (int i = 0; i < C; ++i) Gamma[r][i] = i < r ? Gamma[r - 1][i] + g[r] : T(0);
-    exp_in_place<C * C>(&Gamma[0][0]);
-    for (int r = 0; r < C; ++r)
-      for (int i = r + 1; i < C; ++i) Gamma[r][i] = T(0);  // 0 above the diagonal
-    for (int r = 0; r < C; ++r) gamma[r] = lambda[r];
-    exp_in_place<C>(gamma);
+      for (int i = 0; i < C; ++i)
+        Gamma[r][i] = i < r ? Gamma[r - 1][i] * a[r] : i == r ? T(1) : T(0);
+    gamma[0] = a[0];
+    for (int r = 1; r < C; ++r) gamma[r] = gamma[r - 1] * a[r];
     for (int i = 0; i < C; ++i) delta[i] = Gamma[C - 1][i];
   }
 
