@@ -124,6 +124,7 @@ void Var::backward() const {
       }
       Tensor& slot = pending[ins[i].impl()];
       if (!slot.defined()) slot = input_grads[i];
+      else if (slot.sole_owner()) kernels::add_inplace(slot, input_grads[i]);  // no new buffer
       else slot = kernels::binary(BinaryFn::Add, slot, input_grads[i]);
     }
   }

@@ -65,6 +65,9 @@ class Tensor {
   void* raw() const;
   template <class T> T* data() const;  // checks that T matches dtype()
   bool same_storage(const Tensor& o) const { return storage_ == o.storage_; }
+  // No other Tensor shares this one's storage (so writing it in place
+  // changes nothing anyone else can see).
+  bool sole_owner() const { return storage_ && storage_.use_count() == 1; }
 
   Tensor to(Device device) const;       // copy to a device (same dtype)
   Tensor to(DType dtype) const;         // cast (copies through the host)

@@ -14,6 +14,19 @@ TEST_CASE("a Var used twice accumulates both gradients") {
   CHECK(x.grad().to_vector<double>() == std::vector<double>{4.0, -3.0});
 }
 
+TEST_CASE("gradients are summed in place only where no other gradient shares the buffer") {
+  // add's backward hands h and k one tensor, dz; mul then sends h a second
+  // gradient. Summed into that shared tensor in place, it would also land in
+  // k's gradient. L = Σ(h + k) + Σ h², h = 2x, k = 3x: dL/dx = 5 + 8x.
+  Var x(Tensor::from_vector<double>({1.5, -2.0}, {2}), true, "x");
+  Var h = mul_scalar(x, 2.0), k = mul_scalar(x, 3.0);
+  Var u = mul(h, h);
+  Var z = add(h, k);  // recorded after u, so its backward runs first
+  Var loss = add(sum_all(z), sum_all(u));
+  loss.backward();
+  CHECK(x.grad().to_vector<double>() == std::vector<double>{5.0 + 8 * 1.5, 5.0 - 8 * 2.0});
+}
+
 TEST_CASE("no-grad mode records no graph") {
   Var x(Tensor::ones({3}, DType::f64), true);
   NoGradGuard guard;
