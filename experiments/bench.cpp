@@ -76,6 +76,9 @@ void finish_bench_options(BenchOptions& o) {
   check(o.warmup >= 0, "--warmup must not be negative");
   check(o.steps > 0, "--steps must be positive, got " + std::to_string(o.steps));
   check(o.scan_chunk >= 0, "--scan-chunk must be positive (or 0: the model's), got " + std::to_string(o.scan_chunk));
+  check(o.pairs >= 0, "--pairs must not be negative, got " + std::to_string(o.pairs));
+  check(o.pairs == 0 || std::find(o.presets.begin(), o.presets.end(), "attn") != o.presets.end(),
+        "--pairs times every preset against attn: add attn to --presets");
   check(o.infer_steps > 0, "--infer-steps must be positive, got " + std::to_string(o.infer_steps));
   for (const BenchShape& s : o.shapes)
     check(s.batch > 0 && s.context > 0 && s.batch <= 4096 && s.context <= 16384,
@@ -230,6 +233,22 @@ std::string run_bench(const BenchOptions& o) {
       train.push_back(r);
     }
   }
+  // --pairs: every other preset against attn, both in one child, steps alternating.
+  json paired = json::array();
+  for (const std::string& p : o.pairs > 0 ? o.presets : std::vector<std::string>{})
+    for (const BenchShape& s : o.shapes) {
+      if (p == "attn") continue;
+      std::vector<std::string> args = {"--presets", "attn," + p, "--job", "pair", "--shapes", shape_name(s),
+                                       "--pairs", std::to_string(o.pairs), "--warmup", std::to_string(o.warmup)};
+      if (o.scan_chunk > 0) args.insert(args.end(), {"--scan-chunk", std::to_string(o.scan_chunk)});
+      json r = run_child(args, (scratch.dir / (std::to_string(child++) + ".json")).string(),
+                         p + " against attn at " + shape_name(s));
+      r["preset"] = p;
+      r["shape"] = shape_name(s);
+      std::fprintf(stderr, "  %s/attn %s: %.3f (median of %d pairs)\n", p.c_str(), shape_name(s).c_str(),
+                   double(r["ratio_median"]), o.pairs);
+      paired.push_back(r);
+    }
   for (const std::string& p : o.presets) {
     json r = run_child({"--presets", p, "--job", "infer", "--contexts", join(o.contexts), "--infer-steps",
                         std::to_string(o.infer_steps)},
@@ -251,6 +270,8 @@ std::string run_bench(const BenchOptions& o) {
     if (r["preset"] == "gdn" && !r["ratio_to_attn"].is_null())
       ratios["gdn_over_attn"][r["shape"].get<std::string>()] = r["ratio_to_attn"];
   }
+  for (const json& r : paired)
+    if (r["preset"] == "gdn") ratios["gdn_over_attn_paired"][r["shape"].get<std::string>()] = r["ratio_median"];
 
   // ---- tables ----
   char line[400];
@@ -275,6 +296,19 @@ std::string run_bench(const BenchOptions& o) {
   const json gdn_over_attn = ratios.value("gdn_over_attn", json::object());
   for (auto& [shape, v] : gdn_over_attn.items())
     say("gdn/attn at " + shape + ": " + fmt("%.2f", double(v)));
+  if (!paired.empty()) {
+    say("");
+    say("Step time over attn's, both models in one process, " + std::to_string(o.pairs) +
+        " pairs of alternating steps after " + std::to_string(o.warmup) + " warm-up each (--pairs)");
+    std::snprintf(line, sizeof line, "%-7s %-7s %8s %8s %8s", "preset", "BxT", "median", "q1", "q3");
+    say(line);
+    for (const json& r : paired) {
+      std::snprintf(line, sizeof line, "%-7s %-7s %8.3f %8.3f %8.3f", r["preset"].get<std::string>().c_str(),
+                    r["shape"].get<std::string>().c_str(), double(r["ratio_median"]), double(r["ratio_q1"]),
+                    double(r["ratio_q3"]));
+      say(line);
+    }
+  }
 
   say("");
   say("Inference (batch 1, token by token with InferenceState; median of " + std::to_string(o.infer_steps) +
@@ -336,7 +370,8 @@ std::string run_bench(const BenchOptions& o) {
                 {"presets", o.presets}, {"shapes", shapes}, {"contexts", o.contexts},
                 {"cpus", std::thread::hardware_concurrency()},
                 {"load_average", {{"before", load_before}, {"after", load_after}}}, {"gemm", gemm}, {"train", train},
-                {"inference", infer}, {"ratios", ratios}, {"wall_seconds", wall}};
+                {"inference", infer}, {"ratios", ratios}, {"pairs", o.pairs}, {"paired", paired},
+                {"wall_seconds", wall}};
     std::ofstream f(o.json);
     check(bool(f), "bench: cannot write --json " + o.json);
     f << doc.dump(1) << "\n";

@@ -36,6 +36,12 @@ struct BenchOptions {
   // keeps its median round, so a slow minute of a shared machine moves one
   // round of each preset rather than all of one preset's.
   int rounds = -1;
+  // --pairs N: each preset's step time over attn's, measured a second way:
+  // both models in one process, N pairs of steps that alternate between
+  // them (0 = not measured). A busy minute slows the two steps of a pair
+  // alike, so the ratio of a pair holds still where whole runs seconds apart
+  // do not.
+  int pairs = 0;
   int scan_chunk = 0;                    // tokens per chunk of the chunked scan (0 = the config's)
   bool quick = false;
   bool profile = false;
@@ -50,7 +56,9 @@ void finish_bench_options(BenchOptions& o);
 std::string run_bench(const BenchOptions& o);
 
 // What one child measures: job "train" (o.shapes[0], o.steps, o.warmup,
-// o.profile) or job "infer" (o.contexts, o.infer_steps), for o.presets[0].
+// o.profile) or job "infer" (o.contexts, o.infer_steps), for o.presets[0];
+// or job "pair" (o.shapes[0], o.warmup, o.pairs): o.presets[1]'s step time
+// over o.presets[0]'s, pair by pair.
 // Writes its result as json to `out`.
 void run_bench_worker(const BenchOptions& o, const std::string& job, const std::string& out);
 

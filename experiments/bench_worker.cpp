@@ -91,6 +91,55 @@ json train_job(const BenchOptions& o) {
   return r;
 }
 
+// o.presets[1]'s training step against o.presets[0]'s (attn), both models
+// in this process: after o.warmup steps of each, o.pairs pairs of one step
+// of each, which goes first alternating from pair to pair. Each pair's
+// ratio is taken within the pair, a few hundred milliseconds apart.
+json pair_job(const BenchOptions& o) {
+  const BenchShape s = o.shapes.at(0);
+  struct Side {
+    ModelConfig config;
+    LanguageModel model;
+    AdamW opt;
+    Side(const std::string& preset, int scan_chunk)
+        : config(with_chunk(make_config(preset, kVocab), scan_chunk)),
+          model(config, 1337),
+          opt(model.params(), AdamWConfig{1e-3, 0.9, 0.99, 1e-8, 0.1}) {}
+    static ModelConfig with_chunk(ModelConfig c, int chunk) {
+      if (chunk > 0) c.scan_chunk = chunk;
+      return c;
+    }
+  };
+  Side base(o.presets.at(0), o.scan_chunk), other(o.presets.at(1), o.scan_chunk);
+  Rng rng(1);
+  auto step_ms = [&](Side& side) {
+    Tensor x = random_ids(rng, s.batch, s.context), y = random_ids(rng, s.batch, s.context);
+    auto t0 = Clock::now();
+    train_step(side.model, side.opt, x, y);
+    return ms_since(t0);
+  };
+  for (int i = 0; i < o.warmup; ++i) {
+    step_ms(base);
+    step_ms(other);
+  }
+  std::vector<double> ms_base, ms_other, ratios;
+  for (int i = 0; i < o.pairs; ++i) {
+    double b, t;
+    if (i % 2 == 0) b = step_ms(base), t = step_ms(other);
+    else t = step_ms(other), b = step_ms(base);
+    ms_base.push_back(b);
+    ms_other.push_back(t);
+    ratios.push_back(t / b);
+  }
+  std::vector<double> sorted = ratios;
+  std::sort(sorted.begin(), sorted.end());
+  const size_t n = sorted.size();
+  return {{"batch", s.batch}, {"context", s.context}, {"pairs", o.pairs}, {"warmup", o.warmup},
+          {"ms_attn", ms_base}, {"ms_preset", ms_other}, {"ratios", ratios},
+          {"ratio_median", median(ratios)}, {"ratio_q1", n ? sorted[n / 4] : 0.0},
+          {"ratio_q3", n ? sorted[(3 * n) / 4] : 0.0}};
+}
+
 // The state a sequence would hold after `context` tokens, with random
 // contents: the time of the next token does not depend on the values, and
 // filling it token by token would cost O(context) steps per context.
@@ -140,11 +189,15 @@ json infer_job(const BenchOptions& o) {
 }  // namespace
 
 void run_bench_worker(const BenchOptions& o, const std::string& job, const std::string& out) {
-  check(o.presets.size() == 1, "bench-worker: needs exactly one preset");
   json r;
-  if (job == "train") r = train_job(o);
+  if (job == "pair") {
+    check(o.presets.size() == 2 && o.pairs > 0, "bench-worker: job pair needs two presets and --pairs");
+    r = pair_job(o);
+  }
+  else if (o.presets.size() != 1) throw Error("bench-worker: job " + job + " needs exactly one preset");
+  else if (job == "train") r = train_job(o);
   else if (job == "infer") r = infer_job(o);
-  else throw Error("bench-worker: unknown job '" + job + "': use train or infer");
+  else throw Error("bench-worker: unknown job '" + job + "': use train, infer or pair");
   std::ofstream f(out);
   check(bool(f), "bench-worker: cannot write " + out);
   f << r.dump() << "\n";

@@ -140,11 +140,12 @@ int main(int argc, char** argv) {
     sub->add_option("--infer-steps", bo.infer_steps, "timed tokens per inference context (default 8; --quick 3)");
     sub->add_option("--scan-chunk", bo.scan_chunk, "tokens per chunk of the chunked scan (default: the model's, 16)");
     sub->add_flag("--profile", bo.profile, "time every kernel entry point (forward/backward) and count allocations");
+    sub->add_option("--pairs", bo.pairs, "also time every preset against attn in one process, N pairs of alternating steps (default 0: off)");
   }
   bench->add_flag("--quick", bo.quick, "fewer steps and tokens, no inference context 4096, one round (at most 2 minutes)");
   bench->add_option("--rounds", bo.rounds, "rounds over every preset and shape, the median kept (default 3; --quick 1)");
   bench->add_option("--json", bo.json, "write the results to this json file");
-  worker->add_option("--job", worker_job, "train | infer")->required();
+  worker->add_option("--job", worker_job, "train | infer | pair")->required();
   worker->add_option("--out", worker_out, "result json")->required();
 
   // The teaching commands: one step of a tiny model (experiments/teach.h).

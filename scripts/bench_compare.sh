@@ -7,7 +7,9 @@
 # (per-kernel tables, timings with the profiling hook on); then the after
 # binary's step times over attn's, measured on their own: nine rounds over the
 # presets at B64xT64, 6 timed steps each, so that every round's presets run
-# seconds apart and a busy minute moves one round's ratios, not the median.
+# seconds apart and a busy minute moves one round's ratios, not the median;
+# and, in the same run, each preset against attn in one process, 24 pairs of
+# alternating steps (--pairs), on which the summary judges the ratio targets.
 # OUT_DIR receives before-N.json/txt, after-N.json/txt,
 # profile-before/after.json/txt, ratios.json/txt and summary.md
 # (scripts/bench_compare.py). Take the best round of each.
@@ -28,7 +30,7 @@ for which in before after; do
     > "$out/profile-$which.txt" 2>&1
   echo "profile: $which done"
 done
-"$after" bench --shapes 64x64 --contexts 64 --infer-steps 1 --rounds 9 --steps 6 --warmup 2 \
+"$after" bench --shapes 64x64 --contexts 64 --infer-steps 1 --rounds 9 --steps 6 --warmup 2 --pairs 24 \
   --json "$out/ratios.json" > "$out/ratios.txt" 2>&1
 echo "ratios: done"
 uptime >> "$out/load.txt"

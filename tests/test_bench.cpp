@@ -33,7 +33,7 @@ TEST_CASE("bench --quick: json keys, FLOPs per step, GEMM rate, profile") {
   auto d = temp_dir("bench");
   std::string out = (d / "bench.json").string();
   auto r = run("bench --quick --presets attn,gdn --steps 1 --warmup 0 --shapes 64x64 --contexts 64,128 "
-               "--infer-steps 1 --rounds 2 --profile --json " + out);
+               "--infer-steps 1 --rounds 2 --profile --pairs 3 --json " + out);
   INFO(r.output);
   REQUIRE(r.code == 0);
   CHECK(r.output.find("ms/step") != std::string::npos);
@@ -78,6 +78,18 @@ TEST_CASE("bench --quick: json keys, FLOPs per step, GEMM rate, profile") {
   }
   CHECK(j["ratios"]["gdn_over_attn"].contains("64x64"));
   CHECK(j["rounds"] == 2);
+  // --pairs: gdn against attn in one process, three pairs of steps
+  REQUIRE(j["paired"].size() == 1);
+  const json& p = j["paired"][0];
+  CHECK(p["preset"] == "gdn");
+  REQUIRE(p["ratios"].size() == 3);
+  for (size_t i = 0; i < 3; ++i)
+    CHECK(double(p["ratios"][i]) == doctest::Approx(double(p["ms_preset"][i]) / double(p["ms_attn"][i])));
+  std::vector<double> sorted = p["ratios"];
+  std::sort(sorted.begin(), sorted.end());
+  CHECK(double(p["ratio_median"]) == sorted[1]);
+  CHECK(j["ratios"]["gdn_over_attn_paired"]["64x64"] == p["ratio_median"]);
+  CHECK(r.output.find("pairs of alternating steps") != std::string::npos);
   // Inference: memory per sequence as docs/spec.md §1.3 counts it.
   REQUIRE(j["inference"].size() == 4);
   for (const json& i : j["inference"]) {
@@ -94,6 +106,8 @@ TEST_CASE("bench bad input: one line, non-zero exit") {
   expect_error("bench --steps 0", "--steps must be positive");
   expect_error("bench --rounds 0", "--rounds must be positive");
   expect_error("bench --scan-chunk -2", "--scan-chunk must be positive (or 0: the model's), got -2");
+  expect_error("bench --pairs -1", "--pairs must not be negative, got -1");
+  expect_error("bench --presets gdn --pairs 2", "--pairs times every preset against attn: add attn to --presets");
   expect_error("bench --shapes 64by64", "--shapes");
   expect_error("bench --contexts 64,-3", "--contexts");
   expect_error("bench --frobnicate", "frobnicate");
