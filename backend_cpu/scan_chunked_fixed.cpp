@@ -279,6 +279,19 @@ void backward_fixed(const ScanShape& s, const ScanInputs<T>& in, const T* chunk_
           for (int j = 0; j < D; ++j) w->dK[r][j] = m->delta[r] * w->UG[r][j];
         matmul<C, D, C, true, Store::Add>(&w->dPG[0][0], C, &m->Q[0][0], D, &w->dK[0][0], D);
         if (delta_rule) delta_gradients(*m, S, *w);
+        // This chunk's gradients go out before the gated terms are formed, so
+        // that their stores drain while those are computed.
+        for (int r = 0; r < c; ++r) {
+          const int64_t row = (at.token0 + r * at.stride) * D;
+          small::copy<D>(w->dQ[r], grads.dq + row);
+          small::copy<D>(w->dK[r], grads.dk + row);
+          if (!delta_rule) {
+            small::copy<D>(w->dU[r], grads.dv + row);
+            continue;
+          }
+          for (int j = 0; j < D; ++j) grads.dv[row + j] = m->beta[r] * w->dB[r][j];
+          grads.dbeta[at.token0 + r * at.stride] = w->dbeta[r];
+        }
         if (gated) {
           // dΓ ⊙ Γ = dP ⊙ Γ ⊙ (Q Kᵀ) + dE ⊙ Γ ⊙ (K Kᵀ)   (dE with delta only)
           for (int r = 0; r < C; ++r)
@@ -307,17 +320,6 @@ void backward_fixed(const ScanShape& s, const ScanInputs<T>& in, const T* chunk_
                                small::lane_sum<T>(decay_to_end);
           for (int r = C - 2; r >= 0; --r) w->dlambda[r] += w->dlambda[r + 1];
           for (int r = 0; r < c; ++r) grads.dg[at.token0 + r * at.stride] = w->dlambda[r];
-        }
-        for (int r = 0; r < c; ++r) {
-          const int64_t row = (at.token0 + r * at.stride) * D;
-          small::copy<D>(w->dQ[r], grads.dq + row);
-          small::copy<D>(w->dK[r], grads.dk + row);
-          if (!delta_rule) {
-            small::copy<D>(w->dU[r], grads.dv + row);
-            continue;
-          }
-          for (int j = 0; j < D; ++j) grads.dv[row + j] = m->beta[r] * w->dB[r][j];
-          grads.dbeta[at.token0 + r * at.stride] = w->dbeta[r];
         }
         // dS of this chunk is dS' of the one before
         std::swap(Gt, dSt);
