@@ -197,13 +197,4 @@ template <int N, class T> inline T dot(const T* a, const T* b) {
   return lane_sum<T>((sums[0] + sums[1]) + (sums[2] + sums[3]));
 }
 
-// Σ_j a_j over N elements (N a multiple of kLanes<T>).
-template <int N, class T> inline T sum(const T* a) {
-  constexpr int L = kLanes<T>;
-  static_assert(N % L == 0, "small::sum: N must be a whole number of vectors");
-  Vec64<T> sums = {};
-  for (int v = 0; v < N / L; ++v) sums += load(a + v * L);
-  return lane_sum<T>(sums);
-}
-
 }  // namespace lina::cpu::small
