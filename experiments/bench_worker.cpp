@@ -51,19 +51,38 @@ void train_step(LanguageModel& model, AdamW& opt, const Tensor& x, const Tensor&
   opt.step(1e-3);
 }
 
+ModelConfig bench_config(const std::string& preset, int scan_chunk) {
+  ModelConfig config = make_config(preset, kVocab);
+  if (scan_chunk > 0) config.scan_chunk = scan_chunk;
+  return config;
+}
+
+// One preset's model and optimizer, as the jobs below train them.
+struct BenchModel {
+  ModelConfig config;
+  LanguageModel model;
+  AdamW opt;
+  BenchModel(const std::string& preset, int scan_chunk)
+      : config(bench_config(preset, scan_chunk)),
+        model(config, 1337),
+        opt(model.params(), AdamWConfig{1e-3, 0.9, 0.99, 1e-8, 0.1}) {}
+  // ms of one training step on a random batch of shape s (drawn before the clock starts)
+  double step_ms(Rng& rng, const BenchShape& s) {
+    Tensor x = random_ids(rng, s.batch, s.context), y = random_ids(rng, s.batch, s.context);
+    auto t0 = Clock::now();
+    train_step(model, opt, x, y);
+    return ms_since(t0);
+  }
+};
+
 json train_job(const BenchOptions& o) {
   const BenchShape s = o.shapes.at(0);
-  ModelConfig config = make_config(o.presets.at(0), kVocab);
-  if (o.scan_chunk > 0) config.scan_chunk = o.scan_chunk;
-  LanguageModel model(config, 1337);
-  AdamW opt(model.params(), AdamWConfig{1e-3, 0.9, 0.99, 1e-8, 0.1});
+  BenchModel m(o.presets.at(0), o.scan_chunk);
   Rng rng(1);
   auto run_steps = [&](int n, std::vector<double>* ms) {
     for (int i = 0; i < n; ++i) {
-      Tensor x = random_ids(rng, s.batch, s.context), y = random_ids(rng, s.batch, s.context);
-      auto t0 = Clock::now();
-      train_step(model, opt, x, y);
-      if (ms) ms->push_back(ms_since(t0));
+      const double t = m.step_ms(rng, s);
+      if (ms) ms->push_back(t);
     }
   };
   run_steps(o.warmup, nullptr);
@@ -97,36 +116,17 @@ json train_job(const BenchOptions& o) {
 // ratio is taken within the pair, a few hundred milliseconds apart.
 json pair_job(const BenchOptions& o) {
   const BenchShape s = o.shapes.at(0);
-  struct Side {
-    ModelConfig config;
-    LanguageModel model;
-    AdamW opt;
-    Side(const std::string& preset, int scan_chunk)
-        : config(with_chunk(make_config(preset, kVocab), scan_chunk)),
-          model(config, 1337),
-          opt(model.params(), AdamWConfig{1e-3, 0.9, 0.99, 1e-8, 0.1}) {}
-    static ModelConfig with_chunk(ModelConfig c, int chunk) {
-      if (chunk > 0) c.scan_chunk = chunk;
-      return c;
-    }
-  };
-  Side base(o.presets.at(0), o.scan_chunk), other(o.presets.at(1), o.scan_chunk);
+  BenchModel base(o.presets.at(0), o.scan_chunk), other(o.presets.at(1), o.scan_chunk);
   Rng rng(1);
-  auto step_ms = [&](Side& side) {
-    Tensor x = random_ids(rng, s.batch, s.context), y = random_ids(rng, s.batch, s.context);
-    auto t0 = Clock::now();
-    train_step(side.model, side.opt, x, y);
-    return ms_since(t0);
-  };
   for (int i = 0; i < o.warmup; ++i) {
-    step_ms(base);
-    step_ms(other);
+    base.step_ms(rng, s);
+    other.step_ms(rng, s);
   }
   std::vector<double> ms_base, ms_other, ratios;
   for (int i = 0; i < o.pairs; ++i) {
     double b, t;
-    if (i % 2 == 0) b = step_ms(base), t = step_ms(other);
-    else t = step_ms(other), b = step_ms(base);
+    if (i % 2 == 0) b = base.step_ms(rng, s), t = other.step_ms(rng, s);
+    else t = other.step_ms(rng, s), b = base.step_ms(rng, s);
     ms_base.push_back(b);
     ms_other.push_back(t);
     ratios.push_back(t / b);

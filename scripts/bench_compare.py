@@ -85,13 +85,13 @@ def main():
         print(f"{y['ms_per_step']:.1f} | {ratio} | {100 * frac:.1f} % | "
               f"{x['peak_rss_mb'] if x else float('nan'):.0f} | {y['peak_rss_mb']:.0f} | "
               f"{x['host_peak_mb'] if x else float('nan'):.0f} | {y['host_peak_mb']:.0f} |")
+    ratios_path = out / "ratios.json"  # the after binary's separate ratio run, when there is one
+    ratio_run = json.loads(ratios_path.read_text()) if ratios_path.exists() else None
     checks = []
     if ob:  # the best single-precision GEMM from Debian's packages: OpenBLAS on its own threads
         # lina's path over OpenBLAS's own threads inside each run of the after
         # binary (the two products seconds apart), the ratio run included
-        gemms = [r["gemm"] for r in after]
-        if (out / "ratios.json").exists():
-            gemms.append(json.loads((out / "ratios.json").read_text())["gemm"])
+        gemms = [r["gemm"] for r in after] + ([ratio_run["gemm"]] if ratio_run else [])
         per_run = [g["lina_gflops"] / g["openblas_gflops"] for g in gemms if g.get("openblas_gflops")]
         checks.append(("lina's GEMM path as fast as OpenBLAS's own threads (2 % slack; median over "
                        "the after binary's runs of the ratio inside each run)",
@@ -107,9 +107,8 @@ def main():
     # different runs; the target reads the median over the rounds.
     per_round = [within_run_ratios(run) for run in after]
     per_round = [r for r in per_round if r]
-    ratios = out / "ratios.json"
-    if ratios.exists():  # the separate ratio run: many short rounds, judged on their median
-        by_preset = round_ratios(json.loads(ratios.read_text()))
+    if ratio_run:  # the separate ratio run: many short rounds, judged on their median
+        by_preset = round_ratios(ratio_run)
         rounds_n = max(len(v) for v in by_preset.values())
         per_round = [{p: v[i] for p, v in by_preset.items() if i < len(v)} for i in range(rounds_n)]
         print("\n## Step time over attn's, at 64x64, in each round of `ratios.json` "
@@ -124,8 +123,7 @@ def main():
             print(f"| {i + 1} | " + " | ".join(f"{r[p]:.2f}" if p in r else "—" for p in presets) + " |")
         med = {p: median([r[p] for r in per_round if p in r]) for p in presets}
         print("| median | " + " | ".join(f"{med[p]:.2f}" for p in presets) + " |")
-        paired = [r for r in json.loads(ratios.read_text()).get("paired", []) if r["shape"] == "64x64"] \
-            if ratios.exists() else []
+        paired = [r for r in (ratio_run or {}).get("paired", []) if r["shape"] == "64x64"]
         how = "median over the rounds"
         if paired:  # steps alternating in one process: judged on these
             print("\n## Step time over attn's, at 64x64, both models in one process, steps "
