@@ -55,10 +55,27 @@ static double lane_sum(int64_t n, F f) {
   return ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
 }
 
-// Σ x² of one row, accumulated in double.
+// Σ_i (s a[i]) · (b[i] c[i]) over one row of n (c optional, s = 1 by
+// default). Float rows whose length is a whole number of SIMD vectors (a
+// head of 32: two; n_embd 128: eight) sum in float lanes, added in a fixed
+// tree at the end (small::lane_tree_sum): over 32 or 128 terms float's
+// rounding stays far below what a float32 model resolves, and converting
+// every element to double cost more than the rest of the row. Other rows,
+// and double, sum in double lanes (lane_sum).
 template <class T>
-static double row_sum_squares(const T* x, int64_t n) {
-  return lane_sum(n, [x](int64_t i) { return double(x[i]) * double(x[i]); });
+static double row_dot(int64_t n, const T* a, const T* b, T s = T(1), const T* c = nullptr) {
+  constexpr int64_t L = small::kLanes<float>;
+  if constexpr (std::is_same_v<T, float>) {
+    if (n % L == 0) {
+      small::Vec64<float> sum = {};
+      for (int64_t i = 0; i < n; i += L) {
+        const small::Vec64<float> bc = c ? small::load(b + i) * small::load(c + i) : small::load(b + i);
+        sum += (s * small::load(a + i)) * bc;
+      }
+      return small::lane_tree_sum(sum);
+    }
+  }
+  return lane_sum(n, [&](int64_t i) { return double(s * a[i]) * double(c ? b[i] * c[i] : b[i]); });
 }
 
 // ---- rms_norm -------------------------------------------------------------------------
@@ -69,8 +86,8 @@ void rms_norm_forward(const T* x, const T* w, T* y, T* rstd, int64_t rows, int64
   for (int64_t r = 0; r < rows; ++r) {
     const T* xr = x + r * n;
     T* yr = y + r * n;
-    double ss = row_sum_squares(xr, n);
-    T rho = T(1.0 / std::sqrt(ss / double(n) + double(eps)));  // ρ = (mean(x²) + ε)^(−1/2)
+    const double ss = row_dot(n, xr, xr);
+    const T rho = T(1.0 / std::sqrt(ss / double(n) + double(eps)));  // ρ = (mean(x²) + ε)^(−1/2)
     rstd[r] = rho;
     for (int64_t i = 0; i < n; ++i) yr[i] = w[i] * (rho * xr[i]);
   }
@@ -91,8 +108,7 @@ void rms_norm_backward(const T* x, const T* w, const T* rstd, const T* dy, T* dx
       T* dxr = dx + r * n;
       const T rho = rstd[r];
       // c = x̂ᵀh / n with x̂ = ρx, h = dy ⊙ w
-      double dot = lane_sum(n, [&](int64_t i) { return double(rho * xr[i]) * double(dyr[i] * w[i]); });
-      const T c = T(dot / double(n));
+      const T c = T(row_dot(n, xr, dyr, rho, w) / double(n));
       for (int64_t i = 0; i < n; ++i) {
         const T xhat = rho * xr[i];
         dxr[i] = rho * (dyr[i] * w[i] - xhat * c);  // dx = ρ (h − x̂ c)
@@ -110,7 +126,7 @@ void rms_norm_backward(const T* x, const T* w, const T* rstd, const T* dy, T* dx
 // One row of n, for the kernels below and the fused conv + SiLU + L2 norm.
 template <class T>
 static void l2_norm_forward_row(const T* xr, T* yr, T* norm, int64_t n, T eps, T scale) {
-  const T nrm = T(std::sqrt(row_sum_squares(xr, n)));
+  const T nrm = T(std::sqrt(row_dot(n, xr, xr)));
   *norm = nrm;
   const T inv = scale / (nrm > eps ? nrm : eps);  // s / max(‖x‖, ε)
   for (int64_t i = 0; i < n; ++i) yr[i] = xr[i] * inv;
@@ -125,8 +141,7 @@ static void l2_norm_backward_row(const T* xr, T nrm, const T* dyr, T* dxr, int64
   }
   // dx = s (dy − ŷ (ŷᵀdy)) / ‖x‖ with ŷ = x / ‖x‖
   const T inv = T(1) / nrm;
-  double dot = lane_sum(n, [&](int64_t i) { return double(xr[i] * inv) * double(dyr[i]); });
-  const T ydy = T(dot);
+  const T ydy = T(row_dot(n, xr, dyr, inv));  // ŷᵀdy
   const T scaled_inv = scale * inv;
   for (int64_t i = 0; i < n; ++i) dxr[i] = (dyr[i] - xr[i] * inv * ydy) * scaled_inv;
 }
@@ -262,6 +277,35 @@ void add_weight_grad_rows(const T* x, Rows dz_row, T* partial, int64_t first, in
     }
 }
 
+// partial [K, C] += dz[c] · x_{bt−K+1+j}[c] for row bt = b·T + t and every
+// tap j that stays inside the sequence, for the G vectors of channels from c.
+template <int G, class T>
+void add_weight_grad_row_vectors(const T* x, const T* dz, T* partial, int64_t bt, int64_t first_tap,
+                                 int64_t K, int64_t C, int64_t c) {
+  constexpr int64_t L = kSimdLanes<T>;
+  small::Vec64<T> d[G];
+  for (int g = 0; g < G; ++g) d[g] = small::load(dz + c + g * L);
+  for (int64_t j = first_tap; j < K; ++j) {
+    const T* xr = x + (bt - (K - 1 - j)) * C + c;
+    T* p = partial + j * C + c;
+#pragma GCC unroll 4
+    for (int g = 0; g < G; ++g) small::store(p + g * L, small::load(p + g * L) + d[g] * small::load(xr + g * L));
+  }
+}
+
+// One row's terms of the conv's dw, added into partial [K, C].
+template <class T>
+void add_weight_grad_row(const T* x, const T* dz, T* partial, int64_t bt, int64_t T_len, int64_t C,
+                         int64_t K) {
+  constexpr int64_t L = kSimdLanes<T>;
+  const int64_t first_tap = std::max<int64_t>(0, K - 1 - bt % T_len);
+  int64_t c = 0;
+  for (; c + 4 * L <= C; c += 4 * L) add_weight_grad_row_vectors<4>(x, dz, partial, bt, first_tap, K, C, c);
+  for (; c + L <= C; c += L) add_weight_grad_row_vectors<1>(x, dz, partial, bt, first_tap, K, C, c);
+  for (; c < C; ++c)
+    for (int64_t j = first_tap; j < K; ++j) partial[j * C + c] += dz[c] * x[(bt - (K - 1 - j)) * C + c];
+}
+
 // dw [C, K] from the per-chunk partials [chunks, K, C], summed in chunk order.
 template <class T>
 void weight_grad_from_partials(const std::vector<T>& partial, int64_t chunks, T* dw, int64_t C,
@@ -366,12 +410,16 @@ void causal_conv1d_silu_forward(const T* x, const T* w, T* y, int64_t B, int64_t
 }
 
 // The conv's backward of a gradient dz that is formed row by row from the
-// recomputed conv output z. One pass over chunks of kRowsPerChunk rows (the
-// rms_norm / conv chunks): a chunk recomputes z for its rows and the K − 1
-// rows after them (which its dx reads) and lets form_dz(bt, row, scratch)
-// turn row bt's z into dz in place (scratch: 3·C numbers of its own), then
-// writes its rows' dx and adds dz_t ⊙ x_{t−K+1+j} into its own dw partial;
-// the partials are summed in chunk order.
+// recomputed conv output z, in chunks of kRowsPerChunk rows (the rms_norm /
+// conv chunks), each in one pass over its rows while they are in cache:
+// row r's z is recomputed, form_dz(r, row, scratch) turns it into dz in
+// place (scratch: 3·C numbers of its own), dz_r ⊙ x_{r−K+1+j} joins the
+// chunk's dw partial, and row r − (K−1), whose dx reads dz of rows r − K + 1
+// … r, gets its dx. dz lives in a ring of the last K rows (a power of two of
+// rows, so row u sits in slot u & mask). A chunk also recomputes dz for the
+// K − 1 rows after it, which its last rows' dx reads. The partials are
+// summed in chunk order; each dw element still adds its rows in ascending
+// order, so the bits do not depend on the pass's loop order.
 namespace {
 template <class T, class FormDz>
 void conv_backward_of_recomputed(const T* x, const T* w, T* dx, T* dw, int64_t B, int64_t T_len,
@@ -379,22 +427,29 @@ void conv_backward_of_recomputed(const T* x, const T* w, T* dx, T* dw, int64_t B
   const int64_t rows = B * T_len;
   const std::vector<T> w_kc = taps_by_channel(w, C, K);
   const int64_t chunks = chunk_count(rows);
+  int64_t ring_rows = 1;
+  while (ring_rows < K) ring_rows *= 2;
+  const int64_t mask = ring_rows - 1;
   std::vector<T> partial(size_t(chunks * K * C), T(0));  // [chunks, K, C]
   LINA_PARALLEL_FOR_IF(rows * C * K > kParallelMin)
   for (int64_t ch = 0; ch < chunks; ++ch) {
     const int64_t first = ch * kRowsPerChunk, end = std::min(rows, first + kRowsPerChunk);
     const int64_t stop = std::min(rows, end + K - 1);
-    std::vector<T> dz(size_t((stop - first + 3) * C));  // dz of rows first … stop − 1, then the scratch
-    T* scratch = dz.data() + (stop - first) * C;
-    for (int64_t bt = first; bt < stop; ++bt) {
-      T* dzr = dz.data() + (bt - first) * C;
-      conv_row(x, w_kc.data(), dzr, bt, T_len, C, K);  // z
-      form_dz(bt, dzr, scratch);
+    std::vector<T> ring(size_t((ring_rows + 3) * C));  // [ring_rows, C] dz, then the scratch [3, C]
+    T* scratch = ring.data() + ring_rows * C;
+    auto dz_row = [&](int64_t u) { return ring.data() + (u & mask) * C; };
+    auto input_grad = [&](int64_t s) {
+      conv_input_grad_row(w_kc.data(), dz_row, dx + s * C, s, T_len, C, K);
+    };
+    for (int64_t r = first; r < stop; ++r) {
+      T* dzr = dz_row(r);
+      conv_row(x, w_kc.data(), dzr, r, T_len, C, K);  // z
+      form_dz(r, dzr, scratch);
+      if (r < end) add_weight_grad_row(x, dzr, partial.data() + ch * K * C, r, T_len, C, K);
+      if (r - (K - 1) >= first) input_grad(r - (K - 1));
     }
-    auto dz_row = [&](int64_t u) { return dz.data() + (u - first) * C; };
-    for (int64_t bt = first; bt < end; ++bt)
-      conv_input_grad_row(w_kc.data(), dz_row, dx + bt * C, bt, T_len, C, K);
-    add_weight_grad_rows(x, dz_row, partial.data() + ch * K * C, first, end, T_len, C, K);
+    // at the last sequence's end (stop = rows), its last rows' dx reads no later row
+    for (int64_t s = std::max(first, stop - (K - 1)); s < end; ++s) input_grad(s);
   }
   weight_grad_from_partials(partial, chunks, dw, C, K);
 }

@@ -187,6 +187,17 @@ template <class T> inline T lane_sum(const Vec64<T>& v) {
   return sum;
 }
 
+// The sum of a vector's lanes in a tree of log2(L) steps: the upper half of
+// the lanes is added onto the lower, then the upper half of that half, …
+// (the same order every time; lane_sum above waits on L − 1 adds in turn).
+inline float lane_tree_sum(Vec64<float> v) {
+  v += __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7);
+  v += __builtin_shufflevector(v, v, 4, 5, 6, 7, 0, 1, 2, 3, 12, 13, 14, 15, 8, 9, 10, 11);
+  v += __builtin_shufflevector(v, v, 2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13);
+  v += __builtin_shufflevector(v, v, 1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14);
+  return v[0];
+}
+
 // Σ_j a_j b_j over N elements (N a multiple of kLanes<T>), in four
 // independent vector sums: a scalar loop would wait for each add in turn.
 template <int N, class T> inline T dot(const T* a, const T* b) {

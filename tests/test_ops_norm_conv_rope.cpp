@@ -276,6 +276,30 @@ TEST_CASE("norm, conv and rope forwards agree in float32 and float64") {
         1e-5);
 }
 
+// Rows of whole SIMD vectors (a head of 32, n_embd 128) sum in float lanes in
+// float32 (norm_conv_rope.cpp, row_dot); other lengths, and float64, in double.
+TEST_CASE("rms_norm and l2_norm on rows of 32 and 128: float32 agrees with float64, forward and gradients") {
+  for (int64_t n : {32, 128}) {
+    INFO("n = " << n);
+    Tensor x = randn64({3, 7, n}), w = rand64({n}, 0.5, 1.5), r = randn64({3, 7, n});
+    auto run = [&](DType t, bool l2) {
+      Var xv(x.to(t), true), wv(w.to(t), true);
+      Var y = l2 ? l2_norm(xv, 1e-12, 0.25) : rms_norm(xv, wv);
+      sum_all(mul(y, Var(r.to(t)))).backward();
+      return std::vector<Tensor>{y.data().to(DType::f64), xv.grad().to(DType::f64),
+                                 l2 ? Tensor::zeros({n}) : wv.grad().to(DType::f64)};
+    };
+    for (bool l2 : {false, true}) {
+      const char* op = l2 ? "l2_norm" : "rms_norm";
+      INFO(op);
+      std::vector<Tensor> f32 = run(DType::f32, l2), f64 = run(DType::f64, l2);
+      CHECK(max_abs_diff(f32[0], f64[0]) < 2e-6);
+      CHECK(max_abs_diff(f32[1], f64[1]) < 2e-6);
+      CHECK(max_abs_diff(f32[2], f64[2]) < 2e-5);  // dw sums 21 rows
+    }
+  }
+}
+
 TEST_CASE("norm, conv and rope errors name the op and the shapes") {
   Var x(Tensor::zeros({2, 3, 4}, DType::f64));
   CHECK_THROWS_WITH_AS(rms_norm(x, Var(Tensor::ones({5}, DType::f64))),
