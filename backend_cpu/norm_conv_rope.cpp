@@ -239,44 +239,6 @@ void conv_input_grad_row(const T* w_kc, Rows dz_row, T* dx, int64_t bs, int64_t 
       first_tap, K, C, dx);
 }
 
-// dw partial [K, C] += Σ_t dz_t[c] x_{t−K+1+j}[c] over rows bt = b·T + t in
-// [first, end), rows in ascending order, for the G vectors of channels from
-// c: G independent sums per tap, so the FMAs do not wait on each other.
-template <int G, class T, class Rows>
-void add_weight_grad_vectors(const T* x, Rows dz_row, T* partial, int64_t first, int64_t end,
-                             int64_t T_len, int64_t C, int64_t K, int64_t c) {
-  constexpr int64_t L = kSimdLanes<T>;
-  for (int64_t j = 0; j < K; ++j) {
-    small::Vec64<T> sum[G];
-    for (int g = 0; g < G; ++g) sum[g] = small::load(partial + j * C + c + g * L);
-    for (int64_t bt = first, t = first % T_len; bt < end; ++bt, t = t + 1 == T_len ? 0 : t + 1) {
-      if (t < K - 1 - j) continue;  // tap j of row bt reaches back past t = 0
-      const T* xr = x + (bt - (K - 1 - j)) * C + c;
-      const T* dzr = dz_row(bt) + c;
-#pragma GCC unroll 4
-      for (int g = 0; g < G; ++g) sum[g] += small::load(dzr + g * L) * small::load(xr + g * L);
-    }
-    for (int g = 0; g < G; ++g) small::store(partial + j * C + c + g * L, sum[g]);
-  }
-}
-
-template <class T, class Rows>
-void add_weight_grad_rows(const T* x, Rows dz_row, T* partial, int64_t first, int64_t end,
-                          int64_t T_len, int64_t C, int64_t K) {
-  constexpr int64_t L = kSimdLanes<T>;
-  int64_t c = 0;
-  for (; c + 4 * L <= C; c += 4 * L)
-    add_weight_grad_vectors<4>(x, dz_row, partial, first, end, T_len, C, K, c);
-  for (; c + L <= C; c += L) add_weight_grad_vectors<1>(x, dz_row, partial, first, end, T_len, C, K, c);
-  for (; c < C; ++c)
-    for (int64_t j = 0; j < K; ++j) {
-      T sum = partial[j * C + c];
-      for (int64_t bt = first, t = first % T_len; bt < end; ++bt, t = t + 1 == T_len ? 0 : t + 1)
-        if (t >= K - 1 - j) sum += dz_row(bt)[c] * x[(bt - (K - 1 - j)) * C + c];
-      partial[j * C + c] = sum;
-    }
-}
-
 // partial [K, C] += dz[c] · x_{bt−K+1+j}[c] for row bt = b·T + t and every
 // tap j that stays inside the sequence, for the G vectors of channels from c.
 template <int G, class T>
@@ -355,7 +317,8 @@ void causal_conv1d_backward(const T* x, const T* w, const T* dy, T* dx, T* dw, i
   LINA_PARALLEL_FOR_IF(rows * C * K > kParallelMin)
   for (int64_t ch = 0; ch < chunks; ++ch) {
     const int64_t first = ch * kRowsPerChunk, end = std::min(rows, first + kRowsPerChunk);
-    add_weight_grad_rows(x, dy_row, partial.data() + ch * K * C, first, end, T_len, C, K);
+    for (int64_t bt = first; bt < end; ++bt)
+      add_weight_grad_row(x, dy_row(bt), partial.data() + ch * K * C, bt, T_len, C, K);
   }
   weight_grad_from_partials(partial, chunks, dw, C, K);
 }

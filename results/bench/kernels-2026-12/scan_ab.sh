@@ -14,7 +14,7 @@ trap 'rm -rf "$old" "$new"' EXIT
 git archive "$REV" backend_cpu core | tar -x -C "$old"
 sed -e 's/^namespace lina::cpu::scan_chunk {/namespace lina::cpu::scan_chunk_new { using namespace lina::cpu::scan_chunk; }\nnamespace lina::cpu::scan_chunk_new {/' \
   backend_cpu/scan_chunked_fixed.cpp > "$new/scan.cpp"
-flags="-O3 -march=native -fopenmp -DNDEBUG -std=c++17 -I/usr/include/eigen3"
+flags="-O3 -march=native -fopenmp -DNDEBUG -std=c++17 -I/usr/include/eigen3 ${EXTRA_FLAGS:-}"
 g++ $flags -I"$old" -c "$old/backend_cpu/scan_chunked_fixed.cpp" -o "$old/old.o"
 g++ $flags -I. -Dsmall=small_new -c "$new/scan.cpp" -o "$new/scan.o"
 g++ $flags -I. results/bench/kernels-2026-12/scan_ab.cpp "$old/old.o" "$new/scan.o" \
