@@ -100,6 +100,20 @@ static void accumulate(VarImpl* v, const Tensor& g) {
   else kernels::add_inplace(v->grad, g);
 }
 
+// For Node::backward_into: each input's pending gradient where it is a
+// buffer no other tensor shares (an op may add into it), else null.
+static std::vector<Tensor*> sums_to_add_into(const std::vector<Var>& ins,
+                                             std::unordered_map<VarImpl*, Tensor>& pending) {
+  std::vector<Tensor*> sums(ins.size(), nullptr);
+  for (size_t i = 0; i < ins.size(); ++i) {
+    if (!ins[i].requires_grad() || ins[i].grad_fn() == nullptr) continue;  // leaves: .grad
+    auto slot = pending.find(ins[i].impl());
+    if (slot != pending.end() && slot->second.defined() && slot->second.sole_owner())
+      sums[i] = &slot->second;
+  }
+  return sums;
+}
+
 void Var::backward() const {
   check(impl_ && impl_->requires_grad, "backward: this Var does not require grad");
   check(data().numel() == 1, "backward: needs a scalar, got " + data().describe());
@@ -114,8 +128,10 @@ void Var::backward() const {
     pending.erase(v);
     if (trace::active()) trace::on_backward_op(*v, g);
     if (!g.defined()) continue;
-    std::vector<Tensor> input_grads = v->grad_fn->backward(g);
     std::vector<Var>& ins = v->grad_fn->inputs;
+    std::vector<Tensor> input_grads = v->grad_fn->adds_into_sums
+                                          ? v->grad_fn->backward_into(g, sums_to_add_into(ins, pending))
+                                          : v->grad_fn->backward(g);
     for (size_t i = 0; i < ins.size(); ++i) {
       if (!ins[i].requires_grad() || !input_grads[i].defined()) continue;
       if (ins[i].grad_fn() == nullptr) {  // a leaf keeps its gradient

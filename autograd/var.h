@@ -79,6 +79,19 @@ struct Node {
   // Given dL/d(output), return dL/d(input i) for every input, in order; an
   // undefined Tensor means "no gradient for this input".
   virtual std::vector<Tensor> backward(const Tensor& grad_output) = 0;
+  // For ops with adds_into_sums set, what the walk calls instead of backward:
+  // backward, given the chance to add input i's gradient straight into
+  // sums[i], the gradient already pending for input i, a buffer no other
+  // tensor shares (null where there is none). Returns an undefined Tensor
+  // for an input it added into. Matmul adds its dA with the GEMM's beta = 1:
+  // x feeds q, k and v, and two of its three products' gradients then need
+  // no tensor and no add of their own.
+  virtual std::vector<Tensor> backward_into(const Tensor& grad_output,
+                                            const std::vector<Tensor*>& sums) {
+    (void)sums;
+    return backward(grad_output);
+  }
+  bool adds_into_sums = false;
   const char* name() const { return op_name(kind); }  // the op: "matmul", "scan", ...
   // The tensors this op saved for its backward, by field name (shown on the
   // op in graph_dot). Ops that save nothing keep this default.

@@ -152,7 +152,9 @@ Tensor sum_all(const Tensor& x) {
   return out;
 }
 
-Tensor matmul(const Tensor& a, const Tensor& b, bool ta, bool tb) {
+// op(a) · op(b) into c, c = that (beta 0: c is allocated) or c + that
+// (beta 1: c is the caller's, of the product's shape).
+static void matmul_to(const Tensor& a, const Tensor& b, bool ta, bool tb, Tensor& c, double beta) {
   check(a.ndim() >= 2 && b.ndim() >= 2,
         "matmul: operands need at least 2 dims, got " + a.describe() + " and " + b.describe());
   int64_t M = ta ? a.dim(-1) : a.dim(-2), Ka = ta ? a.dim(-2) : a.dim(-1);
@@ -169,7 +171,8 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool ta, bool tb) {
   Shape out_shape = batch;
   out_shape.push_back(M);
   out_shape.push_back(N);
-  Tensor c = Tensor::empty(out_shape, a.dtype(), a.device());
+  if (beta == 0.0) c = Tensor::empty(out_shape, a.dtype(), a.device());
+  check(c.shape() == out_shape, "matmul: adding " + pair + " into " + c.describe());
   kernels::GemmShape g;
   g.ta = ta;
   g.tb = tb;
@@ -185,8 +188,17 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool ta, bool tb) {
     g.stride_b = batch_b.empty() ? 0 : Kb * N;
     g.stride_c = M * N;
   }
-  kernels::gemm(g, a, b, c);
+  kernels::gemm(g, a, b, c, 1.0, beta);
+}
+
+Tensor matmul(const Tensor& a, const Tensor& b, bool ta, bool tb) {
+  Tensor c;
+  matmul_to(a, b, ta, tb, c, 0.0);
   return c;
+}
+
+void matmul_add(const Tensor& a, const Tensor& b, bool ta, bool tb, Tensor& c) {
+  matmul_to(a, b, ta, tb, c, 1.0);
 }
 
 }  // namespace lina

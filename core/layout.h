@@ -29,5 +29,8 @@ Tensor sum_all(const Tensor& x);
 // Batch dims must match, or one side is a plain matrix (2-D) shared by every
 // batch entry. ta/tb transpose the operand's last two dims.
 Tensor matmul(const Tensor& a, const Tensor& b, bool ta = false, bool tb = false);
+// c += op(a) · op(b), c already of the product's shape (the GEMM's beta = 1:
+// no product tensor, no separate add).
+void matmul_add(const Tensor& a, const Tensor& b, bool ta, bool tb, Tensor& c);
 
 }  // namespace lina

@@ -2,7 +2,10 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <string>
+#include <vector>
 
+#include "core/profile.h"
 #include "tests/gradcheck.h"
 
 using namespace lina;
@@ -25,6 +28,44 @@ TEST_CASE("gradients are summed in place only where no other gradient shares the
   Var loss = add(sum_all(z), sum_all(u));
   loss.backward();
   CHECK(x.grad().to_vector<double>() == std::vector<double>{5.0 + 8 * 1.5, 5.0 - 8 * 2.0});
+}
+
+TEST_CASE("a matmul adds dA into the gradient pending for A, with the GEMM's beta = 1") {
+  // h = 2x feeds three products, as a mixer's normed input feeds q, k and v:
+  // L = Σ h W1 + Σ h W2 + Σ h W3, so dL/dh = 1 (W1 + W2 + W3)ᵀ, dL/dx = 2 dL/dh.
+  // The first product's backward makes h's gradient; the other two add into it.
+  Tensor x0 = Tensor::from_vector<double>({1.0, -2.0, 0.5, 3.0, -1.0, 2.0}, {3, 2});
+  Var x(x0, true, "x");
+  std::vector<Var> w;
+  for (int i = 0; i < 3; ++i)
+    w.emplace_back(Tensor::from_vector<double>({0.5 * i, 1.0, -1.0, 2.0 - i, 0.25, 3.0}, {2, 3}), true);
+  Var h = mul_scalar(x, 2.0);
+  Var loss = add(add(sum_all(matmul(h, w[0])), sum_all(matmul(h, w[1]))), sum_all(matmul(h, w[2])));
+  profile::reset();
+  profile::set_enabled(true);
+  loss.backward();
+  profile::set_enabled(false);
+  // two of the three dA products went into the pending gradient ("+=" in the profile)
+  int added = 0;
+  for (const profile::Entry& e : profile::entries())
+    if (e.op == "matmul" && e.detail.find("+=") != std::string::npos) added += int(e.calls);
+  profile::reset();
+  CHECK(added == 2);
+  for (int r = 0; r < 3; ++r)
+    for (int c = 0; c < 2; ++c) {
+      double row_sum = 0;  // Σ_j (W1 + W2 + W3)[c][j]
+      for (int i = 0; i < 3; ++i)
+        for (int j = 0; j < 3; ++j) row_sum += w[size_t(i)].data().at(c * 3 + j);
+      CHECK(x.grad().at(r * 2 + c) == doctest::Approx(2.0 * row_sum).epsilon(1e-14));
+    }
+  // and each weight's gradient is hᵀ 1, whichever path its product took
+  for (int i = 0; i < 3; ++i)
+    for (int c = 0; c < 2; ++c)
+      for (int j = 0; j < 3; ++j) {
+        double col_sum = 0;
+        for (int r = 0; r < 3; ++r) col_sum += 2.0 * x0.at(r * 2 + c);
+        CHECK(w[size_t(i)].grad().at(c * 3 + j) == doctest::Approx(col_sum).epsilon(1e-14));
+      }
 }
 
 TEST_CASE("no-grad mode records no graph") {

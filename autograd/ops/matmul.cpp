@@ -7,7 +7,7 @@
 namespace lina {
 
 struct MatmulOp : Node {
-  MatmulOp() : Node(OpKind::Matmul) {}
+  MatmulOp() : Node(OpKind::Matmul) { adds_into_sums = true; }
   Tensor a, b;  // saved operands
   SavedTensors saved() const override { return {{"a", a}, {"b", b}}; }
   bool ta = false, tb = false;
@@ -23,26 +23,41 @@ struct MatmulOp : Node {
     return record(c, node, {a, b});
   }
 
+  // dA = dC B'ᵀ (or B' dCᵀ when A was read transposed)
+  Tensor grad_a(const Tensor& dc) const {
+    Tensor da = ta ? lina::matmul(b, dc, tb, true)     // dA = B' dCᵀ
+                   : lina::matmul(dc, b, false, !tb);  // dA = dC B'ᵀ
+    return sum_to(da, a.shape());                      // a shared by a batch: sum over it
+  }
+  // dB = A'ᵀ dC (or dCᵀ A' when B was read transposed)
+  Tensor grad_b(const Tensor& dc) const {
+    Tensor a2 = a, dc2 = dc;
+    if (b.ndim() == 2 && a.ndim() > 2 && !ta) {
+      // b is one matrix used by every batch entry (a linear layer): fold the
+      // batch into the rows so dB is one tall product instead of a sum of many.
+      a2 = a.reshape({-1, a.dim(-1)});
+      dc2 = dc.reshape({-1, dc.dim(-1)});
+    }
+    Tensor db = tb ? lina::matmul(dc2, a2, true, ta)     // dB = dCᵀ A'
+                   : lina::matmul(a2, dc2, !ta, false);  // dB = A'ᵀ dC
+    return sum_to(db, b.shape());
+  }
+
   std::vector<Tensor> backward(const Tensor& dc) override {
     Tensor da, db;
-    if (inputs[0].requires_grad()) {
-      da = ta ? lina::matmul(b, dc, tb, true)     // dA = B' dCᵀ
-              : lina::matmul(dc, b, false, !tb);  // dA = dC B'ᵀ
-      da = sum_to(da, a.shape());                 // a shared by a batch: sum over it
-    }
-    if (inputs[1].requires_grad()) {
-      Tensor a2 = a, dc2 = dc;
-      if (b.ndim() == 2 && a.ndim() > 2 && !ta) {
-        // b is one matrix used by every batch entry (a linear layer): fold the
-        // batch into the rows so dB is one tall product instead of a sum of many.
-        a2 = a.reshape({-1, a.dim(-1)});
-        dc2 = dc.reshape({-1, dc.dim(-1)});
-      }
-      db = tb ? lina::matmul(dc2, a2, true, ta)     // dB = dCᵀ A'
-              : lina::matmul(a2, dc2, !ta, false);  // dB = A'ᵀ dC
-      db = sum_to(db, b.shape());
-    }
+    if (inputs[0].requires_grad()) da = grad_a(dc);
+    if (inputs[1].requires_grad()) db = grad_b(dc);
     return {da, db};
+  }
+
+  // With a gradient already pending for A (x of a linear layer that feeds
+  // more than one product), dA = dC B'ᵀ is added into it by the GEMM itself.
+  // Only where dC B'ᵀ has A's shape: A not transposed, not shared by a batch.
+  std::vector<Tensor> backward_into(const Tensor& dc, const std::vector<Tensor*>& sums) override {
+    Tensor* da_sum = sums[0];
+    if (!da_sum || ta || a.ndim() < b.ndim() || !inputs[0].requires_grad()) return backward(dc);
+    lina::matmul_add(dc, b, false, !tb, *da_sum);  // dA += dC B'ᵀ
+    return {Tensor(), inputs[1].requires_grad() ? grad_b(dc) : Tensor()};
   }
 };
 
