@@ -58,7 +58,7 @@ static double lane_sum(int64_t n, F f) {
 // Σ_i (s a[i]) · (b[i] c[i]) over one row of n (c optional, s = 1 by
 // default). Float rows whose length is a whole number of SIMD vectors (a
 // head of 32: two; n_embd 128: eight) sum in float lanes, added in a fixed
-// tree at the end (small::lane_tree_sum): over 32 or 128 terms float's
+// tree at the end (small::lane_sum): over 32 or 128 terms float's
 // rounding stays far below what a float32 model resolves, and converting
 // every element to double cost more than the rest of the row. Other rows,
 // and double, sum in double lanes (lane_sum).
@@ -72,7 +72,7 @@ static double row_dot(int64_t n, const T* a, const T* b, T s = T(1), const T* c 
         const small::Vec64<float> bc = c ? small::load(b + i) * small::load(c + i) : small::load(b + i);
         sum += (s * small::load(a + i)) * bc;
       }
-      return small::lane_tree_sum(sum);
+      return small::lane_sum<float>(sum);
     }
   }
   return lane_sum(n, [&](int64_t i) { return double(s * a[i]) * double(c ? b[i] * c[i] : b[i]); });

@@ -180,22 +180,17 @@ template <int N, class T> inline void copy(const T* src, T* dst) {
   for (int v = 0; v < N / kLanes<T>; ++v) store(dst + v * kLanes<T>, load(src + v * kLanes<T>));
 }
 
-// The sum of a vector's lanes.
-template <class T> inline T lane_sum(const Vec64<T>& v) {
-  T sum = 0;
-  for (int j = 0; j < kLanes<T>; ++j) sum += v[j];
-  return sum;
+// The sum of a vector's lanes, in a tree of log2(L) steps: lane j gets lane
+// j XOR w added, for w = L/2, …, 1, so lane 0 ends with the sum (the same
+// order every time; a running sum would wait on L − 1 adds in turn).
+template <int w, class T, int... J>
+inline Vec64<T> add_lanes_apart(const Vec64<T>& v, std::integer_sequence<int, J...>) {
+  return v + __builtin_shufflevector(v, v, (J ^ w)...);
 }
-
-// The sum of a vector's lanes in a tree of log2(L) steps: the upper half of
-// the lanes is added onto the lower, then the upper half of that half, …
-// (the same order every time; lane_sum above waits on L − 1 adds in turn).
-inline float lane_tree_sum(Vec64<float> v) {
-  v += __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7);
-  v += __builtin_shufflevector(v, v, 4, 5, 6, 7, 0, 1, 2, 3, 12, 13, 14, 15, 8, 9, 10, 11);
-  v += __builtin_shufflevector(v, v, 2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13);
-  v += __builtin_shufflevector(v, v, 1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14);
-  return v[0];
+template <class T, int w = kLanes<T> / 2> inline T lane_sum(const Vec64<T>& v) {
+  const Vec64<T> folded = add_lanes_apart<w, T>(v, std::make_integer_sequence<int, kLanes<T>>{});
+  if constexpr (w == 1) return folded[0];
+  else return lane_sum<T, w / 2>(folded);
 }
 
 // Σ_j a_j b_j over N elements (N a multiple of kLanes<T>), in four

@@ -111,7 +111,7 @@ TEST_CASE("fixed-size chunked scan: compiled for the model's head size, chunk le
   CHECK_FALSE(fixed_backward<float>(s, 32, none, nullptr, nullptr, nullptr, {}));
 }
 
-TEST_CASE("small products: matmul, transposed matmul, triangular solves, lane sums, a lane tree sum and transpose against plain loops") {
+TEST_CASE("small products: matmul, transposed matmul, triangular solves, lane sums and transpose against plain loops") {
   Rng rng(5);
   constexpr int M = 16, N = 32, K = 16;
   const std::vector<float> A = random_vector<float>(M * K, rng, -1, 1),
@@ -179,11 +179,14 @@ TEST_CASE("small products: matmul, transposed matmul, triangular solves, lane su
   cpu::small::lane_sums<64>(vecs.data(), row_sum.data());
   check_close("lane_sums of lanes_dot", row_sum, want_sum, 1e-12);
 
-  // lane_tree_sum: integers, so any order of addition gives the exact sum;
+  // lane_sum: powers of two, so any order of addition gives the exact sum and
   // every lane counts once (a lane dropped or added twice changes the sum)
   cpu::small::Vec64<float> lanes;
   for (int j = 0; j < 16; ++j) lanes[j] = float(1 << j);
-  CHECK(cpu::small::lane_tree_sum(lanes) == float((1 << 16) - 1));
+  CHECK(cpu::small::lane_sum<float>(lanes) == float((1 << 16) - 1));
+  cpu::small::Vec64<double> lanes8;
+  for (int j = 0; j < 8; ++j) lanes8[j] = double(1 << j);
+  CHECK(cpu::small::lane_sum<double>(lanes8) == 255.0);
 
   std::vector<double> X = random_vector<double>(16 * 48, rng, -1, 1), Xt(48 * 16);
   cpu::small::transpose<16, 32>(X.data(), 48, Xt.data());  // the first 32 of 48 columns
