@@ -185,7 +185,9 @@ std::string run_bench(const BenchOptions& o) {
       "; OpenBLAS's own threads " +
       (g.openblas_gflops < 0 ? std::string("not installed")
                              : fmt("%.1f", g.openblas_gflops) + " GFLOP/s (" + fmt("%.1f", g.openblas_ms) + " ms, kernels for " +
-                                   (g.openblas_core.empty() ? std::string("?") : g.openblas_core) + ")"));
+                                   (g.openblas_core.empty() ? std::string("?") : g.openblas_core) +
+                                   "); lina/OpenBLAS " + fmt("%.3f", g.lina_over_openblas) +
+                                   " (median of pairs timed back to back)"));
 
   json train = json::array(), infer = json::array();
   int child = 0;
@@ -361,6 +363,7 @@ std::string run_bench(const BenchOptions& o) {
                  {"openblas", g.openblas_gflops < 0 ? "not installed" : "installed"},
                  {"openblas_gflops", g.openblas_gflops < 0 ? json(nullptr) : json(g.openblas_gflops)},
                  {"openblas_ms", g.openblas_ms < 0 ? json(nullptr) : json(g.openblas_ms)},
+                 {"lina_over_openblas", g.lina_over_openblas < 0 ? json(nullptr) : json(g.lina_over_openblas)},
                  {"openblas_core", g.openblas_core}};
     std::vector<std::string> shapes;
     for (const BenchShape& s : o.shapes) shapes.push_back(shape_name(s));

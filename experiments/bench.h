@@ -76,13 +76,18 @@ long long matmul_weights(const ModelConfig& c);
 // kernels::gemm (lina's path: one block of C per thread, each block on
 // OpenBLAS when it is installed, else on Eigen; backend_cpu/openblas.h), the
 // same blocks on Eigen when lina's path is OpenBLAS, and OpenBLAS on the
-// whole product with its own threads (negative when not measured).
+// whole product with its own threads (negative when not measured); lina's
+// path and OpenBLAS's threads are timed in alternating pairs.
 struct GemmRate {
   int64_t M = 4096, K = 512, N = 2048;
   double lina_gflops = 0, lina_ms = 0;
   std::string lina_path;  // "Eigen" or "OpenBLAS (<core> kernels)"
   double eigen_gflops = -1, eigen_ms = -1;
   double openblas_gflops = -1, openblas_ms = -1;
+  // lina's rate over OpenBLAS's: the median over pairs of the two timed one
+  // right after the other (alternating which goes first); negative when
+  // OpenBLAS is not installed.
+  double lina_over_openblas = -1;
   // The CPU kernel set OpenBLAS runs (openblas_get_corename). lina sets
   // OPENBLAS_CORETYPE from the CPU's features unless the environment does
   // (backend_cpu/openblas.h): Debian's OpenBLAS falls back to a slow generic

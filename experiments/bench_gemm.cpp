@@ -68,29 +68,62 @@ GemmRate measure_gemm(int repeats) {
   const double flops = 2.0 * double(r.M) * double(r.N) * double(r.K);
   kernels::GemmShape g;
   g.M = r.M, g.N = r.N, g.K = r.K;
-  r.lina_ms = median_ms(repeats, [&] { kernels::gemm(g, a, b, c); });
+  auto lina_path = [&] { kernels::gemm(g, a, b, c); };
+  r.lina_path = cpu::cpu_gemm_name();
+
+  // OpenBLAS on the whole product with its own threads, when installed.
+  const cpu::OpenBlas* blas = cpu::openblas();
+  const unsigned cpus = std::max(1u, std::thread::hardware_concurrency());
+  auto openblas_threads = [&] {
+    blas->set_num_threads(int(cpus));
+    blas->sgemm(cpu::kCblasRowMajor, cpu::kCblasNoTrans, cpu::kCblasNoTrans, int(r.M), int(r.N),
+                int(r.K), 1.0f, a.data<float>(), int(r.K), b.data<float>(), int(r.N), 0.0f,
+                c.data<float>(), int(r.N));
+    blas->set_num_threads(1);  // back to one: lina calls it from its own threads
+  };
+  if (!blas) {
+    r.lina_ms = median_ms(repeats, lina_path);
+  } else {
+    // The two paths in alternating pairs (lina first, then OpenBLAS first), so
+    // that both see the same moments of whatever else runs on the machine;
+    // the ratio is the median of the pairs' ratios.
+    lina_path();
+    openblas_threads();  // warm-up
+    std::vector<double> lina, theirs, ratio;
+    for (int i = 0; i < 2 * repeats; ++i) {
+      const bool lina_first = i % 2 == 0;
+      double ms[2];
+      for (int turn = 0; turn < 2; ++turn) {
+        const bool run_lina = (turn == 0) == lina_first;
+        // Both thread pools spin a while after a product before they sleep
+        // (OpenBLAS's up to about 2^28 cycles); a pause first keeps one
+        // path's idle threads off the cores the other is timed on.
+        std::this_thread::sleep_for(std::chrono::milliseconds(150));
+        auto t0 = Clock::now();
+        run_lina ? lina_path() : openblas_threads();
+        ms[run_lina ? 0 : 1] = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+      }
+      lina.push_back(ms[0]);
+      theirs.push_back(ms[1]);
+      ratio.push_back(ms[1] / ms[0]);  // > 1: lina's path is faster
+    }
+    auto median = [](std::vector<double> v) {
+      std::sort(v.begin(), v.end());
+      return v[v.size() / 2];
+    };
+    r.lina_ms = median(lina);
+    r.openblas_ms = median(theirs);
+    r.openblas_gflops = flops / (r.openblas_ms * 1e6);
+    r.lina_over_openblas = median(ratio);
+    r.openblas_core = blas->core;
+  }
   r.lina_gflops = flops / (r.lina_ms * 1e6);
 
-  r.lina_path = cpu::cpu_gemm_name();
   if (cpu::cpu_gemm() == cpu::CpuGemm::OpenBlas) {  // the same blocks on Eigen
     cpu::set_cpu_gemm(cpu::CpuGemm::Eigen);
-    r.eigen_ms = median_ms(repeats, [&] { kernels::gemm(g, a, b, c); });
+    r.eigen_ms = median_ms(repeats, lina_path);
     r.eigen_gflops = flops / (r.eigen_ms * 1e6);
     cpu::set_cpu_gemm(cpu::CpuGemm::OpenBlas);
-  }
-  // OpenBLAS on the whole product with its own threads, when installed.
-  if (const cpu::OpenBlas* blas = cpu::openblas()) {
-    const float *pa = a.data<float>(), *pb = b.data<float>();
-    float* pc = c.data<float>();
-    const int M = int(r.M), N = int(r.N), K = int(r.K);
-    blas->set_num_threads(int(std::max(1u, std::thread::hardware_concurrency())));
-    r.openblas_ms = median_ms(repeats, [&] {
-      blas->sgemm(cpu::kCblasRowMajor, cpu::kCblasNoTrans, cpu::kCblasNoTrans, M, N, K, 1.0f, pa,
-                  K, pb, N, 0.0f, pc, N);
-    });
-    blas->set_num_threads(1);  // back to one: lina calls it from its own threads
-    r.openblas_gflops = flops / (r.openblas_ms * 1e6);
-    r.openblas_core = blas->core;
   }
   return r;
 }

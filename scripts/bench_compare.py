@@ -92,12 +92,17 @@ def main():
         # lina's path over OpenBLAS's own threads inside each run of the after
         # binary (the two products seconds apart), the ratio run included
         gemms = [r["gemm"] for r in after] + ([ratio_run["gemm"]] if ratio_run else [])
-        per_run = [g["lina_gflops"] / g["openblas_gflops"] for g in gemms if g.get("openblas_gflops")]
+        # newer binaries time the two in alternating pairs and record the
+        # median of the pairs' ratios (lina_over_openblas); older ones timed
+        # them one after the other, their ratio the two medians'
+        per_run = [g.get("lina_over_openblas") or g["lina_gflops"] / g["openblas_gflops"]
+                   for g in gemms if g.get("openblas_gflops")]
         checks.append(("lina's GEMM path as fast as OpenBLAS's own threads (2 % slack; median over "
                        "the after binary's runs of the ratio inside each run)",
                        median(per_run) >= 0.98,
                        ", ".join(f"{g['lina_gflops']:.0f} vs {g['openblas_gflops']:.0f}"
-                                 for g in gemms if g.get("openblas_gflops")) + " GFLOP/s"))
+                                 for g in gemms if g.get("openblas_gflops")) + " GFLOP/s; ratios " +
+                       ", ".join(f"{r:.3f}" for r in per_run)))
     fr = {k: v["model_gflops"] / gemm_after for k, v in a.items() if k[1] == "64x64"}
     checks.append(("every preset's model-FLOP rate >= 65 % of the GEMM rate at 64x64",
                    all(f >= 0.65 for f in fr.values()),

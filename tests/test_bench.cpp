@@ -44,6 +44,10 @@ TEST_CASE("bench --quick: json keys, FLOPs per step, GEMM rate, profile") {
     CHECK_MESSAGE(j.contains(key), key);
   CHECK(double(j["gemm"]["lina_gflops"]) > 0);
   CHECK(j["gemm"].contains("openblas"));
+  if (j["gemm"]["openblas"] == "installed")  // the two paths timed in pairs: a ratio near 1
+    CHECK(double(j["gemm"]["lina_over_openblas"]) > 0.2);
+  else
+    CHECK(j["gemm"]["lina_over_openblas"].is_null());
   REQUIRE(j["train"].size() == 2);
   for (const json& t : j["train"]) {
     std::string preset = t["preset"];
