@@ -97,8 +97,10 @@ GemmRate measure_gemm(int repeats) {
         const bool run_lina = (turn == 0) == lina_first;
         // Both thread pools spin a while after a product before they sleep
         // (OpenBLAS's up to about 2^28 cycles); a pause first keeps one
-        // path's idle threads off the cores the other is timed on.
+        // path's idle threads off the cores the other is timed on, and an
+        // untimed product then wakes this path's threads and the cores.
         std::this_thread::sleep_for(std::chrono::milliseconds(150));
+        run_lina ? lina_path() : openblas_threads();
         auto t0 = Clock::now();
         run_lina ? lina_path() : openblas_threads();
         ms[run_lina ? 0 : 1] = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
