@@ -10,6 +10,10 @@
 # torch-passive-N.json/txt and summary.md (scripts/torch_compare.py), which
 # compares the best round of each.
 set -euo pipefail
+if [[ $# -lt 2 || ! -x $1 ]]; then
+  echo "usage: scripts/torch_compare.sh LINA OUT_DIR [ROUNDS] (LINA: the lina binary to time)" >&2
+  exit 2
+fi
 lina=$1 out=$2 rounds=${3:-2}
 here=$(dirname "$0")
 /usr/bin/python3 -c "import torch" 2>/dev/null ||

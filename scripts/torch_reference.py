@@ -273,13 +273,24 @@ def main():
     if a.check:
         check()
         return
+    if a.steps < 1 or a.warmup < 0 or a.threads < 1:
+        sys.exit("torch_reference.py: --steps and --threads must be at least 1, --warmup at least 0")
+    shapes = []
+    for shape in a.shapes.split(","):
+        parts = shape.split("x")
+        if len(parts) != 2 or not all(p.isdigit() and int(p) > 0 for p in parts):
+            sys.exit(f"torch_reference.py: bad shape '{shape}' (BATCHxCONTEXT, e.g. 64x64)")
+        batch, context = int(parts[0]), int(parts[1])
+        if context % min(16, context):
+            sys.exit(f"torch_reference.py: context {context} is not a whole number of 16-token chunks")
+        shapes.append((shape, batch, context))
+    for preset in a.presets.split(","):
+        if preset not in MIXERS:
+            sys.exit(f"torch_reference.py: unknown preset '{preset}' (one of {', '.join(MIXERS)})")
     torch.set_num_threads(a.threads)
     rows = []
-    for shape in a.shapes.split(","):
-        batch, context = (int(s) for s in shape.split("x"))
+    for shape, batch, context in shapes:
         for preset in a.presets.split(","):
-            if preset not in MIXERS:
-                sys.exit(f"torch_reference.py: unknown preset '{preset}' (one of {', '.join(MIXERS)})")
             r = time_steps(preset, batch, context, a.steps, a.warmup)
             rows.append(r)
             print(f"{preset:7s} {shape:7s} {r['ms_per_step']:8.1f} ms/step  "
