@@ -45,17 +45,24 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+template <class F>
+double timed_ms(F&& f) {
+  auto t0 = Clock::now();
+  f();
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
 template <class F>
 double median_ms(int repeats, F&& f) {
   f();  // warm-up (first-touch pages, thread pools)
   std::vector<double> ms;
-  for (int i = 0; i < repeats; ++i) {
-    auto t0 = Clock::now();
-    f();
-    ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
-  }
-  std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2];
+  for (int i = 0; i < repeats; ++i) ms.push_back(timed_ms(f));
+  return median(ms);
 }
 
 }  // namespace
@@ -87,8 +94,6 @@ GemmRate measure_gemm(int repeats) {
     // The two paths in alternating pairs (lina first, then OpenBLAS first), so
     // that both see the same moments of whatever else runs on the machine;
     // the ratio is the median of the pairs' ratios.
-    lina_path();
-    openblas_threads();  // warm-up
     std::vector<double> lina, theirs, ratio;
     for (int i = 0; i < 2 * repeats; ++i) {
       const bool lina_first = i % 2 == 0;
@@ -101,18 +106,12 @@ GemmRate measure_gemm(int repeats) {
         // untimed product then wakes this path's threads and the cores.
         std::this_thread::sleep_for(std::chrono::milliseconds(150));
         run_lina ? lina_path() : openblas_threads();
-        auto t0 = Clock::now();
-        run_lina ? lina_path() : openblas_threads();
-        ms[run_lina ? 0 : 1] = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+        ms[run_lina ? 0 : 1] = run_lina ? timed_ms(lina_path) : timed_ms(openblas_threads);
       }
       lina.push_back(ms[0]);
       theirs.push_back(ms[1]);
       ratio.push_back(ms[1] / ms[0]);  // > 1: lina's path is faster
     }
-    auto median = [](std::vector<double> v) {
-      std::sort(v.begin(), v.end());
-      return v[v.size() / 2];
-    };
     r.lina_ms = median(lina);
     r.openblas_ms = median(theirs);
     r.openblas_gflops = flops / (r.openblas_ms * 1e6);

@@ -84,7 +84,7 @@ class Attention(nn.Module):
         return self.wo(o.transpose(1, 2).reshape(B, T, N_EMBD))
 
 
-def chunked_scan(rule, q, k, v, beta, g, C=16):
+def chunked_scan(q, k, v, beta, g, C=16):
     """o for q, k, v [B, H, T, d], β and log α [B, H, T] (None where the rule has
     none), S_0 = 0; the chunk formulas of docs/recurrence.md §3.3 with S "value × key":
         O  = diag(γ) Q Sᵀ + (Q Kᵀ ⊙ Γ) U
@@ -128,7 +128,7 @@ def chunked_scan(rule, q, k, v, beta, g, C=16):
     return torch.stack(out, dim=2).reshape(B, H, T, d)
 
 
-def sequential_scan(rule, q, k, v, beta, g):
+def sequential_scan(q, k, v, beta, g):
     """The token-by-token form (docs/recurrence.md §1), for --check."""
     B, H, T, d = q.shape
     S = q.new_zeros(B, H, d, d)
@@ -177,7 +177,7 @@ class Recurrent(nn.Module):
         beta = torch.sigmoid(self.b_proj(x)) if self.rule in ("delta", "gdn") else None
         g = -F.softplus(-self.a_proj(x)) if self.rule == "gdn" else None  # log α
         heads = lambda t: t.transpose(1, 2)  # [B, T, H, ...] → [B, H, T, ...]
-        o = chunked_scan(self.rule, heads(q), heads(k), heads(v),
+        o = chunked_scan(heads(q), heads(k), heads(v),
                          None if beta is None else heads(beta), None if g is None else heads(g))
         o = self.o_norm(o.transpose(1, 2))  # per head, weight shared by the heads
         return self.wo(o.reshape(B, T, N_EMBD))
@@ -252,7 +252,7 @@ def check():
         k = F.normalize(k, dim=-1)
         beta = torch.rand(B, H, T, dtype=torch.float64) if rule != "linear" else None
         g = -F.softplus(-torch.randn(B, H, T, dtype=torch.float64) - 2.0) if rule == "gdn" else None
-        a, b = chunked_scan(rule, q, k, v, beta, g, C=16), sequential_scan(rule, q, k, v, beta, g)
+        a, b = chunked_scan(q, k, v, beta, g, C=16), sequential_scan(q, k, v, beta, g)
         diff = float((a - b).abs().max())
         print(f"{rule}: chunked vs token by token, max |difference| {diff:.2e}")
         worst = max(worst, diff)
