@@ -36,7 +36,7 @@ void attention_forward(const AttentionShape& s, const float* q, const float* k, 
                        float* probs, float* out) {
   const int64_t rows = s.B * s.H * s.Tq;
   if (rows == 0) return;
-  attention_forward_kernel<<<blocks_for(rows), kThreads, 0, context().stream>>>(s, q, k, v, probs,
+  LINA_LAUNCH(attention_forward_kernel, blocks_for(rows), kThreads, 0, context().stream)(s, q, k, v, probs,
                                                                               out, rows);
   LINA_CHECK_LAUNCH("cuda::attention_forward");
 }
@@ -47,12 +47,12 @@ void attention_backward(const AttentionShape& s, const float* q, const float* k,
   const int64_t query_rows = s.B * s.H * s.Tq, key_rows = s.B * s.Hkv * s.Tk;
   cudaStream_t stream = context().stream;
   if (query_rows > 0) {
-    attention_backward_query_kernel<<<blocks_for(query_rows), kThreads, 0, stream>>>(
+    LINA_LAUNCH(attention_backward_query_kernel, blocks_for(query_rows), kThreads, 0, stream)(
         s, k, v, probs, dout, dscores, dq, query_rows);
     LINA_CHECK_LAUNCH("cuda::attention_backward (dscores, dq)");
   }
   if (key_rows > 0) {  // after the first kernel on the same stream: reads its dscores
-    attention_backward_key_kernel<<<blocks_for(key_rows), kThreads, 0, stream>>>(
+    LINA_LAUNCH(attention_backward_key_kernel, blocks_for(key_rows), kThreads, 0, stream)(
         s, q, probs, dout, dscores, dk, dv, key_rows);
     LINA_CHECK_LAUNCH("cuda::attention_backward (dk, dv)");
   }

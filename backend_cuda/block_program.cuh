@@ -15,7 +15,7 @@ namespace lina::cuda {
 template <class Program>
 __global__ void __launch_bounds__(Program::kThreads)
     block_program_kernel(typename Program::Args args, float* workspace) {
-  extern __shared__ float dynamic_shared[];
+  LINA_DYNAMIC_SHARED(float, dynamic_shared);
   const int64_t items = Program::blocks(args);
   Block block;
   block.shared = dynamic_shared;
@@ -42,8 +42,7 @@ void launch_block_program(const typename Program::Args& args, const char* name) 
                     std::string(name) + ": shared memory of " + std::to_string(shared_bytes) + " bytes");
   const size_t workspace_bytes = size_t(grid * Program::workspace_floats(args)) * sizeof(float);
   float* workspace = workspace_bytes ? static_cast<float*>(alloc(workspace_bytes)) : nullptr;
-  block_program_kernel<Program>
-      <<<unsigned(grid), Program::kThreads, shared_bytes, context().stream>>>(args, workspace);
+  LINA_LAUNCH(block_program_kernel<Program>, unsigned(grid), Program::kThreads, shared_bytes, context().stream)(args, workspace);
   LINA_CHECK_LAUNCH(name);
   if (workspace) free(workspace);
 }

@@ -15,6 +15,22 @@
 
 #include "backend_cuda/kernels_device.h"
 
+// One launch spelling for both builds:
+//     LINA_LAUNCH(kernel, grid, block, shared_bytes, stream)(arguments...);
+// is kernel<<<grid, block, shared_bytes, stream>>>(arguments...) under nvcc,
+// and under g++ (the cuda-sim preset) a launch on lina's CUDA runtime on the
+// CPU (cuda_sim/), which runs the same kernel code thread by thread.
+// LINA_DYNAMIC_SHARED(type, name) declares a kernel's dynamic shared memory
+// (extern __shared__ type name[] under nvcc).
+#ifdef __CUDACC__
+#define LINA_LAUNCH(kernel, grid, block, shared_bytes, stream) kernel<<<grid, block, shared_bytes, stream>>>
+#define LINA_DYNAMIC_SHARED(type, name) extern __shared__ type name[]
+#else
+#define LINA_LAUNCH(kernel, grid, block, shared_bytes, stream) \
+  ::cuda_sim::Launch(#kernel, kernel, grid, block, shared_bytes, stream)
+#define LINA_DYNAMIC_SHARED(type, name) type* name = ::cuda_sim::dynamic_shared<type>()
+#endif
+
 namespace lina::cuda {
 
 constexpr int kMaxReductionBlocks = 1024;  // blocks of a whole-tensor reduction

@@ -44,13 +44,13 @@ __global__ void axpy_kernel(float* dst, const float* src, int64_t n, float alpha
 
 void fill(float* x, int64_t n, float value) {
   if (n == 0) return;
-  fill_kernel<float><<<blocks_for(n), kThreads, 0, context().stream>>>(x, n, value);
+  LINA_LAUNCH(fill_kernel<float>, blocks_for(n), kThreads, 0, context().stream)(x, n, value);
   LINA_CHECK_LAUNCH("cuda::fill");
 }
 
 void fill_i32(int32_t* x, int64_t n, int32_t value) {
   if (n == 0) return;
-  fill_kernel<int32_t><<<blocks_for(n), kThreads, 0, context().stream>>>(x, n, value);
+  LINA_LAUNCH(fill_kernel<int32_t>, blocks_for(n), kThreads, 0, context().stream)(x, n, value);
   LINA_CHECK_LAUNCH("cuda::fill_i32");
 }
 
@@ -59,7 +59,7 @@ void unary_forward(UnaryFn f, const float* x, float* y, int64_t n, float p) {
   cudaStream_t stream = context().stream;
   math::visit_unary(f, [&](auto fn) {
     using Fn = decltype(fn);
-    unary_forward_kernel<Fn><<<blocks_for(n), kThreads, 0, stream>>>(x, y, n, p);
+    LINA_LAUNCH(unary_forward_kernel<Fn>, blocks_for(n), kThreads, 0, stream)(x, y, n, p);
   });
   LINA_CHECK_LAUNCH("cuda::unary_forward");
 }
@@ -70,7 +70,7 @@ void unary_backward(UnaryFn f, const float* x, const float* y, const float* dy, 
   cudaStream_t stream = context().stream;
   math::visit_unary(f, [&](auto fn) {
     using Fn = decltype(fn);
-    unary_backward_kernel<Fn><<<blocks_for(n), kThreads, 0, stream>>>(x, y, dy, dx, n, p);
+    LINA_LAUNCH(unary_backward_kernel<Fn>, blocks_for(n), kThreads, 0, stream)(x, y, dy, dx, n, p);
   });
   LINA_CHECK_LAUNCH("cuda::unary_backward");
 }
@@ -84,14 +84,14 @@ void binary(BinaryFn f, const float* a, const int64_t* a_strides, const float* b
   cudaStream_t stream = context().stream;
   math::visit_binary(f, [&](auto fn) {
     using Fn = decltype(fn);
-    binary_kernel<Fn><<<blocks_for(args.n), kThreads, 0, stream>>>(args);
+    LINA_LAUNCH(binary_kernel<Fn>, blocks_for(args.n), kThreads, 0, stream)(args);
   });
   LINA_CHECK_LAUNCH("cuda::binary");
 }
 
 void axpy(float* dst, const float* src, int64_t n, float alpha) {
   if (n == 0) return;
-  axpy_kernel<<<blocks_for(n), kThreads, 0, context().stream>>>(dst, src, n, alpha);
+  LINA_LAUNCH(axpy_kernel, blocks_for(n), kThreads, 0, context().stream)(dst, src, n, alpha);
   LINA_CHECK_LAUNCH("cuda::axpy");
 }
 

@@ -20,7 +20,7 @@ __device__ T block_sum(T* partial, T value) {
   partial[threadIdx.x] = value;
   __syncthreads();
   for (int half = kThreads / 2; half > 0; half /= 2) {
-    if (threadIdx.x < half) partial[threadIdx.x] += partial[threadIdx.x + half];
+    if (int(threadIdx.x) < half) partial[threadIdx.x] += partial[threadIdx.x + half];
     __syncthreads();
   }
   T total = partial[0];
@@ -100,15 +100,15 @@ void copy_strided(const float* src, const int64_t* src_strides, float* dst,
   cudaStream_t stream = context().stream;
   const int64_t chunks = copy_strided_chunks(args);
   if (chunks == 1) {
-    copy_strided_kernel<<<blocks_for(args.kept_n), kThreads, 0, stream>>>(args);
+    LINA_LAUNCH(copy_strided_kernel, blocks_for(args.kept_n), kThreads, 0, stream)(args);
     LINA_CHECK_LAUNCH("cuda::copy_strided");
     return;
   }
   // Few destination elements, long sums: two passes through a scratch buffer.
   const int64_t count = chunks * args.kept_n;
   float* partial = static_cast<float*>(alloc(size_t(count) * sizeof(float)));  // [chunks, kept_n]
-  copy_strided_chunk_kernel<<<blocks_for(count), kThreads, 0, stream>>>(args, partial, count);
-  copy_strided_finish_kernel<<<blocks_for(args.kept_n), kThreads, 0, stream>>>(args, partial,
+  LINA_LAUNCH(copy_strided_chunk_kernel, blocks_for(count), kThreads, 0, stream)(args, partial, count);
+  LINA_LAUNCH(copy_strided_finish_kernel, blocks_for(args.kept_n), kThreads, 0, stream)(args, partial,
                                                                                chunks);
   lina::cuda::free(partial);  // stream-ordered: released after the two kernels ran
   LINA_CHECK_LAUNCH("cuda::copy_strided (chunked accumulate)");
@@ -119,12 +119,12 @@ void sum_middle(const float* x, float* out, int64_t outer, int64_t n, int64_t in
   if (columns == 0) return;
   cudaStream_t stream = context().stream;
   if (inner >= 32 || n < 64) {
-    sum_middle_column_kernel<<<blocks_for(columns), kThreads, 0, stream>>>(x, out, columns, n,
+    LINA_LAUNCH(sum_middle_column_kernel, blocks_for(columns), kThreads, 0, stream)(x, out, columns, n,
                                                                            inner);
   } else {
     const int64_t max_blocks = int64_t(1) << 20;
     unsigned blocks = unsigned(columns < max_blocks ? columns : max_blocks);
-    sum_middle_block_kernel<<<blocks, kThreads, 0, stream>>>(x, out, columns, n, inner);
+    LINA_LAUNCH(sum_middle_block_kernel, blocks, kThreads, 0, stream)(x, out, columns, n, inner);
   }
   LINA_CHECK_LAUNCH("cuda::sum_middle");
 }
@@ -138,9 +138,9 @@ void sum_squares(const float* x, int64_t n, double* out) {
   }
   unsigned blocks = blocks_for(n);
   if (blocks > unsigned(kMaxReductionBlocks)) blocks = kMaxReductionBlocks;  // threads then loop
-  sum_squares_kernel<<<blocks, kThreads, 0, ctx.stream>>>(x, n, ctx.reduction_scratch);
+  LINA_LAUNCH(sum_squares_kernel, blocks, kThreads, 0, ctx.stream)(x, n, ctx.reduction_scratch);
   LINA_CHECK_LAUNCH("cuda::sum_squares");
-  sum_block_totals_kernel<<<1, kThreads, 0, ctx.stream>>>(ctx.reduction_scratch, int(blocks), out);
+  LINA_LAUNCH(sum_block_totals_kernel, 1, kThreads, 0, ctx.stream)(ctx.reduction_scratch, int(blocks), out);
   LINA_CHECK_LAUNCH("cuda::sum_squares (block totals)");
 }
 

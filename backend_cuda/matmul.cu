@@ -32,7 +32,7 @@ void gemm(int64_t batch, int64_t M, int64_t N, int64_t K, const float* a, bool t
   Context& ctx = context();
   if (K == 0) {  // empty sum: C = beta·C
     int64_t total = batch * M * N;
-    scale_batched_kernel<<<blocks_for(total), kThreads, 0, ctx.stream>>>(c, total, M * N,
+    LINA_LAUNCH(scale_batched_kernel, blocks_for(total), kThreads, 0, ctx.stream)(c, total, M * N,
                                                                           stride_c, beta);
     LINA_CHECK_LAUNCH("cuda::gemm (K = 0)");
     return;

@@ -3,8 +3,8 @@
 // for the norms, each phase of a block) is in
 // backend_cuda/norm_conv_rope_device.h; this file launches it.
 //
-//   norms          one block per row (block_kernel.cuh): the row's Σ is the
-//                  block's halving tree, no atomics
+//   norms          one warp per row (warp_reduce.cuh): the row's Σ is a
+//                  butterfly of shuffles, in double, no atomics
 //   conv1d, rope   one thread per output element, grid-stride loops; the
 //                  fused conv + SiLU's backward writes dz = dy ⊙ silu'(z)
 //                  (z recomputed) to a scratch, then runs the conv's backward
@@ -13,14 +13,77 @@
 //                  so every run gives the same bits
 #include <string>
 
-#include "backend_cuda/block_kernel.cuh"
 #include "backend_cuda/cuda_context.h"
 #include "backend_cuda/cuda_kernels.h"
 #include "backend_cuda/norm_conv_rope_device.h"
+#include "backend_cuda/warp_reduce.cuh"
 
 namespace lina::cuda {
 
 // ---- kernels --------------------------------------------------------------------------
+
+// rms_norm: x, y [rows, n], w [n], rstd [rows]:  y = w ⊙ ρx,  ρ = (mean(x²) + ε)^(−1/2).
+__global__ void rms_norm_forward_kernel(const float* x, const float* w, float* y, float* rstd, int64_t rows,
+                                        int64_t n, float eps) {
+  for (int64_t r = first_row(); r < rows; r += row_stride()) {
+    const float* xr = x + r * n;
+    double sum_squares = 0.0;
+    for (int64_t i = lane(); i < n; i += kWarp) sum_squares += double(xr[i]) * double(xr[i]);
+    sum_squares = warp_sum(sum_squares);
+    const float rho = float(1.0 / ::sqrt(sum_squares / double(n) + double(eps)));
+    if (lane() == 0) rstd[r] = rho;
+    for (int64_t i = lane(); i < n; i += kWarp) y[r * n + i] = w[i] * (rho * xr[i]);
+  }
+}
+
+// dx = ρ (h − x̂ c) with x̂ = ρx, h = dy ⊙ w, c = x̂ᵀh / n. (dw is the
+// two-pass sum of rms_norm_dw_partial_kernel and sum_partials_kernel.)
+__global__ void rms_norm_backward_dx_kernel(const float* x, const float* w, const float* rstd,
+                                            const float* dy, float* dx, int64_t rows, int64_t n) {
+  for (int64_t r = first_row(); r < rows; r += row_stride()) {
+    const float* xr = x + r * n;
+    const float* dyr = dy + r * n;
+    const float rho = rstd[r];
+    double xhat_h = 0.0;
+    for (int64_t i = lane(); i < n; i += kWarp) xhat_h += double(rho * xr[i]) * double(dyr[i] * w[i]);
+    const float c = float(warp_sum(xhat_h) / double(n));
+    for (int64_t i = lane(); i < n; i += kWarp) dx[r * n + i] = rho * (dyr[i] * w[i] - (rho * xr[i]) * c);
+  }
+}
+
+// l2_norm: x, y [rows, n], norm [rows]:  y = s · x / max(‖x‖, ε), s = scale; norm = ‖x‖.
+__global__ void l2_norm_forward_kernel(const float* x, float* y, float* norm, int64_t rows, int64_t n,
+                                       float eps, float scale) {
+  for (int64_t r = first_row(); r < rows; r += row_stride()) {
+    const float* xr = x + r * n;
+    double sum_squares = 0.0;
+    for (int64_t i = lane(); i < n; i += kWarp) sum_squares += double(xr[i]) * double(xr[i]);
+    const float nrm = float(::sqrt(warp_sum(sum_squares)));
+    if (lane() == 0) norm[r] = nrm;
+    const float inv = scale / (nrm > eps ? nrm : eps);  // s / max(‖x‖, ε)
+    for (int64_t i = lane(); i < n; i += kWarp) y[r * n + i] = xr[i] * inv;
+  }
+}
+
+// dx = s (dy − ŷ (ŷᵀdy)) / ‖x‖ with ŷ = x / ‖x‖; a row with ‖x‖ ≤ ε was
+// divided by the constant ε, so there dx = s dy / ε.
+__global__ void l2_norm_backward_kernel(const float* x, const float* norm, const float* dy, float* dx,
+                                        int64_t rows, int64_t n, float eps, float scale) {
+  for (int64_t r = first_row(); r < rows; r += row_stride()) {
+    const float* xr = x + r * n;
+    const float* dyr = dy + r * n;
+    const float nrm = norm[r];
+    const bool linear = !(nrm > eps);  // same test as the CPU: NaN counts as linear
+    const float inv = linear ? 0.0f : 1.0f / nrm;  // 1 / ‖x‖
+    double yhat_dy = 0.0;
+    if (!linear)
+      for (int64_t i = lane(); i < n; i += kWarp) yhat_dy += double(xr[i] * inv) * double(dyr[i]);
+    const float ydy = float(warp_sum(yhat_dy));
+    const float scaled_inv = scale * inv;  // s / ‖x‖
+    for (int64_t i = lane(); i < n; i += kWarp)
+      dx[r * n + i] = linear ? scale * dyr[i] / eps : (dyr[i] - xr[i] * inv * ydy) * scaled_inv;
+  }
+}
 
 __global__ void sum_partials_kernel(const float* partial, int64_t chunks, int64_t width,
                                     float* out) {
@@ -102,7 +165,9 @@ class Scratch {
 void rms_norm_forward(const float* x, const float* w, float* y, float* rstd, int64_t rows,
                       int64_t n, float eps) {
   if (rows == 0) return;
-  launch_block_kernel<RmsNormForward>({x, w, y, rstd, rows, n, eps}, "cuda::rms_norm_forward");
+  LINA_LAUNCH(rms_norm_forward_kernel, row_blocks(rows), kThreads, 0, context().stream)(x, w, y, rstd, rows, n,
+                                                                                     eps);
+  LINA_CHECK_LAUNCH("cuda::rms_norm_forward");
 }
 
 void rms_norm_backward(const float* x, const float* w, const float* rstd, const float* dy,
@@ -113,35 +178,38 @@ void rms_norm_backward(const float* x, const float* w, const float* rstd, const 
     fill(dw, n, 0.0f);
     return;
   }
-  launch_block_kernel<RmsNormBackwardDx>({x, w, rstd, dy, dx, rows, n},
-                                         "cuda::rms_norm_backward (dx)");
+  LINA_LAUNCH(rms_norm_backward_dx_kernel, row_blocks(rows), kThreads, 0, stream)(x, w, rstd, dy, dx, rows, n);
+  LINA_CHECK_LAUNCH("cuda::rms_norm_backward (dx)");
   const int64_t chunks = row_chunks(rows);
   Scratch partial(chunks * n);  // [chunks, n]
-  rms_norm_dw_partial_kernel<<<blocks_for(chunks * n), kThreads, 0, stream>>>(
+  LINA_LAUNCH(rms_norm_dw_partial_kernel, blocks_for(chunks * n), kThreads, 0, stream)(
       x, rstd, dy, partial.get(), rows, n, chunks * n);
   LINA_CHECK_LAUNCH("cuda::rms_norm_backward (dw partials)");
-  sum_partials_kernel<<<blocks_for(n), kThreads, 0, stream>>>(partial.get(), chunks, n, dw);
+  LINA_LAUNCH(sum_partials_kernel, blocks_for(n), kThreads, 0, stream)(partial.get(), chunks, n, dw);
   LINA_CHECK_LAUNCH("cuda::rms_norm_backward (dw)");
 }
 
 void l2_norm_forward(const float* x, float* y, float* norm, int64_t rows, int64_t n, float eps,
                      float scale) {
   if (rows == 0) return;
-  launch_block_kernel<L2NormForward>({x, y, norm, rows, n, eps, scale}, "cuda::l2_norm_forward");
+  LINA_LAUNCH(l2_norm_forward_kernel, row_blocks(rows), kThreads, 0, context().stream)(x, y, norm, rows, n, eps,
+                                                                                    scale);
+  LINA_CHECK_LAUNCH("cuda::l2_norm_forward");
 }
 
 void l2_norm_backward(const float* x, const float* norm, const float* dy, float* dx, int64_t rows,
                       int64_t n, float eps, float scale) {
   if (rows == 0 || n == 0) return;
-  launch_block_kernel<L2NormBackward>({x, norm, dy, dx, rows, n, eps, scale},
-                                      "cuda::l2_norm_backward");
+  LINA_LAUNCH(l2_norm_backward_kernel, row_blocks(rows), kThreads, 0, context().stream)(x, norm, dy, dx, rows,
+                                                                                     n, eps, scale);
+  LINA_CHECK_LAUNCH("cuda::l2_norm_backward");
 }
 
 void causal_conv1d_forward(const float* x, const float* w, float* y, int64_t B, int64_t T_len,
                            int64_t C, int64_t K) {
   const int64_t count = B * T_len * C;
   if (count == 0) return;
-  causal_conv1d_forward_kernel<<<blocks_for(count), kThreads, 0, context().stream>>>(
+  LINA_LAUNCH(causal_conv1d_forward_kernel, blocks_for(count), kThreads, 0, context().stream)(
       x, w, y, count, T_len, C, K);
   LINA_CHECK_LAUNCH("cuda::causal_conv1d_forward");
 }
@@ -152,16 +220,16 @@ static void conv1d_backward_launches(const float* x, const float* w, const float
                                      const char* what) {
   cudaStream_t stream = context().stream;
   const int64_t rows = B * T_len;
-  causal_conv1d_dx_kernel<<<blocks_for(rows * C), kThreads, 0, stream>>>(w, dy, dx, rows * C,
+  LINA_LAUNCH(causal_conv1d_dx_kernel, blocks_for(rows * C), kThreads, 0, stream)(w, dy, dx, rows * C,
                                                                          T_len, C, K);
   LINA_CHECK_LAUNCH((std::string(what) + " (dx)").c_str());
   const int64_t chunks = row_chunks(rows);
   const int64_t count = chunks * K * C;
   Scratch partial(count);  // [chunks, K, C]
-  causal_conv1d_dw_partial_kernel<<<blocks_for(count), kThreads, 0, stream>>>(
+  LINA_LAUNCH(causal_conv1d_dw_partial_kernel, blocks_for(count), kThreads, 0, stream)(
       x, dy, partial.get(), count, B, T_len, C, K);
   LINA_CHECK_LAUNCH((std::string(what) + " (dw partials)").c_str());
-  causal_conv1d_dw_sum_kernel<<<blocks_for(C * K), kThreads, 0, stream>>>(partial.get(), dw,
+  LINA_LAUNCH(causal_conv1d_dw_sum_kernel, blocks_for(C * K), kThreads, 0, stream)(partial.get(), dw,
                                                                           chunks, C, K);
   LINA_CHECK_LAUNCH((std::string(what) + " (dw)").c_str());
 }
@@ -180,7 +248,7 @@ void causal_conv1d_silu_forward(const float* x, const float* w, float* y, int64_
                                 int64_t T_len, int64_t C, int64_t K) {
   const int64_t count = B * T_len * C;
   if (count == 0) return;
-  causal_conv1d_silu_forward_kernel<<<blocks_for(count), kThreads, 0, context().stream>>>(
+  LINA_LAUNCH(causal_conv1d_silu_forward_kernel, blocks_for(count), kThreads, 0, context().stream)(
       x, w, y, count, T_len, C, K);
   LINA_CHECK_LAUNCH("cuda::causal_conv1d_silu_forward");
 }
@@ -194,7 +262,7 @@ void causal_conv1d_silu_backward(const float* x, const float* w, const float* dy
   }
   const int64_t count = B * T_len * C;
   Scratch dz(count);  // [B, T, C], returned to the pool after the launches below
-  causal_conv1d_silu_dz_kernel<<<blocks_for(count), kThreads, 0, context().stream>>>(
+  LINA_LAUNCH(causal_conv1d_silu_dz_kernel, blocks_for(count), kThreads, 0, context().stream)(
       x, w, dy, dz.get(), count, T_len, C, K);
   LINA_CHECK_LAUNCH("cuda::causal_conv1d_silu_backward (dz)");
   conv1d_backward_launches(x, w, dz.get(), dx, dw, B, T_len, C, K,
@@ -234,7 +302,7 @@ void rope_apply(const float* x, float* y, int64_t B, int64_t T_len, int64_t H, i
                 int64_t pos0, double base, bool inverse) {
   const int64_t count = B * T_len * H * (D / 2);  // one thread per rotated pair
   if (count == 0) return;
-  rope_kernel<<<blocks_for(count), kThreads, 0, context().stream>>>(x, y, count, T_len, H, D, pos0,
+  LINA_LAUNCH(rope_kernel, blocks_for(count), kThreads, 0, context().stream)(x, y, count, T_len, H, D, pos0,
                                                                     base, inverse);
   LINA_CHECK_LAUNCH("cuda::rope_apply");
 }

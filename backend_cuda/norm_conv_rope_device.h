@@ -1,17 +1,16 @@
-// The per-thread and per-phase work of the CUDA rms_norm, l2_norm, causal
-// conv1d (alone and fused with SiLU) and rope kernels
-// (backend_cuda/norm_conv_rope.cu), as LINA_HD
-// functions: the GPU runs them, and tests/test_cuda_emulation_norm_conv_rope.cpp
-// runs the very same lines on the host against the CPU backend
-// (backend_cpu/norm_conv_rope.cpp, whose formulas and summation orders these
-// follow). No CUDA headers here: the file must compile under g++ alone.
+// The per-thread work of the CUDA causal conv1d (alone and fused with SiLU),
+// rope and weight-gradient kernels (backend_cuda/norm_conv_rope.cu), as
+// LINA_HD functions that follow the CPU backend's formulas and summation
+// orders (backend_cpu/norm_conv_rope.cpp).
 //
 // Names as in backend_cpu/cpu_kernels.h: rows of length n; B = batch,
 // T = sequence length, C = channels, K = conv taps; H = heads, D = head
 // dimension.
 //
-// Determinism: no atomics. A row's Σ (the norms) is one block's halving tree
-// (block_kernel.h); the weight gradients summed over many rows (rms_norm dw,
+// The norms' row kernels are written in norm_conv_rope.cu, a warp per row.
+//
+// Determinism: no atomics. A row's Σ (the norms) is a warp's butterfly
+// (warp_reduce.cuh); the weight gradients summed over many rows (rms_norm dw,
 // conv dw) take two passes, like the CPU: each thread sums a fixed chunk of
 // kRowsPerChunk rows in row order into a partial buffer, then one thread per
 // weight adds the partials in chunk order. The chunks are the CPU's, so the
@@ -20,7 +19,6 @@
 #include <cmath>
 #include <cstdint>
 
-#include "backend_cuda/block_kernel.h"
 #include "backend_cuda/kernels_device.h"
 
 namespace lina::cuda {
@@ -39,109 +37,7 @@ LINA_HD void sum_partials_thread(int64_t e, const float* partial, int64_t chunks
   out[e] = s;
 }
 
-// The phases of a "one block per row" kernel:
-//   kPartialPhase        every thread sums its share of the row into partial[thread]
-//   kFirstReducePhase …  the halving tree adds the partials into partial[0]
-//   kRowScalarPhase      thread 0 turns the row's Σ into one scalar (ρ, 1/‖x‖, …)
-//   kWritePhase          every thread writes its share of the row's outputs
-// A thread's share of a row of n: elements thread, thread + kThreads, …
-constexpr int kPartialPhase = 0;
-constexpr int kFirstReducePhase = 1;
-constexpr int kRowScalarPhase = kFirstReducePhase + kReducePhases;
-constexpr int kWritePhase = kRowScalarPhase + 1;
-constexpr int kRowPhases = kWritePhase + 1;
-
-// Shared memory of a row kernel: the partial sums (double, as the CPU sums a
-// row in double) and the scalar kRowScalarPhase hands to kWritePhase.
-struct RowShared {
-  double partial[kThreads];
-  float scalar;
-};
-
-// Runs one step of the halving tree when p is a reduce phase.
-LINA_HD void row_reduce_phase(int p, RowShared& shared, int thread) {
-  if (p >= kFirstReducePhase && p < kFirstReducePhase + kReducePhases)
-    reduce_step(p - kFirstReducePhase, shared.partial, thread, AddOp{});
-}
-
-// Σ_k a[k]·b[k] over this thread's share of a row of n, in double.
-LINA_HD double dot_partial(int thread, const float* a, const float* b, int64_t n) {
-  double s = 0.0;
-  for (int64_t k = thread; k < n; k += kThreads) s += double(a[k]) * double(b[k]);
-  return s;
-}
-
-// ---- rms_norm ---------------------------------------------------------------------
-// x, y [rows, n], w [n], rstd [rows]:  y = w ⊙ ρx,  ρ = (mean(x²) + ε)^(−1/2).
-
-struct RmsNormForward {
-  struct Args {
-    const float* x;
-    const float* w;
-    float* y;
-    float* rstd;
-    int64_t rows, n;
-    float eps;
-  };
-  using Shared = RowShared;
-  static constexpr int kPhases = kRowPhases;
-  LINA_HD static int64_t blocks(const Args& a) { return a.rows; }
-
-  LINA_HD static void phase(int p, const Args& a, Shared& shared, int64_t row, int thread) {
-    const float* xr = a.x + row * a.n;
-    if (p == kPartialPhase) shared.partial[thread] = dot_partial(thread, xr, xr, a.n);
-    row_reduce_phase(p, shared, thread);
-    if (p == kRowScalarPhase && thread == 0) {
-      const double mean_square = shared.partial[0] / double(a.n);
-      shared.scalar = float(1.0 / ::sqrt(mean_square + double(a.eps)));
-      a.rstd[row] = shared.scalar;
-    }
-    if (p == kWritePhase) {
-      const float rho = shared.scalar;
-      float* yr = a.y + row * a.n;
-      for (int64_t i = thread; i < a.n; i += kThreads) yr[i] = a.w[i] * (rho * xr[i]);
-    }
-  }
-};
-
-// dx = ρ (h − x̂ c) with x̂ = ρx, h = dy ⊙ w, c = x̂ᵀh / n. One block per row.
-// (dw is a separate two-pass sum: rms_norm_dw_partial_thread below.)
-struct RmsNormBackwardDx {
-  struct Args {
-    const float* x;
-    const float* w;
-    const float* rstd;
-    const float* dy;
-    float* dx;
-    int64_t rows, n;
-  };
-  using Shared = RowShared;
-  static constexpr int kPhases = kRowPhases;
-  LINA_HD static int64_t blocks(const Args& a) { return a.rows; }
-
-  LINA_HD static void phase(int p, const Args& a, Shared& shared, int64_t row, int thread) {
-    const float* xr = a.x + row * a.n;
-    const float* dyr = a.dy + row * a.n;
-    const float rho = a.rstd[row];
-    if (p == kPartialPhase) {
-      double s = 0.0;  // this thread's share of x̂ᵀh
-      for (int64_t i = thread; i < a.n; i += kThreads)
-        s += double(rho * xr[i]) * double(dyr[i] * a.w[i]);
-      shared.partial[thread] = s;
-    }
-    row_reduce_phase(p, shared, thread);
-    if (p == kRowScalarPhase && thread == 0) shared.scalar = float(shared.partial[0] / double(a.n));
-    if (p == kWritePhase) {
-      const float c = shared.scalar;
-      float* dxr = a.dx + row * a.n;
-      for (int64_t i = thread; i < a.n; i += kThreads) {
-        const float xhat = rho * xr[i];
-        dxr[i] = rho * (dyr[i] * a.w[i] - xhat * c);
-      }
-    }
-  }
-};
-
+// ---- rms_norm's weight gradient ----------------------------------------------------
 // dw pass 1: thread idx = chunk·n + i sums dy ⊙ x̂ over the chunk's rows, in
 // row order: partial[chunk, i] = Σ_r dy[r, i] · ρ_r x[r, i]; partial [chunks, n].
 LINA_HD void rms_norm_dw_partial_thread(int64_t idx, const float* x, const float* rstd,
@@ -155,77 +51,6 @@ LINA_HD void rms_norm_dw_partial_thread(int64_t idx, const float* x, const float
   partial[idx] = s;
 }
 // dw pass 2: sum_partials_thread(i, partial, row_chunks(rows), n, dw).
-
-// ---- l2_norm ----------------------------------------------------------------------
-// x, y [rows, n], norm [rows]:  y = s · x / max(‖x‖, ε), s = scale; norm = ‖x‖.
-
-struct L2NormForward {
-  struct Args {
-    const float* x;
-    float* y;
-    float* norm;
-    int64_t rows, n;
-    float eps, scale;
-  };
-  using Shared = RowShared;
-  static constexpr int kPhases = kRowPhases;
-  LINA_HD static int64_t blocks(const Args& a) { return a.rows; }
-
-  LINA_HD static void phase(int p, const Args& a, Shared& shared, int64_t row, int thread) {
-    const float* xr = a.x + row * a.n;
-    if (p == kPartialPhase) shared.partial[thread] = dot_partial(thread, xr, xr, a.n);
-    row_reduce_phase(p, shared, thread);
-    if (p == kRowScalarPhase && thread == 0) {
-      const float nrm = float(::sqrt(shared.partial[0]));
-      a.norm[row] = nrm;
-      shared.scalar = a.scale / (nrm > a.eps ? nrm : a.eps);  // s / max(‖x‖, ε)
-    }
-    if (p == kWritePhase) {
-      const float inv = shared.scalar;
-      float* yr = a.y + row * a.n;
-      for (int64_t i = thread; i < a.n; i += kThreads) yr[i] = xr[i] * inv;
-    }
-  }
-};
-
-// dx = s (dy − ŷ (ŷᵀdy)) / ‖x‖ with ŷ = x / ‖x‖; a row with ‖x‖ ≤ ε was
-// divided by the constant ε, so there dx = s dy / ε. One block per row.
-struct L2NormBackward {
-  struct Args {
-    const float* x;
-    const float* norm;
-    const float* dy;
-    float* dx;
-    int64_t rows, n;
-    float eps, scale;
-  };
-  using Shared = RowShared;
-  static constexpr int kPhases = kRowPhases;
-  LINA_HD static int64_t blocks(const Args& a) { return a.rows; }
-
-  LINA_HD static void phase(int p, const Args& a, Shared& shared, int64_t row, int thread) {
-    const float* xr = a.x + row * a.n;
-    const float* dyr = a.dy + row * a.n;
-    const float nrm = a.norm[row];
-    const bool linear = !(nrm > a.eps);  // same test as the CPU: NaN counts as linear
-    const float inv = linear ? 0.0f : 1.0f / nrm;  // 1 / ‖x‖
-    if (p == kPartialPhase) {
-      double s = 0.0;  // this thread's share of ŷᵀdy
-      if (!linear)
-        for (int64_t i = thread; i < a.n; i += kThreads) s += double(xr[i] * inv) * double(dyr[i]);
-      shared.partial[thread] = s;
-    }
-    row_reduce_phase(p, shared, thread);
-    if (p == kRowScalarPhase && thread == 0) shared.scalar = float(shared.partial[0]);
-    if (p == kWritePhase) {
-      const float ydy = shared.scalar;
-      const float scaled_inv = a.scale * inv;  // s / ‖x‖
-      float* dxr = a.dx + row * a.n;
-      for (int64_t i = thread; i < a.n; i += kThreads)
-        dxr[i] = linear ? a.scale * dyr[i] / a.eps : (dyr[i] - xr[i] * inv * ydy) * scaled_inv;
-    }
-  }
-};
 
 // ---- causal depthwise conv1d ------------------------------------------------------------
 // x, y, dy, dx [B, T, C]; w, dw [C, K], tap K−1 = the current token; tokens

@@ -26,19 +26,19 @@ void adamw_step(float* p, const float* g, float* m, float* v, const float* decay
   if (n == 0) return;
   AdamWArgs args = make_adamw_args(p, g, m, v, decay_mask, n, lr, beta1, beta2, eps, weight_decay,
                                    bias_correction1, bias_correction2);
-  adamw_kernel<<<blocks_for(n), kThreads, 0, context().stream>>>(args);
+  LINA_LAUNCH(adamw_kernel, blocks_for(n), kThreads, 0, context().stream)(args);
   LINA_CHECK_LAUNCH("cuda::adamw_step");
 }
 
 void scale(float* x, int64_t n, float factor) {
   if (n == 0) return;
-  scale_kernel<<<blocks_for(n), kThreads, 0, context().stream>>>(x, n, factor);
+  LINA_LAUNCH(scale_kernel, blocks_for(n), kThreads, 0, context().stream)(x, n, factor);
   LINA_CHECK_LAUNCH("cuda::scale");
 }
 
 void clip_to_norm(float* x, int64_t n, const double* sum_of_squares, double max_norm) {
   if (n == 0) return;
-  clip_to_norm_kernel<<<blocks_for(n), kThreads, 0, context().stream>>>(x, n, sum_of_squares, max_norm);
+  LINA_LAUNCH(clip_to_norm_kernel, blocks_for(n), kThreads, 0, context().stream)(x, n, sum_of_squares, max_norm);
   LINA_CHECK_LAUNCH("cuda::clip_to_norm");
 }
 

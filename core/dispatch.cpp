@@ -142,8 +142,15 @@ void copy_strided(const Tensor& src, const StridedView& sv, Tensor& dst, const S
   check(sv.strides.size() == extent.size() && dv.strides.size() == extent.size(),
         "copy_strided: strides do not match extent " + shape_str(extent));
   int nd = int(extent.size());
-  if (src.dtype() == DType::i32) {
-    check(src.device() == Device::cpu && !accumulate, "copy_strided: int32 copies are CPU only");
+  if (src.dtype() == DType::i32) {  // token ids: sliced, concatenated, never summed
+    check(!accumulate, "copy_strided: int32 tensors are copied, never accumulated");
+    if (src.device() == Device::cuda) {
+      // A copy only moves 4-byte words, so the float kernel moves int32 bits unchanged.
+      cuda::copy_strided(reinterpret_cast<const float*>(src.data<int32_t>() + sv.offset), sv.strides.data(),
+                         reinterpret_cast<float*>(dst.data<int32_t>() + dv.offset), dv.strides.data(),
+                         extent.data(), nd, false);
+      return;
+    }
     cpu::copy_strided<int32_t>(src.data<int32_t>() + sv.offset, sv.strides.data(),
                                dst.data<int32_t>() + dv.offset, dv.strides.data(), extent.data(),
                                nd, false);

@@ -215,6 +215,14 @@ void add_layout_reduction_rows(std::vector<Row>& rows) {
                                    concat({x, y}, 1),     written,
                                    added};
                   }});
+  // token ids are sliced on the device too (step-by-step inference feeds one
+  // column of a [B, T] id tensor at a time)
+  rows.push_back({"int32 ids: slice, transpose, concat [3, 17]", [](Device d) {
+                    Inputs in(d);
+                    Tensor ids = in.ids({3, 17}, 65), more = in.ids({3, 4}, 65);
+                    return Outputs{slice(ids, 1, 5, 1), transpose(ids, 0, 1),
+                                   concat({ids, more}, 1)};
+                  }});
   // copy_strided with accumulate and zero destination strides: many source
   // elements add into one output element (here 2112 of them).
   rows.push_back({"sum_to [64, 50, 33] -> [1, 50, 1] and [7, 13, 9] -> [7, 1, 9]",
@@ -690,7 +698,8 @@ TEST_CASE("cuda: cross-entropy, embedding, norm and conv gradients, sum_to, sum_
     REQUIRE(first.size() == second.size());
     for (size_t i = 0; i < first.size(); ++i) {
       INFO("output ", i);
-      CHECK(host_bytes(first[i]) == host_bytes(second[i]));
+      CHECK(first[i].defined() == second[i].defined());
+      if (first[i].defined()) CHECK(host_bytes(first[i]) == host_bytes(second[i]));
     }
     ++checked;
   }
@@ -784,7 +793,7 @@ Trained train_steps(const std::string& preset, Device device, int steps) {
   AdamW opt(model.params());
   Trained out;
   for (int step = 0; step < steps; ++step) {
-    auto [x, y] = random_batch(8, 64, 1000 + uint64_t(step));
+    auto [x, y] = random_batch(8, 64, 1000);  // one batch throughout: the loss must fall
     model.params().zero_grad();
     Var loss = cross_entropy(model.forward(x.to(device)), y.to(device));
     loss.backward();
@@ -798,7 +807,7 @@ Trained train_steps(const std::string& preset, Device device, int steps) {
 
 TEST_CASE("cuda: 20 training steps of every preset follow the CPU's losses within 1e-3") {
   for (const char* preset : kPresets) {
-    INFO("preset ", preset);
+    INFO("preset ", std::string(preset));
     Trained cpu = train_steps(preset, Device::cpu, 20), gpu = train_steps(preset, Device::cuda, 20);
     double worst = 0;
     for (size_t i = 0; i < cpu.losses.size(); ++i)
@@ -811,7 +820,7 @@ TEST_CASE("cuda: 20 training steps of every preset follow the CPU's losses withi
 
 TEST_CASE("cuda: two training runs of every preset give identical bits") {
   for (const char* preset : kPresets) {
-    INFO("preset ", preset);
+    INFO("preset ", std::string(preset));
     Trained first = train_steps(preset, Device::cuda, 3), second = train_steps(preset, Device::cuda, 3);
     CHECK(first.losses == second.losses);
     CHECK(first.params == second.params);
@@ -820,7 +829,7 @@ TEST_CASE("cuda: two training runs of every preset give identical bits") {
 
 TEST_CASE("cuda: step-by-step inference equals the parallel forward, every preset") {
   for (const char* preset : kPresets) {
-    INFO("preset ", preset);
+    INFO("preset ", std::string(preset));
     LanguageModel model(make_config(preset, kVocab), 5, DType::f32, Device::cuda);
     auto [x_host, unused] = random_batch(2, 24, 5);
     Tensor x = x_host.to(Device::cuda);

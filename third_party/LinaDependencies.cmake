@@ -24,8 +24,19 @@ find_package(Threads REQUIRED)
 # CUDA is detected, not required. With nvcc present (on PATH or in
 # /usr/local/cuda/bin) backend_cuda/ is compiled and linked against cuBLAS.
 option(LINA_CUDA "Build the CUDA backend when a CUDA toolkit is found" ON)
+# The cuda-sim preset: backend_cuda/'s .cu files compiled as C++ by g++
+# against lina's CUDA runtime on the CPU (cuda_sim/), no toolkit needed.
+option(LINA_CUDA_SIM "Build the CUDA backend on lina's CUDA runtime on the CPU (cuda_sim/)" OFF)
 set(LINA_WITH_CUDA OFF)
-if(LINA_CUDA)
+if(LINA_CUDA_SIM)
+  find_package(Boost 1.74 QUIET COMPONENTS context)
+  if(NOT Boost_FOUND)
+    message(FATAL_ERROR "lina's cuda-sim needs Boost.Context, which was not found.\n"
+                        "Install it with:  sudo apt-get install libboost-context-dev")
+  endif()
+  set(LINA_WITH_CUDA ON)
+  message(STATUS "lina: CUDA backend ON, on the simulator (cuda_sim/, no GPU)")
+elseif(LINA_CUDA)
   if(NOT CMAKE_CUDA_COMPILER AND EXISTS /usr/local/cuda/bin/nvcc)
     set(CMAKE_CUDA_COMPILER /usr/local/cuda/bin/nvcc)
   endif()
