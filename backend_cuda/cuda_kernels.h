@@ -14,6 +14,7 @@ namespace lina::cuda {
 
 // ---- memory & device (memory.cu) ----
 int device_count();  // GPUs present: 0 when none or no driver, -1 when built without CUDA
+const char* runtime();  // "cuda", "sim" (cuda_sim/, on the CPU) or "none" (built without CUDA)
 void* alloc(size_t bytes);
 void free(void* ptr);
 enum class CopyKind { HostToDevice, DeviceToHost, DeviceToDevice };

@@ -63,7 +63,18 @@ void check_cublas(cublasStatus_t status, const std::string& what, const char* fi
     throw Error(located(what, file, line) + ": " + cublasGetStatusString(status) + " (cuBLAS)");
 }
 
+#ifdef LINA_CUDA_SIM
+const char* runtime() { return "sim"; }
+#else
+const char* runtime() { return "cuda"; }
+#endif
+
 static Context* create_context() {
+#ifdef LINA_CUDA_SIM
+  std::fprintf(stderr,
+               "lina: --device cuda runs on cuda-sim, lina's CUDA runtime on the CPU: the real CUDA kernels, "
+               "thread by thread, no GPU (its timings are not a GPU's)\n");
+#endif
   auto* ctx = new Context();
   int device = 0;
   LINA_CUDA_CHECK(cudaGetDevice(&device), "cuda: selecting the device");

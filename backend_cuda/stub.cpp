@@ -13,6 +13,7 @@ namespace lina::cuda {
 }
 
 int device_count() { return -1; }
+const char* runtime() { return "none"; }
 void* alloc(size_t) { no_cuda("cuda::alloc"); }
 void free(void* ptr) { if (ptr) no_cuda("cuda::free"); }
 void copy(void*, const void*, size_t, CopyKind) { no_cuda("cuda::copy"); }

@@ -57,6 +57,27 @@ void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device
 
 bool cuda_available() { return cuda::device_count() > 0; }
 
+const char* cuda_runtime() { return cuda::runtime(); }
+
+namespace detail {
+int64_t* cuda_kernel_call_counts() {
+  static int64_t counts[int(KernelId::Count)] = {};
+  return counts;
+}
+}  // namespace detail
+
+std::vector<std::pair<std::string, int64_t>> cuda_kernel_calls() {
+  static const char* const names[] = {
+#define LINA_KERNEL_NAME(ret, name, params) #name,
+      LINA_KERNELS(LINA_KERNEL_NAME, float)
+#undef LINA_KERNEL_NAME
+  };
+  std::vector<std::pair<std::string, int64_t>> calls;
+  for (int k = 0; k < int(detail::KernelId::Count); ++k)
+    calls.emplace_back(names[k], detail::cuda_kernel_call_counts()[k]);
+  return calls;
+}
+
 DeviceCounters cuda_counters() {
   if (!cuda_available()) return {};
   cuda::Counters c = cuda::counters();

@@ -38,6 +38,15 @@ inline bool on_cuda(const Tensor& t, const char* op) {
 //     using T = typename B::type;
 //     B::softmax_forward(x.data<T>(), y.data<T>(), R, N, Tq, causal);
 //   });
+// One id per entry of LINA_KERNELS, in its order.
+enum class KernelId {
+#define LINA_KERNEL_ID(ret, name, params) name,
+  LINA_KERNELS(LINA_KERNEL_ID, float)
+#undef LINA_KERNEL_ID
+  Count
+};
+int64_t* cuda_kernel_call_counts();  // [KernelId::Count], dispatch.cpp
+
 template <class T>
 struct CpuBackend {
   using type = T;
@@ -47,10 +56,15 @@ struct CpuBackend {
 #undef LINA_FORWARD_TO_CPU
 };
 
+// Every CUDA call of a list entry is counted (kernels::cuda_kernel_calls),
+// so the op × device table can tell which entries it has not run.
 struct CudaBackend {
   using type = float;
-#define LINA_FORWARD_TO_CUDA(ret, name, params) \
-  template <class... A> static ret name(A&&... a) { return cuda::name(std::forward<A>(a)...); }
+#define LINA_FORWARD_TO_CUDA(ret, name, params)                  \
+  template <class... A> static ret name(A&&... a) {              \
+    ++cuda_kernel_call_counts()[int(KernelId::name)];            \
+    return cuda::name(std::forward<A>(a)...);                    \
+  }
   LINA_KERNELS(LINA_FORWARD_TO_CUDA, float)
 #undef LINA_FORWARD_TO_CUDA
 };

@@ -7,6 +7,8 @@
 // Rule for every function here: outputs are freshly allocated on the inputs'
 // device unless the name says `_inplace` / the argument is a `Tensor&` out.
 #pragma once
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "core/elementwise_math.h"
@@ -20,6 +22,9 @@ void* device_alloc(size_t bytes, Device device);
 void device_free(void* ptr, Device device);
 void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes);
 bool cuda_available();    // compiled with CUDA and a GPU is present
+// What runs --device cuda: "cuda" (a GPU), "sim" (lina's CUDA runtime on the
+// CPU, the cuda-sim build) or "none" (built without CUDA).
+const char* cuda_runtime();
 void require_device(Device device);  // throws a one-line error if `device` cannot be used
 // CUDA: kernel launches, allocation calls and device→host copies so far, and the bytes the
 // memory pool holds (zeros without CUDA). A training step after the first
@@ -28,6 +33,9 @@ struct DeviceCounters {
   int64_t launches = 0, allocations = 0, device_to_host_copies = 0, pool_reserved_bytes = 0;
 };
 DeviceCounters cuda_counters();
+// Calls so far of each entry of core/kernel_list.h on CUDA, by name, in the
+// list's order (what the op × device table checks it has covered).
+std::vector<std::pair<std::string, int64_t>> cuda_kernel_calls();
 
 // ---- fill & elementwise -------------------------------------------------------
 void fill(Tensor& t, double value);

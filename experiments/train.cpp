@@ -501,6 +501,7 @@ void TrainingRun::write_json() {
   j["preset"] = o_.preset;
   j["task"] = o_.task;
   j["device"] = device_name(o_.device);
+  if (o_.device == Device::cuda) j["cuda_runtime"] = kernels::cuda_runtime();  // "cuda" or "sim"
   j["git_commit"] = LINA_GIT_COMMIT;
   j["config"] = {{"model", model_json(config)}, {"train", options_json(o_)}};
   j["params"] = model_->params().count();

@@ -77,7 +77,9 @@ TEST_CASE("--device cuda: built without CUDA, no GPU present, GPU present") {
     Result r = run(train);
     INFO(r.output);
     CHECK(r.code == 0);
-    CHECK(fs::exists(d / "recall_gdn.json"));
+    CHECK(fs::exists(d / "cuda" / "recall_gdn.json"));
+    nlohmann::json j = nlohmann::json::parse(std::ifstream(d / "cuda" / "recall_gdn.json"));
+    CHECK(j["cuda_runtime"] == lina::kernels::cuda_runtime());
   }
 #endif
 }
