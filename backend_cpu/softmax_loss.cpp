@@ -141,7 +141,8 @@ void cross_entropy_backward(const T* probs, const int32_t* targets, const T* mas
 // ---- embedding ----------------------------------------------------------------------
 // out[n, :] = weight[ids[n], :]
 template <class T>
-void embedding_forward(const T* weight, const int32_t* ids, T* out, int64_t N, int64_t C) {
+void embedding_forward(const T* weight, const int32_t* ids, T* out, int64_t N, int64_t /*V: checked by the caller*/,
+                       int64_t C) {
   LINA_PARALLEL_FOR_IF(N * C > kParallelMin)
   for (int64_t n = 0; n < N; ++n) std::copy_n(weight + int64_t(ids[n]) * C, C, out + n * C);
 }
@@ -186,7 +187,7 @@ void argmax_rows(const T* x, int32_t* out, int64_t R, int64_t N) {
                                          int64_t);                                             \
   template void cross_entropy_backward<T>(const T*, const int32_t*, const T*, const T*, T*,    \
                                           int64_t, int64_t);                                   \
-  template void embedding_forward<T>(const T*, const int32_t*, T*, int64_t, int64_t);          \
+  template void embedding_forward<T>(const T*, const int32_t*, T*, int64_t, int64_t, int64_t); \
   template void embedding_backward<T>(const T*, const int32_t*, T*, int64_t, int64_t, int64_t); \
   template void argmax_rows<T>(const T*, int32_t*, int64_t, int64_t);
 LINA_INSTANTIATE(float)

@@ -10,6 +10,7 @@
 // alone owns (no atomics anywhere).
 // No CUDA headers here: the file must compile under g++ alone.
 #pragma once
+#include <array>
 #include <cstdint>
 
 #include "core/elementwise_math.h"
@@ -69,6 +70,8 @@ struct BinaryArgs {
   int64_t shape[kMaxDims] = {};
   int64_t a_strides[kMaxDims] = {};
   int64_t b_strides[kMaxDims] = {};
+  // for lina's CUDA runtime on the CPU, which checks each is device memory
+  std::array<const void*, 3> device_pointers() const { return {a, b, out}; }
 };
 
 // Fills BinaryArgs from the backend's raw arguments. The caller checks
@@ -129,6 +132,7 @@ struct CopyStridedArgs {
   int64_t reduced_n = 1;  // source elements per destination element
   int64_t reduced_shape[kMaxDims] = {};
   int64_t reduced_src_strides[kMaxDims] = {};
+  std::array<const void*, 2> device_pointers() const { return {src, dst}; }
 };
 
 inline CopyStridedArgs make_copy_strided_args(const float* src, const int64_t* src_strides,

@@ -11,6 +11,7 @@
 
 #include "backend_cuda/cuda_context.h"
 #include "backend_cuda/cuda_kernels.h"
+#include "backend_cuda/softmax_loss_device.h"  // the index error word
 #include "core/cuda_status.h"
 #include "core/error.h"
 
@@ -85,6 +86,8 @@ static Context* create_context() {
   LINA_CUBLAS_CHECK(cublasSetMathMode(ctx->cublas, CUBLAS_DEFAULT_MATH), "cuda: cuBLAS math mode");
   LINA_CUDA_CHECK(cudaMalloc(&ctx->reduction_scratch, (kMaxReductionBlocks + 1) * sizeof(double)),
              "cuda: reduction buffer");
+  LINA_CUDA_CHECK(cudaMalloc(&ctx->index_error, sizeof(uint64_t)), "cuda: index error word");
+  LINA_CUDA_CHECK(cudaMemset(ctx->index_error, 0, sizeof(uint64_t)), "cuda: index error word");
 
   int pools = 0;
   LINA_CUDA_CHECK(cudaDeviceGetAttribute(&pools, cudaDevAttrMemoryPoolsSupported, device),
@@ -164,6 +167,22 @@ void free(void* ptr) {
     std::fprintf(stderr, "lina: cuda::free: %s\n", cudaGetErrorString(err));
 }
 
+// Reads the index error word in the same synchronisation as `sync`, and
+// throws the CPU backend's message when a kernel found an id out of range
+// (then clears the word, so the next step starts clean).
+static void synchronize_checking_ids(Context& ctx, const std::string& what) {
+  uint64_t word = 0;
+  LINA_CUDA_CHECK(cudaMemcpyAsync(&word, ctx.index_error, sizeof word, cudaMemcpyDeviceToHost, ctx.stream),
+                  what);
+  LINA_CUDA_CHECK(cudaStreamSynchronize(ctx.stream), what);
+  if (word == 0) return;
+  LINA_CUDA_CHECK(cudaMemsetAsync(ctx.index_error, 0, sizeof word, ctx.stream), what);
+  const uint64_t kind = word >> 56, limit = (word >> 32) & 0xffffffu;
+  const int32_t value = int32_t(uint32_t(word & 0xffffffffu));
+  const std::string op = kind == kEmbeddingId ? "embedding: id " : "cross_entropy: target ";
+  throw Error(op + std::to_string(value) + " out of range for vocabulary " + std::to_string(limit));
+}
+
 void copy(void* dst, const void* src, size_t bytes, CopyKind kind) {
   if (bytes == 0) return;
   Context& ctx = context();
@@ -176,12 +195,12 @@ void copy(void* dst, const void* src, size_t bytes, CopyKind kind) {
   if (kind == CopyKind::DeviceToHost) g_counters.device_to_host_copies++;
   LINA_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cuda_kind, ctx.stream), what.c_str());
   // The host buffer must be complete (D2H) or reusable (H2D) when we return.
-  if (kind != CopyKind::DeviceToDevice) LINA_CUDA_CHECK(cudaStreamSynchronize(ctx.stream), what.c_str());
+  if (kind != CopyKind::DeviceToDevice) synchronize_checking_ids(ctx, what);
 }
 
 void synchronize() {
   if (device_count() <= 0) return;
-  LINA_CUDA_CHECK(cudaStreamSynchronize(context().stream), "cuda::synchronize");
+  synchronize_checking_ids(context(), "cuda::synchronize");
 }
 
 }  // namespace lina::cuda

@@ -4,6 +4,7 @@
 // functions on the host against it. No CUDA headers here: the file must
 // compile under g++ alone.
 #pragma once
+#include <array>
 #include <cmath>
 #include <cstdint>
 
@@ -24,6 +25,7 @@ struct AdamWArgs {
   float decay_factor;           // 1 − lr·weight_decay
   float step_size;              // lr / bias_correction1
   float bias_correction2_sqrt;  // √bias_correction2
+  std::array<const void*, 5> device_pointers() const { return {p, g, m, v, decay_mask}; }
 };
 
 inline AdamWArgs make_adamw_args(float* p, const float* g, float* m, float* v,

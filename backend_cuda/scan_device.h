@@ -16,6 +16,7 @@
 // value × key; saved states [B, H, T, d, d]. Outputs are written (=).
 // No CUDA headers here: the file must compile under g++ alone.
 #pragma once
+#include <array>
 #include <cmath>
 #include <cstdint>
 
@@ -38,6 +39,11 @@ struct ScanArgs {
   const float* dout = nullptr;            // backward: [B, T, H, d]
   const float* ds_final = nullptr;        // backward: [B, H, d, d], or null (zero)
   ScanInputGrads<float> grads{};          // backward: dq, dk, dv, dbeta, dg, ds0
+  // for lina's CUDA runtime on the CPU, which checks each is device memory (or null)
+  std::array<const void*, 18> device_pointers() const {
+    return {in.q, in.k, in.v, in.beta, in.g, s0, o, s_final, saved_out, saved, dout, ds_final,
+            grads.dq, grads.dk, grads.dv, grads.dbeta, grads.dg, grads.ds0};
+  }
 };
 
 // Index of token t of (batch, head) pair bh in a [B, T, H] tensor.

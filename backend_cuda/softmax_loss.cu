@@ -106,14 +106,17 @@ __global__ void log_softmax_backward_kernel(const float* y, const float* dy, flo
 
 // Per row: probs = softmax(logits), row_nll = mask · (log Σ exp(logits) − logits[t]).
 __global__ void cross_entropy_rows_kernel(const float* logits, const int32_t* targets, const float* mask,
-                                          float* probs, double* row_nll, int64_t R, int64_t V) {
+                                          float* probs, double* row_nll, int64_t R, int64_t V,
+                                          uint64_t* index_error) {
   for (int64_t r = first_row(); r < R; r += row_stride()) {
     const float* x = logits + r * V;
     const RowMaxSum stats = row_max_sum(x, V, probs + r * V);
     const float inv = 1.0f / stats.sum;
     for (int64_t j = lane(); j < V; j += kWarp) probs[r * V + j] *= inv;
     if (lane() == 0) {
-      const double nll = double(stats.max + logf(stats.sum)) - double(x[targets[r]]);
+      const int32_t t = targets[r];
+      if (!index_ok(t, V)) *index_error = pack_index_error(kCrossEntropyTarget, t, V);
+      const double nll = index_ok(t, V) ? double(stats.max + logf(stats.sum)) - double(x[t]) : double(NAN);
       row_nll[r] = mask ? double(mask[r]) * nll : nll;
     }
   }
@@ -157,10 +160,10 @@ __global__ void cross_entropy_backward_kernel(const float* probs, const int32_t*
 
 // ---- embedding ----
 
-__global__ void embedding_forward_kernel(const float* weight, const int32_t* ids, float* out,
-                                         int64_t n, int64_t C) {
+__global__ void embedding_forward_kernel(const float* weight, const int32_t* ids, float* out, int64_t n,
+                                         int64_t V, int64_t C, uint64_t* index_error) {
   for (int64_t i = first_index(); i < n; i += index_stride())
-    embedding_forward_thread(i, weight, ids, out, C);
+    embedding_forward_thread(i, weight, ids, out, V, C, index_error);
 }
 
 __global__ void embedding_backward_kernel(const float* dy, const int32_t* ids, float* dweight,
@@ -226,7 +229,7 @@ void cross_entropy_forward(const float* logits, const int32_t* targets, const fl
   cudaStream_t stream = context().stream;
   if (R > 0) {
     LINA_LAUNCH(cross_entropy_rows_kernel, row_blocks(R), kThreads, 0, stream)(
-        logits, targets, mask, probs, row_nll.as<double>(), R, V);
+        logits, targets, mask, probs, row_nll.as<double>(), R, V, context().index_error);
     LINA_CHECK_LAUNCH("cuda::cross_entropy_forward");
   }
   LINA_LAUNCH(cross_entropy_total_kernel, 1, kThreads, 0, stream)(row_nll.as<double>(), mask, loss, R);
@@ -247,10 +250,12 @@ void cross_entropy_backward(const float* probs, const int32_t* targets, const fl
   LINA_CHECK_LAUNCH("cuda::cross_entropy_backward");
 }
 
-void embedding_forward(const float* weight, const int32_t* ids, float* out, int64_t N, int64_t C) {
+void embedding_forward(const float* weight, const int32_t* ids, float* out, int64_t N, int64_t V, int64_t C) {
   int64_t n = N * C;
   if (n == 0) return;
-  LINA_LAUNCH(embedding_forward_kernel, blocks_for(n), kThreads, 0, context().stream)(weight, ids, out, n, C);
+  Context& ctx = context();
+  LINA_LAUNCH(embedding_forward_kernel, blocks_for(n), kThreads, 0, ctx.stream)(weight, ids, out, n, V, C,
+                                                                              ctx.index_error);
   LINA_CHECK_LAUNCH("cuda::embedding_forward");
 }
 

@@ -4,6 +4,7 @@
 // log-softmax, the cross-entropy rows, argmax) are written in
 // softmax_loss.cu itself, a warp per row.
 #pragma once
+#include <cmath>
 #include <cstdint>
 
 #include "core/elementwise_math.h"  // LINA_HD
@@ -18,6 +19,18 @@ LINA_HD int64_t visible_keys(int64_t r, int64_t N, int64_t Tq, bool causal) {
   return last + 1 < N ? last + 1 : N;
 }
 
+// ---- ids out of range ----------------------------------------------------------------
+// A kernel that meets an id outside [0, limit) does not read with it: it
+// writes NaN where the row would go and records the id in the context's
+// index_error word (one 64-bit store, so a record is never torn; when
+// several are bad, one of them). memory.cu reads the word at the next
+// synchronisation and throws the CPU backend's message.
+enum IndexKind : uint64_t { kEmbeddingId = 1, kCrossEntropyTarget = 2 };
+LINA_HD uint64_t pack_index_error(IndexKind kind, int32_t value, int64_t limit) {
+  return (uint64_t(kind) << 56) | ((uint64_t(limit) & 0xffffffu) << 32) | uint64_t(uint32_t(value));
+}
+LINA_HD bool index_ok(int32_t id, int64_t limit) { return id >= 0 && id < limit; }
+
 // Element i = (r, j) of dlogits [R, V]: w · (p − onehot(t_r))[j], w = scale · mask_r.
 LINA_HD void cross_entropy_backward_thread(int64_t i, const float* probs, const int32_t* targets,
                                            const float* mask, const float* scale, float* dlogits,
@@ -25,17 +38,23 @@ LINA_HD void cross_entropy_backward_thread(int64_t i, const float* probs, const 
   int64_t r = i / V, j = i % V;
   float w = mask ? *scale * mask[r] : *scale;
   float d = w * probs[i];
-  if (j == targets[r]) d -= w;
+  if (j == targets[r]) d -= w;  // an out-of-range target matches no j (reported by the forward)
   dlogits[i] = d;
 }
 
 // ---- embedding --------------------------------------------------------------------------
 
-// Element i = (n, c) of out [N, C]: weight[ids[n], c].
+// Element i = (n, c) of out [N, C]: weight[ids[n], c], weight [V, C].
 LINA_HD void embedding_forward_thread(int64_t i, const float* weight, const int32_t* ids,
-                                      float* out, int64_t C) {
+                                      float* out, int64_t V, int64_t C, uint64_t* index_error) {
   int64_t n = i / C, c = i % C;
-  out[i] = weight[int64_t(ids[n]) * C + c];
+  const int32_t id = ids[n];
+  if (!index_ok(id, V)) {
+    *index_error = pack_index_error(kEmbeddingId, id, V);
+    out[i] = NAN;
+    return;
+  }
+  out[i] = weight[int64_t(id) * C + c];
 }
 
 // Element i = (v, c) of dweight [V, C]: Σ dy[n, c] over the n with ids[n] = v,

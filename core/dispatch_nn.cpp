@@ -26,8 +26,9 @@ int64_t rows_of_last_axis(const Tensor& x, const char* op) {
 }
 
 // ids: int32 with every entry in [0, limit); `what` names an entry ("id").
-// CUDA ids are not read back (that would stop the GPU every step): they are
-// checked on the host where each batch is built (experiments/data.cpp).
+// CUDA ids are not read back here (that would stop the GPU every step): the
+// kernels check each id they read, and the first bad one is reported at the
+// next read of device memory with this same message (backend_cuda/memory.cu).
 void check_index_range(const Tensor& ids, int64_t limit, const char* op, const char* what) {
   check(ids.dtype() == DType::i32,
         std::string(op) + ": " + what + "s must be int32, got " + ids.describe());
@@ -177,7 +178,7 @@ Tensor embedding_forward(const Tensor& weight, const Tensor& ids) {
   on_backend(weight, op, [&](auto backend) {
     using B = decltype(backend);
     using T = typename B::type;
-    B::embedding_forward(weight.data<T>(), ids.data<int32_t>(), out.data<T>(), ids.numel(), C);
+    B::embedding_forward(weight.data<T>(), ids.data<int32_t>(), out.data<T>(), ids.numel(), V, C);
   });
   return out;
 }

@@ -95,7 +95,7 @@
                                   T* probs, T* loss, int64_t R, int64_t V))                       \
   X(void, cross_entropy_backward, (const T* probs, const int32_t* targets, const T* mask,         \
                                    const T* dloss, T* dlogits, int64_t R, int64_t V))             \
-  X(void, embedding_forward, (const T* weight, const int32_t* ids, T* out, int64_t N, int64_t C)) \
+  X(void, embedding_forward, (const T* weight, const int32_t* ids, T* out, int64_t N, int64_t V, int64_t C)) \
   X(void, embedding_backward, (const T* dy, const int32_t* ids, T* dweight, int64_t N,            \
                                int64_t V, int64_t C))                                             \
   X(void, argmax_rows, (const T* x, int32_t* out, int64_t R, int64_t N))                          \

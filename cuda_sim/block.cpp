@@ -1,5 +1,5 @@
-// The simulator's scheduler: a kernel's blocks one after the other, and in
-// each block every CUDA thread a fiber (Boost.Context's fcontext: a stack of
+// The simulator's scheduler: a kernel's blocks, taken in turn by a few OS
+// threads (one per core), and in each block every CUDA thread a fiber (Boost.Context's fcontext: a stack of
 // its own and a switch of a few instructions).
 //
 // A block runs in passes. Each pass resumes, in the chosen thread order,
@@ -19,6 +19,10 @@
 #include <unistd.h>
 
 #include <boost/context/detail/fcontext.hpp>
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -322,45 +326,136 @@ void* dynamic_shared_bytes() {
 
 const char* running_kernel() { return g_running_kernel; }
 
-void run_grid(const char* kernel, dim3 grid, dim3 block, size_t shared_bytes, KernelBody& body) {
+namespace {
+
+// One launch's blocks, taken one at a time by the OS threads that run them.
+struct GridRun {
+  const char* kernel = nullptr;
+  KernelBody* body = nullptr;
+  dim3 grid, block;
+  size_t shared_bytes = 0;
+  uint64_t launch = 0, blocks = 0;
+  std::vector<uint64_t> order;  // empty: 0, 1, …
+  std::atomic<uint64_t> next{0};
+  std::atomic<bool> failed{false};
+  std::mutex failure_mutex;
+  std::string failure;
+};
+
+// Takes blocks of the launch until none is left, on the calling OS thread
+// (its own fibers and stacks; __shared__ is per OS thread, so per block).
+void run_blocks(GridRun& g) {
   static thread_local BlockRun run;
-  run.kernel = kernel;
-  run.body = &body;
+  run.kernel = g.kernel;
+  run.body = g.body;
   run.failure.clear();
-  run.n = block.x * block.y * block.z;
+  run.n = g.block.x * g.block.y * g.block.z;
   if (run.fibers.size() < run.n) {  // grows, never shrinks: slot t keeps its stack
     run.fibers.resize(run.n);
     for (unsigned t = 0; t < run.n; ++t) run.fibers[t].stack_top = stack_top(t);
   }
   run.warps.resize((run.n + 31) / 32);
-  run.shared.assign((shared_bytes + 7) / 8 + 1, 0);
-  BlockRun* outer = g_run;
+  run.shared.assign((g.shared_bytes + 7) / 8 + 1, 0);
   g_run = &run;
-  g_running_kernel = kernel;
-  const uint64_t launch = ++g_launch_index;
-  const uint64_t blocks = uint64_t(grid.x) * grid.y * grid.z;
-  std::vector<uint64_t> block_order;
-  if (g_order != ThreadOrder::Forward) {
-    block_order.resize(blocks);
-    for (uint64_t i = 0; i < blocks; ++i) block_order[i] = g_order == ThreadOrder::Reverse ? blocks - 1 - i : i;
-    if (g_order == ThreadOrder::Shuffle) {
-      uint64_t state = g_seed ^ (launch * 0x9e3779b97f4a7c15ull);
-      for (uint64_t i = blocks; i > 1; --i) std::swap(block_order[i - 1], block_order[splitmix(state) % i]);
-    }
-  }
-  g_block.grid_dim = grid;
-  g_block.block_dim = block;
-  for (uint64_t i = 0; i < blocks; ++i) {
-    const uint64_t b = block_order.empty() ? i : block_order[i];
-    g_block.block_idx = uint3{unsigned(b % grid.x), unsigned((b / grid.x) % grid.y),
-                              unsigned(b / (uint64_t(grid.x) * grid.y))};
-    if (!run_block(run, launch * 0x100000001b3ull + b)) {
-      set_sticky_error(cudaErrorLaunchFailure, run.failure);
+  g_block.grid_dim = g.grid;
+  g_block.block_dim = g.block;
+  for (;;) {
+    const uint64_t i = g.next.fetch_add(1);
+    if (i >= g.blocks || g.failed.load()) break;
+    const uint64_t b = g.order.empty() ? i : g.order[i];
+    g_block.block_idx = uint3{unsigned(b % g.grid.x), unsigned((b / g.grid.x) % g.grid.y),
+                              unsigned(b / (uint64_t(g.grid.x) * g.grid.y))};
+    if (!run_block(run, g.launch * 0x100000001b3ull + b)) {
+      std::lock_guard<std::mutex> lock(g.failure_mutex);
+      if (!g.failed.exchange(true)) g.failure = run.failure;
       break;
     }
   }
+  g_run = nullptr;
+}
+
+// OS threads that help run a launch's blocks (LINA_CUDA_SIM_THREADS, default
+// one per core). Blocks of a launch are independent, as on a GPU, so who
+// runs which does not change a result. Made once per process (a forked
+// child, such as a test's, makes its own) and never destroyed.
+class Workers {
+ public:
+  explicit Workers(unsigned helpers) {
+    for (unsigned i = 0; i < helpers; ++i) std::thread([this] { loop(); }).detach();
+    helpers_ = helpers;
+  }
+  void run(GridRun& g) {
+    {
+      std::lock_guard<std::mutex> lock(m_);
+      job_ = &g;
+      pending_ = helpers_;
+      ++generation_;
+    }
+    wake_.notify_all();
+    run_blocks(g);
+    std::unique_lock<std::mutex> lock(m_);
+    done_.wait(lock, [&] { return pending_ == 0; });  // every helper has left g
+    job_ = nullptr;
+  }
+
+ private:
+  void loop() {
+    uint64_t seen = 0;
+    for (;;) {
+      std::unique_lock<std::mutex> lock(m_);
+      wake_.wait(lock, [&] { return generation_ != seen; });
+      seen = generation_;
+      GridRun* g = job_;
+      lock.unlock();
+      run_blocks(*g);
+      lock.lock();
+      if (--pending_ == 0) done_.notify_all();
+    }
+  }
+  std::mutex m_;
+  std::condition_variable wake_, done_;
+  GridRun* job_ = nullptr;
+  uint64_t generation_ = 0;
+  unsigned helpers_ = 0, pending_ = 0;
+};
+
+Workers* workers() {
+  static Workers* pool = nullptr;
+  static pid_t pool_pid = 0;
+  if (pool == nullptr || pool_pid != getpid()) {
+    const char* env = std::getenv("LINA_CUDA_SIM_THREADS");
+    unsigned n = env ? unsigned(std::atoi(env)) : std::thread::hardware_concurrency();
+    n = n < 1 ? 1 : n > 16 ? 16 : n;
+    pool = new Workers(n - 1);  // the calling thread is the n-th
+    pool_pid = getpid();
+  }
+  return pool;
+}
+
+}  // namespace
+
+void run_grid(const char* kernel, dim3 grid, dim3 block, size_t shared_bytes, KernelBody& body) {
+  GridRun g;
+  g.kernel = kernel;
+  g.body = &body;
+  g.grid = grid;
+  g.block = block;
+  g.shared_bytes = shared_bytes;
+  g.launch = ++g_launch_index;
+  g.blocks = uint64_t(grid.x) * grid.y * grid.z;
+  if (g_order != ThreadOrder::Forward) {
+    g.order.resize(g.blocks);
+    for (uint64_t i = 0; i < g.blocks; ++i) g.order[i] = g_order == ThreadOrder::Reverse ? g.blocks - 1 - i : i;
+    if (g_order == ThreadOrder::Shuffle) {
+      uint64_t state = g_seed ^ (g.launch * 0x9e3779b97f4a7c15ull);
+      for (uint64_t i = g.blocks; i > 1; --i) std::swap(g.order[i - 1], g.order[splitmix(state) % i]);
+    }
+  }
+  g_running_kernel = kernel;
+  if (g.blocks < 2) run_blocks(g);
+  else workers()->run(g);
   g_running_kernel = nullptr;
-  g_run = outer;
+  if (g.failed) set_sticky_error(cudaErrorLaunchFailure, g.failure);
 }
 
 // ---- control.h ----

@@ -143,9 +143,21 @@ struct Launch {
   }
 
  private:
+  // A pointer argument is checked; so is every pointer of an argument struct
+  // that lists them with `device_pointers()` (BinaryArgs, ScanArgs, …).
+  template <class T, class = void> struct lists_pointers : std::false_type {};
+  template <class T>
+  struct lists_pointers<T, std::void_t<decltype(std::declval<const T&>().device_pointers())>> : std::true_type {};
   template <class T> static bool check_one(const char* name, int index, const T& value) {
-    if constexpr (std::is_pointer<T>::value) return check_pointer_argument(name, index, value);
-    else return true;
+    if constexpr (std::is_pointer<T>::value) {
+      return check_pointer_argument(name, index, value);
+    } else if constexpr (lists_pointers<T>::value) {
+      for (const void* p : value.device_pointers())
+        if (!check_pointer_argument(name, index, p)) return false;
+      return true;
+    } else {
+      return true;
+    }
   }
   template <class Tuple, size_t... I>
   bool check_pointers(const Tuple& params, std::index_sequence<I...>) const {

@@ -6,10 +6,13 @@
 // Between synchronisations every device page is inaccessible too: device
 // memory is read by the host only through cudaMemcpy, as on a GPU, and a
 // host read of it stops the process with a message naming the allocation
-// (the SIGSEGV handler below). While queued work runs, every allocation is
-// readable and writable (a block freed to the pool may still be used by
-// work queued before its free; a kernel given a freed pointer is refused at
-// its launch instead).
+// (the SIGSEGV handler below). While queued work runs, an allocation is
+// opened when work first touches it: the fault is caught, the pages are made
+// readable and writable, and the access is retried; when the work is done
+// the opened allocations are closed again. So a synchronisation costs a
+// page-table change only for what its work used. (A block freed to the pool
+// may still be used by work queued before its free; a kernel given a freed
+// pointer is refused at its launch instead.)
 //
 // New memory is NaN bytes (0xFF: a NaN as float and as double, -1 as int),
 // so a kernel that reads what nobody wrote produces NaN.
@@ -64,7 +67,7 @@ std::multimap<size_t, char*>& pool_free() {  // freed pool blocks by size
   return *p;
 }
 size_t g_pool_reserved = 0, g_pool_used = 0;
-bool g_accessible = false;  // live pages readable now (queued work is running)
+bool g_running_work = false;  // queued work is running: a touch of a closed allocation opens it
 
 bool protect_pages() {
   static const bool on = [] {
@@ -74,8 +77,9 @@ bool protect_pages() {
   return on;
 }
 
-void set_access(const Allocation& a, bool accessible) {
-  if (protect_pages()) mprotect(a.mapping, a.region, accessible ? PROT_READ | PROT_WRITE : PROT_NONE);
+void set_open(Allocation& a, bool open) {
+  if (protect_pages() && a.open != open) mprotect(a.mapping, a.region, open ? PROT_READ | PROT_WRITE : PROT_NONE);
+  a.open = open;
 }
 
 // ---- the fault handler: a touch of device memory that is not allowed ----
@@ -83,13 +87,25 @@ struct sigaction g_previous_segv;
 
 void on_fault(int sig, siginfo_t* info, void* context) {
   const char* address = static_cast<const char*>(info->si_addr);
-  for (const auto& [base, a] : registry()) {  // few enough; we are about to stop anyway
-    if (address < a.mapping || address >= a.mapping + a.region + page_size()) continue;
+  auto& r = registry();
+  auto it = r.upper_bound(uintptr_t(address) + page_size());  // bases lie at most a page above their mapping
+  while (it != r.begin()) {
+    --it;
+    Allocation& a = it->second;
+    if (address >= a.mapping + a.region + page_size()) break;  // past this one's guard page: nobody's
+    if (address < a.mapping) continue;
+    const long long offset = (long long)(address - a.base);
+    const bool inside = offset >= 0 && offset < (long long)a.bytes;
+    if (g_running_work && inside) {  // queued work touches it first: open it, retry
+      // (another OS thread may be opening it at the same moment: mprotect twice is harmless)
+      mprotect(a.mapping, a.region, PROT_READ | PROT_WRITE);
+      a.open = true;
+      return;
+    }
     char line[512];
     const char* kernel = running_kernel();
-    const long long offset = (long long)(address - a.base);
     int n;
-    if (offset >= (long long)a.bytes || offset < 0)
+    if (!inside)
       n = std::snprintf(line, sizeof line,
                         "cuda-sim: %s%s%s read or wrote outside a %zu-byte device allocation (byte %lld)\n",
                         kernel ? "kernel '" : "the host", kernel ? kernel : "", kernel ? "'" : "", a.bytes,
@@ -156,10 +172,11 @@ void unmap_block(const Allocation& a) {
 }
 
 // Poisons the block now (the caller makes sure no queued work still uses it).
-void poison(const Allocation& a) {
-  if (!g_accessible) set_access(a, true);
+void poison(Allocation& a) {
+  const bool was_open = a.open;
+  set_open(a, true);
   std::memset(a.base, kPoison, a.bytes);
-  if (!g_accessible) set_access(a, false);
+  set_open(a, was_open);
 }
 
 }  // namespace
@@ -175,12 +192,12 @@ const Allocation* find_allocation(const void* ptr) {
   return nullptr;
 }
 
-// Makes every live allocation accessible (true) or not (false): around the
-// running of queued work.
-void set_device_access(bool accessible) {
-  if (g_accessible == accessible) return;
-  g_accessible = accessible;
-  for (auto& [base, a] : registry()) set_access(a, accessible);
+// Around the running of queued work: while it runs, allocations open when
+// first touched; after it, every open one is closed.
+void set_device_access(bool running_work) {
+  g_running_work = running_work;
+  if (!running_work)
+    for (auto& [base, a] : registry()) set_open(a, false);
 }
 
 size_t pool_reserved_bytes() { return g_pool_reserved; }
@@ -205,8 +222,7 @@ cudaError_t cudaMalloc(void** ptr, size_t bytes) {
   char* base = map_block(bytes, block);
   if (base == nullptr) return cudaErrorMemoryAllocation;
   Allocation& a = registry()[uintptr_t(base)];
-  a = Allocation{base, bytes, block.mapping, block.region, true, false};
-  if (g_accessible) set_access(a, true);
+  a = Allocation{base, bytes, block.mapping, block.region, true, false, !protect_pages()};
   poison(a);
   *ptr = base;
   return cudaSuccess;
@@ -234,14 +250,13 @@ cudaError_t cudaMallocAsync(void** ptr, size_t bytes, cudaStream_t) {
     a->live = true;
     // Poisoned in stream order: work queued before the free may still read it.
     const Allocation* block = a;
-    enqueue([block] { std::memset(block->base, kPoison, block->bytes); });
+    enqueue([block] { std::memset(block->base, kPoison, block->bytes); });  // opens it when run
   } else {
     Allocation block;
     char* base = map_block(bytes, block);
     if (base == nullptr) return cudaErrorMemoryAllocation;
     a = &registry()[uintptr_t(base)];
-    *a = Allocation{base, bytes, block.mapping, block.region, true, true};
-    if (g_accessible) set_access(*a, true);
+    *a = Allocation{base, bytes, block.mapping, block.region, true, true, !protect_pages()};
     poison(*a);
     g_pool_reserved += bytes;
   }

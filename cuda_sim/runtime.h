@@ -29,6 +29,7 @@ struct Allocation {
   size_t region = 0;      // mapped bytes (whole pages), a guard page after them
   bool live = false;      // false once freed (a pooled block waiting for reuse)
   bool pooled = false;    // from cudaMallocAsync: returns to the pool
+  bool open = false;      // its pages are readable and writable now (see memory.cpp)
 };
 const Allocation* find_allocation(const void* ptr);
 

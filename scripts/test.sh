@@ -22,7 +22,7 @@ echo "test.sh: release build and suite took $((SECONDS - start)) s"
 # end to end with --sim, which runs the whole CUDA test file.
 cmake --preset cuda-sim >/dev/null
 cmake --build --preset cuda-sim -j "$(nproc)" --target lina lina_tests lina_cuda_tests cuda_sim_tests
-ctest --preset cuda-sim -j "$(nproc)" -R '^(cuda_sim: .*|device_check_sim|--device cuda.*)$'
+ctest --preset cuda-sim -j "$(nproc)" -R '^(cuda_sim/.*|device_check_sim|--device cuda.*)$'
 echo "test.sh: with cuda-sim, $((SECONDS - start)) s"
 if [[ "${LINA_SANITIZE:-1}" != 0 ]]; then
   cmake --preset asan >/dev/null

@@ -581,8 +581,10 @@ void add_scan_rows(std::vector<Row>& rows) {
     int64_t B, T, H, d, chunk;
     double gate_lo, gate_hi;
   };
+  // The last size has 4 · 40 = 160 (batch, head) blocks, more than an H200's
+  // 132 SMs, so some SMs run two blocks of the scan.
   const Size sizes[] = {{2, 13, 2, 8, 4, -1.0, -0.01}, {2, 70, 4, 32, 64, -1.0, -0.01},
-                        {1, 40, 2, 32, 16, -20.0, -5.0}};
+                        {1, 40, 2, 32, 16, -20.0, -5.0}, {4, 6, 40, 8, 4, -1.0, -0.01}};
   for (ScanRule rule : {ScanRule::Linear, ScanRule::Delta, ScanRule::GatedDelta, ScanRule::Retention,
                         ScanRule::GatedLinear, ScanRule::ChannelGatedLinear})
     for (bool chunked : {false, true})
@@ -947,6 +949,47 @@ TEST_CASE("cuda: the same bits under every thread order (forward, reverse, shuff
   }
   cuda_sim::set_thread_order(ThreadOrder::Forward);
 #endif
+}
+
+// Bad input ends as on the CPU: one line naming the id, never an illegal
+// address. The CPU checks at the call; on cuda the kernel finds the id, and
+// the message comes at the next read of device memory.
+TEST_CASE("cuda: ids and targets out of range end with the CPU's one-line error") {
+  auto message_of = [](auto&& call) -> std::string {
+    try {
+      call();
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "no error";
+  };
+  Rng rng(1);
+  Tensor weight_cpu = Tensor::randn({65, 8}, rng, 1.0);
+  const std::vector<int32_t> ids = {3, 70, 5};
+  const std::string want_embedding = "embedding: id 70 out of range for vocabulary 65";
+  CHECK(message_of([&] { kernels::embedding_forward(weight_cpu, Tensor::from_vector(ids, {3})); }) ==
+        want_embedding);
+  Tensor weight = weight_cpu.to(Device::cuda);
+  CHECK(message_of([&] {
+          Tensor out = kernels::embedding_forward(weight, Tensor::from_vector(ids, {3}, Device::cuda));
+          out.to(Device::cpu);
+        }) == want_embedding);
+
+  const std::vector<int32_t> targets = {1, 2, -4};
+  Tensor logits_cpu = Tensor::randn({3, 65}, rng, 1.0);
+  const std::string want_target = "cross_entropy: target -4 out of range for vocabulary 65";
+  Tensor probs;
+  CHECK(message_of([&] {
+          kernels::cross_entropy_forward(logits_cpu, Tensor::from_vector(targets, {3}), Tensor(), probs);
+        }) == want_target);
+  CHECK(message_of([&] {
+          Tensor loss = kernels::cross_entropy_forward(logits_cpu.to(Device::cuda),
+                                                       Tensor::from_vector(targets, {3}, Device::cuda), Tensor(), probs);
+          loss.to(Device::cpu);
+        }) == want_target);
+  // reported once: the next step is clean
+  Tensor ok = kernels::embedding_forward(weight, Tensor::from_vector(std::vector<int32_t>{1, 2}, {2}, Device::cuda));
+  CHECK(std::isfinite(host_doubles(ok)[0]));
 }
 
 TEST_CASE("cuda: step-by-step inference equals the parallel forward, every preset") {

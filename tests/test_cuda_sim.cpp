@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -102,6 +103,14 @@ __global__ void copy_dynamic_shared(float* out) {
 
 __global__ void fill_value(float* out, float value) { out[threadIdx.x] = value; }
 
+// An argument struct that lists its pointers, as lina's argument structs do.
+struct CopyArgs {
+  const float* src;
+  float* dst;
+  std::array<const void*, 2> device_pointers() const { return {src, dst}; }
+};
+__global__ void copy_by_struct(CopyArgs args) { args.dst[threadIdx.x] = args.src[threadIdx.x]; }
+
 __global__ void read_past_end(const float* in, float* out) { out[0] = in[64]; }  // byte 256 of 64
 
 // Runs `body` in a child process and returns what it wrote on stderr and
@@ -169,6 +178,15 @@ TEST_CASE("a host pointer given to a kernel is refused at the launch, naming the
   CHECK(message.find("argument 1") != std::string::npos);
   CHECK(message.find("not device memory") != std::string::npos);
   CHECK(cudaGetLastError() == cudaSuccess);  // not sticky
+
+  // inside an argument struct
+  float* on_device = device_array<float>(64);
+  LAUNCH(copy_by_struct, 1, 64, 0)(CopyArgs{on_device, host.data()});
+  CHECK(cudaGetLastError() == cudaErrorInvalidValue);
+  CHECK(std::string(cudaGetErrorString(cudaErrorInvalidValue)).find("'copy_by_struct', argument 1") !=
+        std::string::npos);
+  LAUNCH(copy_by_struct, 1, 64, 0)(CopyArgs{on_device, on_device});
+  CHECK(cudaGetLastError() == cudaSuccess);
 
   float* d = nullptr;
   REQUIRE(cudaMallocAsync(&d, 64 * sizeof(float), nullptr) == cudaSuccess);
