@@ -130,16 +130,23 @@ void on_fault(int sig, siginfo_t* info, void* context) {
   }
 }
 
+// Installed on the first allocation, and again at each synchronisation if
+// someone (a test framework's crash handler, say) has put another in its
+// place meanwhile: opening allocations on their first touch depends on it.
 void install_fault_handler() {
-  static bool installed = false;
-  if (installed || !protect_pages()) return;
-  installed = true;
-  // The handler may run on a fiber's small stack (a kernel's fault): give it its own.
-  static char alt_stack[64 * 1024];
-  stack_t ss{};
-  ss.ss_sp = alt_stack;
-  ss.ss_size = sizeof alt_stack;
-  sigaltstack(&ss, nullptr);
+  if (!protect_pages()) return;
+  struct sigaction current {};
+  sigaction(SIGSEGV, nullptr, &current);
+  if ((current.sa_flags & SA_SIGINFO) && current.sa_sigaction == on_fault) return;
+  static bool have_alt_stack = false;
+  if (!have_alt_stack) {  // the handler may run on a fiber's small stack (a kernel's fault): give it its own
+    have_alt_stack = true;
+    static char alt_stack[64 * 1024];
+    stack_t ss{};
+    ss.ss_sp = alt_stack;
+    ss.ss_size = sizeof alt_stack;
+    sigaltstack(&ss, nullptr);
+  }
   struct sigaction sa {};
   sa.sa_sigaction = on_fault;
   sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
@@ -195,6 +202,7 @@ const Allocation* find_allocation(const void* ptr) {
 // Around the running of queued work: while it runs, allocations open when
 // first touched; after it, every open one is closed.
 void set_device_access(bool running_work) {
+  if (running_work) install_fault_handler();
   g_running_work = running_work;
   if (!running_work)
     for (auto& [base, a] : registry()) set_open(a, false);
