@@ -84,6 +84,38 @@ TEST_CASE("--device cuda: built without CUDA, no GPU present, GPU present") {
 #endif
 }
 
+// The same runs on both devices: the losses of every step agree (float32 on
+// both sides, summation orders differ). On the cuda-sim build this runs the
+// real CUDA kernels on the CPU; without any CUDA it is skipped.
+TEST_CASE("--device cuda trains every preset with the CPU's losses") {
+  if (!lina::kernels::cuda_available()) {
+    MESSAGE("SKIPPED: no CUDA device here (the cuda-sim build runs this case)");
+    return;
+  }
+  const std::string data = std::string(LINA_SOURCE_DIR) + "/data/tinyshakespeare.txt";
+  for (const char* preset : {"attn", "linear", "delta", "gdn", "hybrid", "retnet", "mamba2", "gla"}) {
+    INFO("preset ", preset);
+    std::vector<double> losses[2];
+    const char* devices[2] = {"cpu", "cuda"};
+    for (int d = 0; d < 2; ++d) {
+      fs::path out = temp_dir(std::string("same-losses-") + preset + "-" + devices[d]);
+      Result r = run(std::string("train --task lm --preset ") + preset + " --device " + devices[d] +
+                     " --data " + data + " --steps 6 --batch 2 --context 16 --eval-every 6 --eval-batches 1" +
+                     " --extrap-batches 0 --quiet --out " + out.string());
+      INFO(r.output);
+      REQUIRE(r.code == 0);
+      nlohmann::json j = nlohmann::json::parse(std::ifstream(out / devices[d] / (std::string("lm_") + preset + ".json")));
+      for (const auto& point : j["loss_curve"]) losses[d].push_back(point["loss"].get<double>());
+    }
+    REQUIRE(losses[0].size() == 6);
+    REQUIRE(losses[1].size() == 6);
+    for (size_t i = 0; i < 6; ++i) {
+      INFO("step ", i + 1, ": cpu ", losses[0][i], ", cuda ", losses[1][i]);
+      CHECK(std::fabs(losses[0][i] - losses[1][i]) <= 1e-4 * std::fabs(losses[0][i]));
+    }
+  }
+}
+
 TEST_CASE("recall --pairs/--keys: recorded in the json and in the file name") {
   fs::path d = temp_dir("pairs");
   Result r = run("train --preset gdn --task recall --pairs 8 --keys 16" + kTiny + " --out " + d.string());
