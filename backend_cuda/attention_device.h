@@ -1,8 +1,7 @@
 // The per-thread work of the CUDA causal attention (attention.cu), as LINA_HD
-// functions: the .cu launches them in grid-stride loops, and
-// tests/test_cuda_emulation_attention.cpp runs the same functions on the host
-// against the CPU kernel (backend_cpu/attention.cpp). No CUDA headers: the
-// file compiles under g++ alone. Shapes and maths: core/kernel_args.h
+// functions: the .cu launches them in grid-stride loops; the op × device
+// table checks them against the CPU kernel (backend_cpu/attention.cpp).
+// Shapes and maths: core/kernel_args.h
 // (AttentionShape) and backend_cpu/attention.cpp.
 //
 // One thread per query row (b, h, i) for the forward and for dq; one thread

@@ -1,14 +1,12 @@
 // The per-thread work of every CUDA kernel, as LINA_HD functions
 // (__host__ __device__ under nvcc, plain inline under g++). Each __global__
 // kernel in the .cu files beside this header is a grid-stride loop calling
-// one of these with its global index; tests/test_cuda_host_emulation.cpp calls
-// the same functions over a whole grid on the host, so the indexing logic the
-// GPU runs is checked against the CPU backend on a machine without a GPU.
+// one of these with its global index (and the op × device table,
+// tests/test_cuda_backend.cpp, runs them on a GPU or on cuda_sim/).
 //
 // Accumulation rule: a thread writes (=) its output element, except
 // copy_strided with accumulate, which adds into the destination element it
 // alone owns (no atomics anywhere).
-// No CUDA headers here: the file must compile under g++ alone.
 #pragma once
 #include <array>
 #include <cstdint>

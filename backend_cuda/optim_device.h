@@ -1,8 +1,7 @@
 // The per-thread work of the CUDA optimiser kernels (backend_cuda/optim.cu):
 // the AdamW update and the in-place scale of gradient clipping, one element
-// per thread. Same formulas as backend_cpu/optim.cpp; the tests run these
-// functions on the host against it. No CUDA headers here: the file must
-// compile under g++ alone.
+// per thread. Same formulas as backend_cpu/optim.cpp, which the op × device
+// table compares them with.
 #pragma once
 #include <array>
 #include <cmath>

@@ -2,7 +2,7 @@
 // one block program, one block per (batch, head). The programs themselves
 // are in scan_device.h (token by token), scan_chunked_device.h (chunked, a
 // decay per head) and scan_chunked_gated_device.h (chunked, a decay per key
-// channel), which the host-emulation tests run on the CPU.
+// channel), which the op × device table runs on every rule and form.
 
 #include "backend_cuda/block_program.cuh"
 #include "backend_cuda/cuda_kernels.h"

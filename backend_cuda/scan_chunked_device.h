@@ -26,7 +26,7 @@
 // Layouts as in scan_device.h: q, k, v, o [B, T, H, d]; beta, g [B, T, H];
 // states [B, H, d, d] value × key; chunk_states (saved_out / saved)
 // [B, H, N, d, d], the state entering each chunk, N = ⌈T/C⌉. Outputs are
-// written (=). No CUDA headers here: the file must compile under g++ alone.
+// written (=).
 #pragma once
 #include <cmath>
 #include <cstdint>

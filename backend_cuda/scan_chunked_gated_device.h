@@ -19,7 +19,7 @@
 //
 // Layouts as in scan_device.h: q, k, v, o [B, T, H, d]; g [B, T, H, d] (per
 // channel) or [B, T, H]; chunk_states [B, H, N, d, d]. Outputs are written
-// (=). No CUDA headers here: the file must compile under g++ alone.
+// (=).
 #pragma once
 #include <cmath>
 #include <cstdint>
@@ -247,8 +247,8 @@ struct ScanChunkedGatedBackward : chunked::BackwardBlocks {
 
 // The chunked programs a rule runs: these for a decay per key channel, the
 // Γ-matrix ones of scan_chunked_device.h otherwise. f(ChunkedPrograms<..>{})
-// is called with the pair; scan.cu launches it, the host-emulation tests run
-// it, so both take the same choice from this one place.
+// is called with the pair; scan.cu launches it, so every caller takes the
+// same choice from this one place.
 template <class ForwardProgram, class BackwardProgram> struct ChunkedPrograms {
   using Forward = ForwardProgram;
   using Backward = BackwardProgram;

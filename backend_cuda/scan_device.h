@@ -14,7 +14,6 @@
 // Layouts: q, k, v, o [B, T, H, d]; beta [B, T, H]; g [B, T, H], or
 // [B, T, H, d] for a per-channel gate; states [B, H, d, d]
 // value × key; saved states [B, H, T, d, d]. Outputs are written (=).
-// No CUDA headers here: the file must compile under g++ alone.
 #pragma once
 #include <array>
 #include <cmath>
