@@ -42,6 +42,7 @@ std::string run_name(const TrainOptions& o) {
   if (o.feature_map != "elu1") name += "-" + o.feature_map;
   if (o.task == "recall" && o.pairs != RecallTask::kDefaultPairs) name += "_p" + std::to_string(o.pairs);
   if (o.task == "recall" && o.keys != RecallTask::kDefaultKeys) name += "_k" + std::to_string(o.keys);
+  if (o.seed != TrainOptions{}.seed) name += "_s" + std::to_string(o.seed);  // runs of other seeds sit side by side
   return name;
 }
 

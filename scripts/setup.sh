@@ -6,9 +6,10 @@ set -euo pipefail
 # python3-matplotlib and chromium: scripts/report.py and its explorer test;
 # gdb and graphviz: stepping through a gradient and `lina graph`'s SVG (and their tests);
 # libopenblas0: the float matrix products, found at run time (backend_cpu/openblas.h);
-# libboost-context-dev: the fibers of lina's CUDA runtime on the CPU (cuda_sim/, the cuda-sim preset).
+# libboost-context-dev: the fibers of lina's CUDA runtime on the CPU (cuda_sim/, the cuda-sim preset);
+# slurm-wlm and munge: the sweep runner's test against a real single-node SLURM (tests/test_sweep_slurm.sh).
 packages=(cmake g++ make libeigen3-dev doctest-dev nlohmann-json3-dev libcli11-dev python3-matplotlib chromium
-          gdb graphviz libopenblas0 libboost-context-dev)
+          gdb graphviz libopenblas0 libboost-context-dev slurm-wlm munge)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
