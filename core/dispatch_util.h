@@ -29,15 +29,6 @@ inline bool on_cuda(const Tensor& t, const char* op) {
   return true;
 }
 
-// ---- one call site for both backends ----------------------------------------------
-// A backend as a type: B::name(args...) calls that backend's kernel `name`,
-// B::type is its element type. on_backend picks B from the tensor, so a
-// dispatch function writes each kernel's arguments once:
-//   on_backend(x, "softmax", [&](auto backend) {
-//     using B = decltype(backend);
-//     using T = typename B::type;
-//     B::softmax_forward(x.data<T>(), y.data<T>(), R, N, Tq, causal);
-//   });
 // One id per entry of LINA_KERNELS, in its order.
 enum class KernelId {
 #define LINA_KERNEL_ID(ret, name, params) name,
@@ -47,6 +38,15 @@ enum class KernelId {
 };
 int64_t* cuda_kernel_call_counts();  // [KernelId::Count], dispatch.cpp
 
+// ---- one call site for both backends ----------------------------------------------
+// A backend as a type: B::name(args...) calls that backend's kernel `name`,
+// B::type is its element type. on_backend picks B from the tensor, so a
+// dispatch function writes each kernel's arguments once:
+//   on_backend(x, "softmax", [&](auto backend) {
+//     using B = decltype(backend);
+//     using T = typename B::type;
+//     B::softmax_forward(x.data<T>(), y.data<T>(), R, N, Tq, causal);
+//   });
 template <class T>
 struct CpuBackend {
   using type = T;

@@ -12,7 +12,4 @@ enum class ThreadOrder { Forward, Reverse, Shuffle };
 void set_thread_order(ThreadOrder order, uint64_t seed = 1);
 ThreadOrder thread_order();
 
-// Launches run so far (kernels and cuBLAS calls).
-int64_t launches_run();
-
 }  // namespace cuda_sim

@@ -12,10 +12,6 @@ struct cublasContext {
   cublasMath_t math = CUBLAS_DEFAULT_MATH;
 };
 
-namespace cuda_sim {
-void count_launch();  // runtime.cpp
-}
-
 using namespace cuda_sim;
 
 cublasStatus_t cublasCreate(cublasHandle_t* handle) {
@@ -83,7 +79,6 @@ cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t handle, cublasOperation_
       !operand_ok(C, strideC, batch, m, n, ldc))
     return CUBLAS_STATUS_INVALID_VALUE;  // not device memory, or past an allocation's end
   const float a_scale = *alpha, c_scale = *beta;  // host scalars, read at the call as cuBLAS does
-  count_launch();
   enqueue([=] {
     for (int i = 0; i < batch; ++i) {
       ConstMatrix a(A + i * strideA, a_rows, a_cols, Eigen::OuterStride<>(lda));

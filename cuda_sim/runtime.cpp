@@ -21,11 +21,6 @@
 
 namespace cuda_sim {
 
-void set_device_access(bool accessible);  // memory.cpp
-size_t pool_reserved_bytes();
-size_t pool_used_bytes();
-void release_all_memory();
-
 namespace {
 
 // ---- errors ----
@@ -53,7 +48,6 @@ std::deque<std::function<void()>>& queue() {
   return *q;
 }
 bool g_flushing = false;
-int64_t g_launches = 0;
 
 bool launch_blocking() {
   static const bool on = [] {
@@ -152,7 +146,6 @@ void enqueue_launch(const char* kernel, const void* func, dim3 grid, dim3 block,
                                      ? " without cudaFuncSetAttribute(cudaFuncAttributeMaxDynamicSharedMemorySize)"
                                      : " allowed by cudaFuncSetAttribute"));
   if (g_sticky != cudaSuccess) return;
-  ++g_launches;
   std::shared_ptr<KernelBody> shared(owned.release());
   enqueue([kernel, grid, block, shared_bytes, shared] { run_grid(kernel, grid, block, shared_bytes, *shared); });
 }
@@ -167,11 +160,6 @@ cudaError_t func_set_attribute(const void* func, cudaFuncAttribute attr, int val
   dynamic_shared_limits()[func] = value;
   return cudaSuccess;
 }
-
-// ---- control.h ----
-int64_t launches_run() { return g_launches; }
-
-void count_launch() { ++g_launches; }
 
 }  // namespace cuda_sim
 

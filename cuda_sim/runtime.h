@@ -32,6 +32,12 @@ struct Allocation {
   bool open = false;      // its pages are readable and writable now (see memory.cpp)
 };
 const Allocation* find_allocation(const void* ptr);
+// Around the running of queued work (true before, false after): allocations
+// open on their first touch while it runs and are all closed after.
+void set_device_access(bool running_work);
+size_t pool_reserved_bytes();  // what the stream-ordered pool holds, live or cached
+size_t pool_used_bytes();      // of which live
+void release_all_memory();     // cudaDeviceReset
 
 // ---- the queue: all streams' work in one FIFO, run at synchronisation ----
 void enqueue(std::function<void()> work);
