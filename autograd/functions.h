@@ -88,10 +88,10 @@ Var l2_norm(const Var& x, double eps = 1e-12, double scale = 1.0);
 Var causal_conv1d(const Var& x, const Var& weight);
 // silu(causal_conv1d(x, weight)) as one op: the conv's output is not kept
 // for the backward, which recomputes it from x and weight.
-Var conv1d_silu(const Var& x, const Var& weight);
-// l2_norm(conv1d_silu(x, weight), eps, scale) for each head of `head`
+Var causal_conv1d_silu(const Var& x, const Var& weight);
+// l2_norm(causal_conv1d_silu(x, weight), eps, scale) for each head of `head`
 // channels (x [B, T, C], C a multiple of head), in one pass.
-Var conv1d_silu_l2norm(const Var& x, const Var& weight, int64_t head, double scale = 1.0,
+Var causal_conv1d_silu_l2_norm(const Var& x, const Var& weight, int64_t head, double scale = 1.0,
                        double eps = 1e-12);
 // Rotary position embedding, rotate-half form: x [B, T, H, D], dimension j
 // paired with j + D/2, angle (pos0 + t) · base^(−2j/D).
@@ -103,12 +103,7 @@ Var rope(const Var& x, int64_t pos0 = 0, double base = 10000.0);
 //   linear: a = 1, u = v;  delta: a = 1, u = β(v − S k);  gated delta: u = β(v − α S k);
 //   retention: a = γ_h fixed;  gated linear: a = α_t;  channel-gated linear: a_t per key channel
 // ScanRule and its properties: core/kernel_args.h
-enum class ScanForm { Sequential, Chunked };  // token by token, or chunkwise-parallel
-struct ScanOptions {
-  ScanRule rule = ScanRule::GatedDelta;
-  ScanForm form = ScanForm::Chunked;
-  int chunk = 64;  // chunk length C of the chunked form
-};
+// ScanOptions (rule, form, chunk): core/kernel_args.h
 // q, k, v [B, T, H, d]; beta and log_alpha (g = log α) [B, T, H] (log_alpha
 // [B, T, H, d] for the channel-gated rule), undefined when the rule does not
 // use them. initial_state [B, H, d, d] (value × key)

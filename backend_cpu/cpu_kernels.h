@@ -1,6 +1,6 @@
 // CPU kernels: plain functions on raw pointers with named dimensions,
 // templated on the float type (float, double) and explicitly instantiated in
-// their .cpp files. They know nothing of Tensor or autograd; core/dispatch*.cpp
+// their .cpp files. They know nothing of Tensor or autograd; dispatch/*.cpp
 // are their only callers, and a test can call one alone.
 //
 // The declarations come from the one kernel list, core/kernel_list.h, which

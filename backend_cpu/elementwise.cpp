@@ -72,7 +72,7 @@ void binary(BinaryFn f, const T* a, const int64_t* a_strides, const T* b, const 
 }
 
 template <class T>
-void axpy(T* dst, const T* src, int64_t n, T alpha) {
+void add_inplace(T* dst, const T* src, int64_t n, T alpha) {
   LINA_PARALLEL_FOR_IF(n > kParallelMin)
   for (int64_t i = 0; i < n; ++i) dst[i] += alpha * src[i];
 }
@@ -83,7 +83,7 @@ void axpy(T* dst, const T* src, int64_t n, T alpha) {
   template void unary_backward<T>(UnaryFn, const T*, const T*, const T*, T*, int64_t, T);       \
   template void binary<T>(BinaryFn, const T*, const int64_t*, const T*, const int64_t*, T*,     \
                           const int64_t*, int);                                                 \
-  template void axpy<T>(T*, const T*, int64_t, T);
+  template void add_inplace<T>(T*, const T*, int64_t, T);
 LINA_INSTANTIATE(float)
 LINA_INSTANTIATE(double)
 #undef LINA_INSTANTIATE

@@ -106,7 +106,8 @@ static void gemm_one(int64_t M, int64_t N, int64_t K, const T* a, bool ta, const
     // operand). Thread 0 writes alpha A₀B₀ + beta C into C, the others their
     // alpha AₜBₜ into scratch, added to C in thread order: the bits depend on
     // the thread count (and the GEMM) only. 128×128 by 4096, the step's
-    // most common weight gradient: 0.75-0.78 → 0.65-0.67 ms (microbench).
+    // most common weight gradient: 0.75-0.78 → 0.65-0.67 ms (docs/performance.md,
+    // "Weight gradients cut along K").
     //
     // The partial products [threads − 1, M, N]: the calling thread's buffer,
     // kept for the next call, read through `partials` (inside the parallel

@@ -45,7 +45,7 @@ void reduce_partials(const std::vector<T>& partial, int64_t chunks, int64_t widt
 // instead of waiting on one long chain of additions, and the result does
 // not depend on the thread count.
 template <class F>
-static double lane_sum(int64_t n, F f) {
+static double sum_in_double_lanes(int64_t n, F f) {
   constexpr int kLanes = 8;
   double lane[kLanes] = {};
   int64_t i = 0;
@@ -58,10 +58,10 @@ static double lane_sum(int64_t n, F f) {
 // Σ_i (s a[i]) · (b[i] c[i]) over one row of n (c optional, s = 1 by
 // default). Float rows whose length is a whole number of SIMD vectors (a
 // head of 32: two; n_embd 128: eight) sum in float lanes, added in a fixed
-// tree at the end (small::lane_sum): over 32 or 128 terms float's
+// tree at the end (small::sum_of_lanes): over 32 or 128 terms float's
 // rounding stays far below what a float32 model resolves, and converting
 // every element to double cost more than the rest of the row. Other rows,
-// and double, sum in double lanes (lane_sum).
+// and double, sum in double lanes (sum_in_double_lanes).
 template <class T>
 static double row_dot(int64_t n, const T* a, const T* b, T s = T(1), const T* c = nullptr) {
   constexpr int64_t L = small::kLanes<float>;
@@ -72,10 +72,10 @@ static double row_dot(int64_t n, const T* a, const T* b, T s = T(1), const T* c 
         const small::Vec64<float> bc = c ? small::load(b + i) * small::load(c + i) : small::load(b + i);
         sum += (s * small::load(a + i)) * bc;
       }
-      return small::lane_sum<float>(sum);
+      return small::sum_of_lanes<float>(sum);
     }
   }
-  return lane_sum(n, [&](int64_t i) { return double(s * a[i]) * double(c ? b[i] * c[i] : b[i]); });
+  return sum_in_double_lanes(n, [&](int64_t i) { return double(s * a[i]) * double(c ? b[i] * c[i] : b[i]); });
 }
 
 // ---- rms_norm -------------------------------------------------------------------------
@@ -435,7 +435,7 @@ void causal_conv1d_silu_backward(const T* x, const T* w, const T* dy, T* dx, T* 
 // silu'(z), and the conv's backward of dz as causal_conv1d_silu_backward.
 
 template <class T>
-void causal_conv1d_silu_l2_forward(const T* x, const T* w, T* y, T* norm, int64_t B,
+void causal_conv1d_silu_l2_norm_forward(const T* x, const T* w, T* y, T* norm, int64_t B,
                                    int64_t T_len, int64_t C, int64_t K, int64_t head, T eps,
                                    T scale) {
   const int64_t heads = C / head;
@@ -447,7 +447,7 @@ void causal_conv1d_silu_l2_forward(const T* x, const T* w, T* y, T* norm, int64_
 }
 
 template <class T>
-void causal_conv1d_silu_l2_backward(const T* x, const T* w, const T* norm, const T* dq, T* dx,
+void causal_conv1d_silu_l2_norm_backward(const T* x, const T* w, const T* norm, const T* dq, T* dx,
                                     T* dw, int64_t B, int64_t T_len, int64_t C, int64_t K,
                                     int64_t head, T eps, T scale) {
   const int64_t heads = C / head;
@@ -512,9 +512,9 @@ void rope_apply(const T* x, T* y, int64_t B, int64_t T_len, int64_t H, int64_t D
                                               int64_t, int64_t);                             \
   template void causal_conv1d_silu_backward<T>(const T*, const T*, const T*, T*, T*,         \
                                                int64_t, int64_t, int64_t, int64_t);          \
-  template void causal_conv1d_silu_l2_forward<T>(const T*, const T*, T*, T*, int64_t, int64_t, \
+  template void causal_conv1d_silu_l2_norm_forward<T>(const T*, const T*, T*, T*, int64_t, int64_t, \
                                                  int64_t, int64_t, int64_t, T, T);            \
-  template void causal_conv1d_silu_l2_backward<T>(const T*, const T*, const T*, const T*, T*,  \
+  template void causal_conv1d_silu_l2_norm_backward<T>(const T*, const T*, const T*, const T*, T*,  \
                                                   T*, int64_t, int64_t, int64_t, int64_t,      \
                                                   int64_t, T, T);                              \
   template void rope_apply<T>(const T*, T*, int64_t, int64_t, int64_t, int64_t, int64_t,     \

@@ -31,7 +31,7 @@ void adamw_step(T* p, const T* g, T* m, T* v, const T* decay_mask, int64_t n, T 
 }
 
 template <class T>
-void scale(T* x, int64_t n, T factor) {
+void scale_inplace(T* x, int64_t n, T factor) {
   LINA_PARALLEL_FOR_IF(n > kParallelMin)
   for (int64_t i = 0; i < n; ++i) x[i] *= factor;
 }
@@ -40,12 +40,12 @@ void scale(T* x, int64_t n, T factor) {
 template <class T>
 void clip_to_norm(T* x, int64_t n, const double* sum_of_squares, double max_norm) {
   double factor = max_norm / (std::sqrt(*sum_of_squares) + 1e-6);
-  if (factor < 1.0) scale<T>(x, n, T(factor));
+  if (factor < 1.0) scale_inplace<T>(x, n, T(factor));
 }
 
 #define LINA_INSTANTIATE(T)                                                                   \
   template void adamw_step<T>(T*, const T*, T*, T*, const T*, int64_t, T, T, T, T, T, T, T);  \
-  template void scale<T>(T*, int64_t, T);                                                     \
+  template void scale_inplace<T>(T*, int64_t, T);                                                   \
   template void clip_to_norm<T>(T*, int64_t, const double*, double);
 LINA_INSTANTIATE(float)
 LINA_INSTANTIATE(double)

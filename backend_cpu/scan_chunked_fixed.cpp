@@ -178,10 +178,10 @@ void delta_gradients(const FixedChunk<T, C, D>& m, const T* S, Backward<T, C, D>
   //     (each row's three dot products added lane by lane, then C rows summed at once)
   Vec64<T> terms[C];
   for (int r = 0; r < C; ++r)
-    terms[r] = small::lanes_dot<D>(w.dB[r], m.V[r]) +
-               m.gamma[r] * small::lanes_dot<D>(w.dB[r] + D, m.K[r]) +
-               small::lanes_dot<C>(w.dA[r], m.E[r]);
-  small::lane_sums<C>(terms, w.dbeta);
+    terms[r] = small::lanes_of_dot<D>(w.dB[r], m.V[r]) +
+               m.gamma[r] * small::lanes_of_dot<D>(w.dB[r] + D, m.K[r]) +
+               small::lanes_of_dot<C>(w.dA[r], m.E[r]);
+  small::sum_of_lanes_each<C>(terms, w.dbeta);
 }
 
 }  // namespace
@@ -308,16 +308,16 @@ void backward_fixed(const ScanShape& s, const ScanInputs<T>& in, const T* chunk_
             for (int i = 0; i < C; ++i) col_sums[i] += w->dGG[r][i];
           Vec64<T> row_terms[C], decay_to_end = {};
           for (int r = 0; r < C; ++r) {
-            Vec64<T> dgamma = small::lanes_dot<D>(w->dOS[r], m->Q[r]);
-            if (delta_rule) dgamma += m->beta[r] * small::lanes_dot<D>(w->dB[r] + D, m->K[r]);
-            const Vec64<T> ddelta_delta = m->delta[r] * small::lanes_dot<D>(w->UG[r], m->K[r]);
+            Vec64<T> dgamma = small::lanes_of_dot<D>(w->dOS[r], m->Q[r]);
+            if (delta_rule) dgamma += m->beta[r] * small::lanes_of_dot<D>(w->dB[r] + D, m->K[r]);
+            const Vec64<T> ddelta_delta = m->delta[r] * small::lanes_of_dot<D>(w->UG[r], m->K[r]);
             decay_to_end += ddelta_delta;
-            row_terms[r] = m->gamma[r] * dgamma + small::lanes_sum<C>(w->dGG[r]) - ddelta_delta;
+            row_terms[r] = m->gamma[r] * dgamma + small::lanes_of_sum<C>(w->dGG[r]) - ddelta_delta;
           }
-          small::lane_sums<C>(row_terms, w->dlambda);
+          small::sum_of_lanes_each<C>(row_terms, w->dlambda);
           for (int r = 0; r < C; ++r) w->dlambda[r] -= col_sums[r];
           w->dlambda[C - 1] += m->gamma[C - 1] * small::dot<D * D>(&w->G[0][0], S) +
-                               small::lane_sum<T>(decay_to_end);
+                               small::sum_of_lanes<T>(decay_to_end);
           for (int r = C - 2; r >= 0; --r) w->dlambda[r] += w->dlambda[r + 1];
           for (int r = 0; r < c; ++r) grads.dg[at.token0 + r * at.stride] = w->dlambda[r];
         }

@@ -139,18 +139,18 @@ template <int M, int N, class T> inline void transpose(const T* A, int lda, T* A
 
 // The lanes of Σ_v a[v·L …] ⊙ b[v·L …] over N elements (N a multiple of
 // kLanes<T>): a dot product not yet summed across its lanes, so several can
-// be added together, or summed L rows at a time by lane_sums below.
-template <int N, class T> inline Vec64<T> lanes_dot(const T* a, const T* b) {
+// be added together, or summed L rows at a time by sum_of_lanes_each below.
+template <int N, class T> inline Vec64<T> lanes_of_dot(const T* a, const T* b) {
   constexpr int L = kLanes<T>;
-  static_assert(N % L == 0, "small::lanes_dot: N must be a whole number of vectors");
+  static_assert(N % L == 0, "small::lanes_of_dot: N must be a whole number of vectors");
   Vec64<T> sum = load(a) * load(b);
   for (int v = 1; v < N / L; ++v) sum += load(a + v * L) * load(b + v * L);
   return sum;
 }
 // The lanes of Σ_v a[v·L …] over N elements.
-template <int N, class T> inline Vec64<T> lanes_sum(const T* a) {
+template <int N, class T> inline Vec64<T> lanes_of_sum(const T* a) {
   constexpr int L = kLanes<T>;
-  static_assert(N % L == 0, "small::lanes_sum: N must be a whole number of vectors");
+  static_assert(N % L == 0, "small::lanes_of_sum: N must be a whole number of vectors");
   Vec64<T> sum = load(a);
   for (int v = 1; v < N / L; ++v) sum += load(a + v * L);
   return sum;
@@ -161,9 +161,9 @@ template <int N, class T> inline Vec64<T> lanes_sum(const T* a) {
 // lane r of every vector belongs to v[r], and the L vectors are added in a
 // tree: L sums for L·log2(L) shuffles and L − 1 additions, where summing
 // each vector across its lanes on its own would take L − 1 dependent steps.
-template <int R, class T> inline void lane_sums(const Vec64<T>* v, T* out) {
+template <int R, class T> inline void sum_of_lanes_each(const Vec64<T>* v, T* out) {
   constexpr int L = kLanes<T>;
-  static_assert(R % L == 0, "small::lane_sums: R must be a whole number of blocks");
+  static_assert(R % L == 0, "small::sum_of_lanes_each: R must be a whole number of blocks");
   for (int r0 = 0; r0 < R; r0 += L) {
     Vec64<T> block[L];
     for (int i = 0; i < L; ++i) block[i] = v[r0 + i];
@@ -187,10 +187,10 @@ template <int w, class T, int... J>
 inline Vec64<T> add_lanes_apart(const Vec64<T>& v, std::integer_sequence<int, J...>) {
   return v + __builtin_shufflevector(v, v, (J ^ w)...);
 }
-template <class T, int w = kLanes<T> / 2> inline T lane_sum(const Vec64<T>& v) {
+template <class T, int w = kLanes<T> / 2> inline T sum_of_lanes(const Vec64<T>& v) {
   const Vec64<T> folded = add_lanes_apart<w, T>(v, std::make_integer_sequence<int, kLanes<T>>{});
   if constexpr (w == 1) return folded[0];
-  else return lane_sum<T, w / 2>(folded);
+  else return sum_of_lanes<T, w / 2>(folded);
 }
 
 // Σ_j a_j b_j over N elements (N a multiple of kLanes<T>), in four
@@ -200,7 +200,7 @@ template <int N, class T> inline T dot(const T* a, const T* b) {
   static_assert(N % L == 0, "small::dot: N must be a whole number of vectors");
   Vec64<T> sums[4] = {};
   for (int v = 0; v < NV; ++v) sums[v % 4] += load(a + v * L) * load(b + v * L);
-  return lane_sum<T>((sums[0] + sums[1]) + (sums[2] + sums[3]));
+  return sum_of_lanes<T>((sums[0] + sums[1]) + (sums[2] + sums[3]));
 }
 
 }  // namespace lina::cpu::small

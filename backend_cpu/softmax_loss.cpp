@@ -170,7 +170,7 @@ void embedding_backward(const T* dy, const int32_t* ids, T* dweight, int64_t N, 
 // ---- argmax -------------------------------------------------------------------------
 // out[r] = the first j with x[r, j] = max_j x[r, j]
 template <class T>
-void argmax_rows(const T* x, int32_t* out, int64_t R, int64_t N) {
+void argmax_last(const T* x, int32_t* out, int64_t R, int64_t N) {
   LINA_PARALLEL_FOR_IF(R * N > kParallelMin)
   for (int64_t r = 0; r < R; ++r) {
     const T* xr = x + r * N;
@@ -189,7 +189,7 @@ void argmax_rows(const T* x, int32_t* out, int64_t R, int64_t N) {
                                           int64_t, int64_t);                                   \
   template void embedding_forward<T>(const T*, const int32_t*, T*, int64_t, int64_t, int64_t); \
   template void embedding_backward<T>(const T*, const int32_t*, T*, int64_t, int64_t, int64_t); \
-  template void argmax_rows<T>(const T*, int32_t*, int64_t, int64_t);
+  template void argmax_last<T>(const T*, int32_t*, int64_t, int64_t);
 LINA_INSTANTIATE(float)
 LINA_INSTANTIATE(double)
 #undef LINA_INSTANTIATE

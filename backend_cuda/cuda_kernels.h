@@ -2,7 +2,7 @@
 // core/kernel_list.h with T = float, so names and arguments are those of the
 // CPU backend. Compiled from the .cu files beside this header when a CUDA
 // toolkit is found; otherwise stub.cpp defines every function from the same
-// list to throw "lina was built without CUDA support". core/dispatch*.cpp
+// list to throw "lina was built without CUDA support". dispatch/*.cpp
 // are the only callers.
 #pragma once
 #include <cstddef>

@@ -1,5 +1,5 @@
 // Elementwise CUDA kernels: fill, unary forward/backward, broadcasting binary,
-// axpy. Each kernel is a grid-stride loop over the per-thread functions of
+// add_inplace. Each kernel is a grid-stride loop over the per-thread functions of
 // backend_cuda/kernels_device.h; the maths is core/elementwise_math.h, the
 // same lines the CPU backend runs. Unary and binary kernels are compiled once
 // per function: the host picks the instantiation with visit_unary/visit_binary.
@@ -36,8 +36,8 @@ __global__ void binary_kernel(BinaryArgs args) {
   for (int64_t i = first_index(); i < args.n; i += index_stride()) binary_thread<Fn>(i, args);
 }
 
-__global__ void axpy_kernel(float* dst, const float* src, int64_t n, float alpha) {
-  for (int64_t i = first_index(); i < n; i += index_stride()) axpy_thread(i, dst, src, alpha);
+__global__ void add_inplace_kernel(float* dst, const float* src, int64_t n, float alpha) {
+  for (int64_t i = first_index(); i < n; i += index_stride()) add_inplace_thread(i, dst, src, alpha);
 }
 
 // ---- launchers ------------------------------------------------------------------
@@ -89,10 +89,10 @@ void binary(BinaryFn f, const float* a, const int64_t* a_strides, const float* b
   LINA_CHECK_LAUNCH("cuda::binary");
 }
 
-void axpy(float* dst, const float* src, int64_t n, float alpha) {
+void add_inplace(float* dst, const float* src, int64_t n, float alpha) {
   if (n == 0) return;
-  LINA_LAUNCH(axpy_kernel, blocks_for(n), kThreads, 0, context().stream)(dst, src, n, alpha);
-  LINA_CHECK_LAUNCH("cuda::axpy");
+  LINA_LAUNCH(add_inplace_kernel, blocks_for(n), kThreads, 0, context().stream)(dst, src, n, alpha);
+  LINA_CHECK_LAUNCH("cuda::add_inplace");
 }
 
 }  // namespace lina::cuda

@@ -18,7 +18,7 @@ namespace lina::cuda {
 constexpr int kMaxDims = 8;   // the most dimensions a strided kernel accepts
 constexpr int kThreads = 256;  // threads per block (a power of two: block sums halve it)
 
-// ---- fill, unary, axpy: one element per thread ------------------------------
+// ---- fill, unary, add_inplace: one element per thread ------------------------------
 
 template <class T>
 LINA_HD void fill_thread(int64_t i, T* x, T value) { x[i] = value; }
@@ -37,7 +37,7 @@ LINA_HD void unary_backward_thread(int64_t i, const float* x, const float* y, co
 }
 
 // dst[i] += alpha · src[i]
-LINA_HD void axpy_thread(int64_t i, float* dst, const float* src, float alpha) {
+LINA_HD void add_inplace_thread(int64_t i, float* dst, const float* src, float alpha) {
   dst[i] += alpha * src[i];
 }
 

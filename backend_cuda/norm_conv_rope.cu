@@ -271,7 +271,7 @@ void causal_conv1d_silu_backward(const float* x, const float* w, const float* dy
 
 // conv + SiLU, then each head's L2 norm: the two kernels above, the SiLU's
 // output y in a scratch between them.
-void causal_conv1d_silu_l2_forward(const float* x, const float* w, float* q, float* norm, int64_t B,
+void causal_conv1d_silu_l2_norm_forward(const float* x, const float* w, float* q, float* norm, int64_t B,
                                    int64_t T_len, int64_t C, int64_t K, int64_t head, float eps,
                                    float scale) {
   const int64_t count = B * T_len * C;
@@ -283,7 +283,7 @@ void causal_conv1d_silu_l2_forward(const float* x, const float* w, float* q, flo
 
 // y recomputed by the forward's conv + SiLU, dy through the L2 norm's
 // backward, then the conv + SiLU backward of dy.
-void causal_conv1d_silu_l2_backward(const float* x, const float* w, const float* norm,
+void causal_conv1d_silu_l2_norm_backward(const float* x, const float* w, const float* norm,
                                     const float* dq, float* dx, float* dw, int64_t B,
                                     int64_t T_len, int64_t C, int64_t K, int64_t head, float eps,
                                     float scale) {

@@ -16,7 +16,7 @@ __global__ void clip_to_norm_kernel(float* x, int64_t n, const double* sum_of_sq
     clip_to_norm_thread(i, x, sum_of_squares, max_norm);
 }
 
-__global__ void scale_kernel(float* x, int64_t n, float factor) {
+__global__ void scale_inplace_kernel(float* x, int64_t n, float factor) {
   for (int64_t i = first_index(); i < n; i += index_stride()) scale_thread(i, x, factor);
 }
 
@@ -30,10 +30,10 @@ void adamw_step(float* p, const float* g, float* m, float* v, const float* decay
   LINA_CHECK_LAUNCH("cuda::adamw_step");
 }
 
-void scale(float* x, int64_t n, float factor) {
+void scale_inplace(float* x, int64_t n, float factor) {
   if (n == 0) return;
-  LINA_LAUNCH(scale_kernel, blocks_for(n), kThreads, 0, context().stream)(x, n, factor);
-  LINA_CHECK_LAUNCH("cuda::scale");
+  LINA_LAUNCH(scale_inplace_kernel, blocks_for(n), kThreads, 0, context().stream)(x, n, factor);
+  LINA_CHECK_LAUNCH("cuda::scale_inplace");
 }
 
 void clip_to_norm(float* x, int64_t n, const double* sum_of_squares, double max_norm) {

@@ -178,7 +178,7 @@ __global__ void embedding_backward_kernel(const float* dy, const int32_t* ids, f
 // x[0] is always a candidate and a later entry must be strictly greater to
 // replace the best (so NaN after x[0] never wins, a row of −inf gives 0); on
 // a tie between lanes the smaller index wins.
-__global__ void argmax_rows_kernel(const float* x, int32_t* out, int64_t R, int64_t N) {
+__global__ void argmax_last_kernel(const float* x, int32_t* out, int64_t R, int64_t N) {
   for (int64_t r = first_row(); r < R; r += row_stride()) {
     float best = -std::numeric_limits<float>::infinity();
     int64_t at = N;  // N: this lane owns no entry
@@ -268,10 +268,10 @@ void embedding_backward(const float* dy, const int32_t* ids, float* dweight, int
   LINA_CHECK_LAUNCH("cuda::embedding_backward");
 }
 
-void argmax_rows(const float* x, int32_t* out, int64_t R, int64_t N) {
+void argmax_last(const float* x, int32_t* out, int64_t R, int64_t N) {
   if (R == 0) return;
-  LINA_LAUNCH(argmax_rows_kernel, row_blocks(R), kThreads, 0, context().stream)(x, out, R, N);
-  LINA_CHECK_LAUNCH("cuda::argmax_rows");
+  LINA_LAUNCH(argmax_last_kernel, row_blocks(R), kThreads, 0, context().stream)(x, out, R, N);
+  LINA_CHECK_LAUNCH("cuda::argmax_last");
 }
 
 }  // namespace lina::cuda

@@ -1,6 +1,6 @@
 // Compiled instead of the .cu files when no CUDA toolkit was found: every
 // CUDA entry point exists, and asking for the device gives one clear error.
-// (core/dispatch.cpp refuses CUDA tensors before any of these can run.)
+// (dispatch/tensor_ops.cpp refuses CUDA tensors before any of these can run.)
 #include <string>
 
 #include "backend_cuda/cuda_kernels.h"

@@ -21,7 +21,13 @@ inline const char* dtype_name(DType t) {
   }
   return "?";
 }
-inline const char* device_name(Device d) { return d == Device::cpu ? "cpu" : "cuda"; }
+inline const char* device_name(Device d) {
+  switch (d) {
+    case Device::cpu: return "cpu";
+    case Device::cuda: return "cuda";
+  }
+  return "?";
+}
 inline bool is_float(DType t) { return t == DType::f32 || t == DType::f64; }
 
 template <class T> constexpr DType dtype_of();

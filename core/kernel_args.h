@@ -25,43 +25,57 @@ struct AttentionShape {
 // The write rule, one type from the model down to the kernels:
 //   Linear              S_t = S_{t−1} + v_t k_tᵀ
 //   Delta               S_t = S_{t−1}(I − β_t k_t k_tᵀ) + β_t v_t k_tᵀ
-//   GatedDelta          S_t = α_t S_{t−1}(I − β_t k_t k_tᵀ) + β_t v_t k_tᵀ
-//   Retention           S_t = γ_h S_{t−1} + v_t k_tᵀ       (RetNet: a fixed γ per head)
-//   GatedLinear         S_t = α_t S_{t−1} + v_t k_tᵀ       (Mamba2: a learned α per head)
-//   ChannelGatedLinear  S_t = S_{t−1} diag(a_t) + v_t k_tᵀ (GLA: a learned a per key channel)
+//   Gdn                 S_t = α_t S_{t−1}(I − β_t k_t k_tᵀ) + β_t v_t k_tᵀ  (gated delta)
+//   Retnet              S_t = γ_h S_{t−1} + v_t k_tᵀ       (retention: a fixed γ per head)
+//   Mamba2              S_t = α_t S_{t−1} + v_t k_tᵀ       (a learned α per head)
+//   Gla                 S_t = S_{t−1} diag(a_t) + v_t k_tᵀ (gated linear: a learned a per key channel)
+// Each value is named for the preset that uses it (lina train --preset gdn, ...).
 // A rule is described to the kernels by two properties, never by its name:
 // whether it corrects its write (β and the delta term) and how its state
 // decays between tokens. A new rule adds a value here and answers these two.
-enum class ScanRule { Linear, Delta, GatedDelta, Retention, GatedLinear, ChannelGatedLinear };
+enum class ScanRule { Linear, Delta, Gdn, Retnet, Mamba2, Gla };
 
 // How the state decays: not at all; by a fixed γ_h = 1 − 2^(−5−h) per head h;
 // by α_t = exp(g_t) with one learned log-gate per head and token, g [B, T, H];
 // or by a_t = exp(g_t) per key channel, g [B, T, H, d]. Kernels read the
 // decay only through scan_log_decay below, so every kind goes through the
 // same code.
-enum class DecayKind { None, FixedPerHead, PerHeadGate, PerChannelGate };
+enum class DecayKind { None, FixedPerHead, LearnedPerHead, LearnedPerChannel };
+
+// The recurrence's form: token by token (recurrence.md §1–2), or
+// chunkwise-parallel (§3), both computing the same S_t.
+enum class ScanForm { Sequential, Chunked };
+// Tokens per chunk of the chunked form: its C×C work per chunk grows with C,
+// its sequential steps fall with T/C; 16 was fastest at the spec's shapes.
+constexpr int kDefaultScanChunk = 16;
+// How one scan runs, from the model (ModelConfig) down to the kernels.
+struct ScanOptions {
+  ScanRule rule = ScanRule::Gdn;
+  ScanForm form = ScanForm::Chunked;
+  int chunk = kDefaultScanChunk;  // chunk length C of the chunked form
+};
 
 constexpr bool uses_beta(ScanRule r) {  // β_t [B, T, H] and the delta correction
-  return r == ScanRule::Delta || r == ScanRule::GatedDelta;
+  return r == ScanRule::Delta || r == ScanRule::Gdn;
 }
 constexpr DecayKind decay_kind(ScanRule r) {
-  return r == ScanRule::GatedDelta || r == ScanRule::GatedLinear ? DecayKind::PerHeadGate
-         : r == ScanRule::Retention                              ? DecayKind::FixedPerHead
-         : r == ScanRule::ChannelGatedLinear                     ? DecayKind::PerChannelGate
+  return r == ScanRule::Gdn || r == ScanRule::Mamba2 ? DecayKind::LearnedPerHead
+         : r == ScanRule::Retnet                              ? DecayKind::FixedPerHead
+         : r == ScanRule::Gla                     ? DecayKind::LearnedPerChannel
                                                                  : DecayKind::None;
 }
 constexpr bool decays(ScanRule r) { return decay_kind(r) != DecayKind::None; }
 // The rule reads a learned log-gate g (and the backward returns dg).
 constexpr bool uses_gate(ScanRule r) {
-  return decay_kind(r) == DecayKind::PerHeadGate || decay_kind(r) == DecayKind::PerChannelGate;
+  return decay_kind(r) == DecayKind::LearnedPerHead || decay_kind(r) == DecayKind::LearnedPerChannel;
 }
-constexpr bool gate_per_channel(ScanRule r) { return decay_kind(r) == DecayKind::PerChannelGate; }
+constexpr bool gate_per_channel(ScanRule r) { return decay_kind(r) == DecayKind::LearnedPerChannel; }
 constexpr const char* scan_rule_name(ScanRule r) {
   return r == ScanRule::Linear               ? "linear rule"
          : r == ScanRule::Delta              ? "delta rule"
-         : r == ScanRule::GatedDelta         ? "gated delta rule"
-         : r == ScanRule::Retention          ? "retention rule"
-         : r == ScanRule::GatedLinear        ? "gated linear rule"
+         : r == ScanRule::Gdn         ? "gated delta rule"
+         : r == ScanRule::Retnet          ? "retention rule"
+         : r == ScanRule::Mamba2        ? "gated linear rule"
                                              : "channel-gated linear rule";
 }
 
@@ -95,8 +109,8 @@ template <class T>
 LINA_HD T scan_log_decay(const ScanShape& s, const T* g, int64_t token, int64_t j) {
   switch (decay_kind(s.rule)) {
     case DecayKind::FixedPerHead: return T(retention_log_decay(token % s.H));
-    case DecayKind::PerHeadGate: return g[token];
-    case DecayKind::PerChannelGate: return g[token * s.d + j];
+    case DecayKind::LearnedPerHead: return g[token];
+    case DecayKind::LearnedPerChannel: return g[token * s.d + j];
     default: return T(0);
   }
 }

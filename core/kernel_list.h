@@ -6,15 +6,15 @@
 //   backend_cuda/cuda_kernels.h   ret name(params with T = float);
 //   backend_cuda/stub.cpp         the same, each throwing "built without CUDA"
 // A kernel the list names but a backend does not define is a link error.
-// core/dispatch*.cpp call them through detail::on_backend with the
-// arguments written once (core/dispatch_util.h).
+// dispatch/*.cpp call them through detail::on_backend with the
+// arguments written once (dispatch/backends.h).
 //
 // Kernels work on raw pointers (device pointers for CUDA) with named
 // dimensions; a kernel writes (=) its outputs unless a comment says it
 // accumulates (+=). The shapes, for each group:
 //
 // elementwise: x, y, dy, dx [n]; binary: out[i] = a[i·a_strides] ∘ b[i·b_strides]
-//   over `shape` (ndim dims), strides 0 along broadcast dimensions; axpy:
+//   over `shape` (ndim dims), strides 0 along broadcast dimensions; add_inplace:
 //   dst += alpha·src.
 // copy_strided: dst[Σ i_k dst_strides[k]] (= or += with accumulate)
 //   src[Σ i_k src_strides[k]] for i in shape; zero destination strides with
@@ -36,14 +36,14 @@
 //   CUDA): loss = Σ mask·(−log p_target) / max(Σ mask, 1).
 // embedding: weight, dweight [V, C]; ids [N] in [0, V); out, dy [N, C]; the
 //   backward zeroes dweight, then sums dy over repeated ids.
-// argmax_rows: x [R, N] -> out [R], the first index of the largest entry.
+// argmax_last: x [R, N] -> out [R], the first index of the largest entry.
 // rms_norm / l2_norm: x, y, dy, dx [rows, n]; w, dw [n] (dw summed over all
 //   rows); rstd / norm [rows] (l2_norm's norm is ‖x‖, unscaled: y = scale ·
 //   x / max(‖x‖, eps)).
 // causal_conv1d: x, y, dy, dx [B, T, C]; w, dw [C, K], tap K−1 = the current
 //   token, zero left padding. causal_conv1d_silu: y = silu(conv), the conv's
 //   output z never stored; its backward recomputes z to form dy ⊙ silu'(z).
-//   causal_conv1d_silu_l2: then each group of `head` channels is l2_norm'ed
+//   causal_conv1d_silu_l2_norm: then each group of `head` channels is l2_norm'ed
 //   (times scale); norm [B·T·C/head] holds the groups' ‖silu(z)‖.
 // rope_apply: x, y [B, T, H, D], D even; rotates pair (j, j + D/2) by
 //   (pos0 + t)·base^(−2j/D), or by minus that angle when `inverse`.
@@ -52,7 +52,7 @@
 //   applies and 0 where not (null: everywhere):
 //   p −= lr·weight_decay·p (where the mask is 1);  m = β1 m + (1 − β1) g;  v = β2 v + (1 − β2) g²;
 //   p −= (lr / bias_correction1) · m / (√v / √bias_correction2 + eps).
-// scale: x *= factor.
+// scale_inplace: x *= factor.
 // clip_to_norm: x *= min(1, max_norm / (√sum_of_squares + 1e-6)), the factor
 //   computed by the backend from *sum_of_squares (in the backend's memory),
 //   so clipping gradients needs no read back before the update.
@@ -72,9 +72,9 @@
   X(void, fill, (T * x, int64_t n, T value))                                                      \
   X(void, unary_forward, (UnaryFn f, const T* x, T* y, int64_t n, T p))                           \
   X(void, unary_backward, (UnaryFn f, const T* x, const T* y, const T* dy, T* dx, int64_t n, T p)) \
-  X(void, binary, (BinaryFn f, const T* a, const int64_t* a_strides, const T* b,                   \
+  X(void, binary, (BinaryFn f, const T* a, const int64_t* a_strides, const T* b,                  \
                    const int64_t* b_strides, T* out, const int64_t* shape, int ndim))             \
-  X(void, axpy, (T * dst, const T* src, int64_t n, T alpha))                                      \
+  X(void, add_inplace, (T * dst, const T* src, int64_t n, T alpha))                               \
   X(void, copy_strided, (const T* src, const int64_t* src_strides, T* dst,                        \
                          const int64_t* dst_strides, const int64_t* shape, int ndim,              \
                          bool accumulate))                                                        \
@@ -98,7 +98,7 @@
   X(void, embedding_forward, (const T* weight, const int32_t* ids, T* out, int64_t N, int64_t V, int64_t C)) \
   X(void, embedding_backward, (const T* dy, const int32_t* ids, T* dweight, int64_t N,            \
                                int64_t V, int64_t C))                                             \
-  X(void, argmax_rows, (const T* x, int32_t* out, int64_t R, int64_t N))                          \
+  X(void, argmax_last, (const T* x, int32_t* out, int64_t R, int64_t N))                          \
   X(void, rms_norm_forward, (const T* x, const T* w, T* y, T* rstd, int64_t rows, int64_t n,      \
                              T eps))                                                              \
   X(void, rms_norm_backward, (const T* x, const T* w, const T* rstd, const T* dy, T* dx, T* dw,   \
@@ -115,10 +115,10 @@
                                        int64_t C, int64_t K))                                     \
   X(void, causal_conv1d_silu_backward, (const T* x, const T* w, const T* dy, T* dx, T* dw,        \
                                         int64_t B, int64_t T_len, int64_t C, int64_t K))          \
-  X(void, causal_conv1d_silu_l2_forward, (const T* x, const T* w, T* y, T* norm, int64_t B,       \
+  X(void, causal_conv1d_silu_l2_norm_forward, (const T* x, const T* w, T* y, T* norm, int64_t B,   \
                                           int64_t T_len, int64_t C, int64_t K, int64_t head,      \
                                           T eps, T scale))                                        \
-  X(void, causal_conv1d_silu_l2_backward, (const T* x, const T* w, const T* norm, const T* dy,    \
+  X(void, causal_conv1d_silu_l2_norm_backward, (const T* x, const T* w, const T* norm, const T* dy,           \
                                            T* dx, T* dw, int64_t B, int64_t T_len, int64_t C,     \
                                            int64_t K, int64_t head, T eps, T scale))              \
   X(void, rope_apply, (const T* x, T* y, int64_t B, int64_t T_len, int64_t H, int64_t D,          \
@@ -126,7 +126,7 @@
   X(void, adamw_step, (T * p, const T* g, T* m, T* v, const T* decay_mask, int64_t n, T lr,       \
                        T beta1, T beta2, T eps, T weight_decay, T bias_correction1,               \
                        T bias_correction2))                                                       \
-  X(void, scale, (T * x, int64_t n, T factor))                                                   \
+  X(void, scale_inplace, (T * x, int64_t n, T factor))                                            \
   X(void, clip_to_norm, (T * x, int64_t n, const double* sum_of_squares, double max_norm))        \
   X(void, scan_sequential_forward, (const ScanShape& s, const ScanInputs<T>& in, const T* s0,     \
                                     T* o, T* s_final, T* states))                                 \

@@ -1,5 +1,5 @@
 // The backend entry points: everything an op's forward or backward asks of a
-// device, on whole Tensors. Each is implemented once in core/dispatch.cpp,
+// device, on whole Tensors. Each is implemented once in dispatch/tensor_ops.cpp,
 // which checks the arguments and calls the CPU kernel (backend_cpu/) or the
 // CUDA kernel (backend_cuda/) for the tensors' device and dtype. Autograd
 // code calls only these, so adding a CUDA kernel touches no autograd code.
@@ -140,9 +140,9 @@ void causal_conv1d_silu_backward(const Tensor& x, const Tensor& weight, const Te
 // q = scale · y / max(‖y‖, eps) for each group of `head` channels of y =
 // silu(causal_conv1d(x, weight)), in one pass: norm_out receives ‖y‖ per
 // group, [B, T, C / head] (C a multiple of head). The backward recomputes y.
-Tensor causal_conv1d_silu_l2_forward(const Tensor& x, const Tensor& weight, int64_t head,
+Tensor causal_conv1d_silu_l2_norm_forward(const Tensor& x, const Tensor& weight, int64_t head,
                                      double eps, double scale, Tensor& norm_out);
-void causal_conv1d_silu_l2_backward(const Tensor& x, const Tensor& weight, const Tensor& norm,
+void causal_conv1d_silu_l2_norm_backward(const Tensor& x, const Tensor& weight, const Tensor& norm,
                                     const Tensor& dq, int64_t head, double eps, double scale,
                                     Tensor& dx, Tensor& dweight);
 // x [B, T, H, D], D even: rotate-half RoPE at positions pos0 + t; `inverse`
@@ -168,17 +168,13 @@ void clip_to_norm(Tensor& x, const Tensor& sum_of_squares, double max_norm);
 // S_t = S_{t−1} diag(a_t) + u_t k_tᵀ, o_t = S_t q_t, S value × key (d×d);
 // a_t = exp(log decay) per the rule's DecayKind (core/kernel_args.h);
 // u_t = β_t (v_t − S_{t−1} diag(a_t) k_t) for the delta rules, else v_t.
-struct ScanConfig {
-  ScanRule rule = ScanRule::GatedDelta;  // core/kernel_args.h
-  bool chunked = false;  // chunkwise-parallel form (§3), else token by token (§1–2)
-  int64_t chunk = 64;    // chunk length C of the chunked form
-};
+// ScanOptions (rule, form, chunk): core/kernel_args.h.
 // q, k, v [B, T, H, d]; beta [B, T, H], log_alpha [B, T, H] or [B, T, H, d]
 // for a per-channel gate (undefined when the rule does not use them); initial_state [B, H, d, d] or undefined (zeros).
 // Returns o [B, T, H, d] and writes S_T [B, H, d, d] to final_state. When
 // saved_states is not null it receives what scan_backward needs: S_0 … S_{T−1}
 // [B, H, T, d, d] (sequential) or the chunk-start states [B, H, ⌈T/C⌉, d, d] (chunked).
-Tensor scan_forward(const ScanConfig& config, const Tensor& q, const Tensor& k, const Tensor& v,
+Tensor scan_forward(const ScanOptions& config, const Tensor& q, const Tensor& k, const Tensor& v,
                     const Tensor& beta, const Tensor& log_alpha, const Tensor& initial_state,
                     Tensor& final_state, Tensor* saved_states = nullptr);
 // Gradients of the scan; dbeta / dlog_alpha are undefined when the rule does
@@ -188,7 +184,7 @@ struct ScanGrads {
 };
 // dout [B, T, H, d]; dfinal_state [B, H, d, d] or undefined (S_T unused);
 // saved_states from scan_forward with the same config and inputs.
-ScanGrads scan_backward(const ScanConfig& config, const Tensor& q, const Tensor& k,
+ScanGrads scan_backward(const ScanOptions& config, const Tensor& q, const Tensor& k,
                         const Tensor& v, const Tensor& beta, const Tensor& log_alpha,
                         const Tensor& saved_states, const Tensor& dout,
                         const Tensor& dfinal_state);

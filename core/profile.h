@@ -1,7 +1,7 @@
 // Optional per-kernel profiling: time spent in each backend entry point.
 //
 // Every kernel entry point goes through kernels::detail::on_backend
-// (core/dispatch_util.h) with its op name. When profiling is on, that call is
+// (dispatch/backends.h) with its op name. When profiling is on, that call is
 // timed and added to a table keyed by (op name, phase); when it is off, the
 // cost is one test of a global bool. The phase is Forward unless autograd's
 // backward walk (Var::backward) or the caller (an optimiser step) set it.

@@ -17,7 +17,7 @@ long long matmul_weights(const ModelConfig& c) {
   long long w = C * c.vocab;  // the head (the embedding is a lookup, not a product)
   for (MixerKind k : c.layers) {
     w += 2 * C * c.mlp_hidden;  // mlp.fc, mlp.proj
-    if (k == MixerKind::Attention) {
+    if (k == MixerKind::Attn) {
       w += C * inner + 2 * C * kv + inner * C;  // wq, wk, wv (n_kv_head heads), wo
     } else {
       w += 3 * C * inner + inner * C;           // wq, wk, wv, wo

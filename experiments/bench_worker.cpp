@@ -148,7 +148,7 @@ json pair_job(const BenchOptions& o) {
 void fill_state(InferenceState& state, const ModelConfig& c, int context, Rng& rng) {
   for (size_t i = 0; i < state.layers.size(); ++i) {
     LayerCache& l = state.layers[i];
-    if (c.layers[i] == MixerKind::Attention) {
+    if (c.layers[i] == MixerKind::Attn) {
       l.k = Tensor::randn({1, context, c.n_kv_head, c.head_size}, rng);
       l.v = Tensor::randn({1, context, c.n_kv_head, c.head_size}, rng);
     } else {

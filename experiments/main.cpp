@@ -54,6 +54,36 @@ extern "C" void on_stop_signal(int signal_number) {
   std::raise(signal_number);
 }
 
+// A numeric flag's range, checked while the command line is parsed, before
+// any work: "--steps -1" ends with "lina: error: --steps: must be in
+// 1..10000000, got -1". A value that is not a number is left to CLI11's own
+// conversion error.
+CLI::Validator within(double lo, double hi) {
+  auto show = [](double x) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.10g", x);
+    return std::string(buf);
+  };
+  return CLI::Validator(
+      [lo, hi, show](std::string& text) -> std::string {
+        char* end = nullptr;
+        const double x = std::strtod(text.c_str(), &end);
+        if (end == text.c_str() || *end != '\0') return "";
+        if (x >= lo && x <= hi) return "";
+        return "must be in " + show(lo) + ".." + show(hi) + ", got " + lina::printable(text, 40);
+      },
+      "");
+}
+
+// A seed is any uint64; CLI11 would wrap "-1" round to 2^64 − 1.
+CLI::Validator not_negative() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        return text.find('-') != std::string::npos ? "must not be negative, got " + lina::printable(text, 40) : "";
+      },
+      "");
+}
+
 lina::Device parse_device(const std::string& s) {
   if (s == "cpu") return lina::Device::cpu;
   if (s == "cuda") return lina::Device::cuda;
@@ -70,34 +100,40 @@ int main(int argc, char** argv) {
   CLI::App app{"lina: linear-attention experiments on a from-scratch C++ engine"};
   app.require_subcommand(1);
 
+  // The ranges of the numeric flags: below them is meaningless, above them
+  // absurd for these models on one machine.
+  constexpr double kMaxSteps = 1e7, kMaxBatch = 4096, kMaxContext = 65536, kMaxBatches = 1e5;
+
   lina::TrainOptions t;
   std::string device = "cpu";
+  // The enum flags, parsed once after the command line (lina::parse_*).
+  std::string scan_form = "chunked", feature_map = "elu1", attention = "fused", conv = "fused";
   auto* train = app.add_subcommand("train", "train one preset on one task, write json + checkpoint");
-  train->add_option("--preset", t.preset, "attn | linear | delta | gdn | hybrid | a pattern like gdn,gdn,gdn,attn (required unless --resume)");
+  train->add_option("--preset", t.preset, "attn | linear | delta | gdn | hybrid | retnet | mamba2 | gla | a pattern like gdn,gdn,gdn,attn (required unless --resume)");
   train->add_option("--task", t.task, "lm | recall (required unless --resume)");
   train->add_option("--device", device, "cpu | cuda");
-  train->add_option("--steps", t.steps, "updates (default: lm 5000, recall 2000)");
-  train->add_option("--batch", t.batch, "sequences per batch");
-  train->add_option("--context", t.context, "lm context length");
-  train->add_option("--pairs", t.pairs, "recall: key–value pairs per sequence (default 32)");
-  train->add_option("--keys", t.keys, "recall: distinct keys (default 64; values are always 16)");
-  train->add_option("--attention", t.attention, "fused (default) | composed: attention as one op, or op by op (permute, expand, matmul, softmax) to step through");
-  train->add_option("--conv", t.conv, "fused (default) | composed: recurrent layers' conv + SiLU (+ q's and k's L2 norm, all but linear) as one op, or as causal_conv1d, silu (, l2_norm) to step through");
-  train->add_option("--scan-form", t.scan_form, "chunked (default) | sequential: the recurrence's training form; sequential runs the readable token-by-token backward");
-  train->add_option("--scan-chunk", t.scan_chunk, "tokens per chunk of the chunked scan (default 16)");
-  train->add_option("--feature-map", t.feature_map, "linear layers' feature map: elu1 (default, elu(x)+1) | relu (relu(x)+1e-5) | sigmoid (sigmoid(x)+1e-5)");
-  train->add_option("--lr", t.lr, "peak learning rate (the cosine ends at lr/10)");
-  train->add_option("--warmup", t.warmup, "warm-up updates");
-  train->add_option("--seed", t.seed, "seed of every random choice");
+  train->add_option("--steps", t.steps, "updates (default: lm 5000, recall 2000)")->check(within(1, kMaxSteps));
+  train->add_option("--batch", t.batch, "sequences per batch")->check(within(1, kMaxBatch));
+  train->add_option("--context", t.context, "lm context length")->check(within(1, kMaxContext));
+  train->add_option("--pairs", t.pairs, "recall: key–value pairs per sequence (default 32)")->check(within(1, 4096));
+  train->add_option("--keys", t.keys, "recall: distinct keys (default 64; values are always 16)")->check(within(1, 65536));
+  train->add_option("--attention", attention, "fused (default) | composed: attention as one op, or op by op (permute, expand, matmul, softmax) to step through");
+  train->add_option("--conv", conv, "fused (default) | composed: recurrent layers' conv + SiLU (+ q's and k's L2 norm, all but linear) as one op, or as causal_conv1d, silu (, l2_norm) to step through");
+  train->add_option("--scan-form", scan_form, "chunked (default) | sequential: the recurrence's training form; sequential runs the readable token-by-token backward");
+  train->add_option("--scan-chunk", t.scan_chunk, "tokens per chunk of the chunked scan (default 16)")->check(within(1, 4096));
+  train->add_option("--feature-map", feature_map, "linear layers' feature map: elu1 (default, elu(x)+1) | relu (relu(x)+1e-5) | sigmoid (sigmoid(x)+1e-5)");
+  train->add_option("--lr", t.lr, "peak learning rate (the cosine ends at lr/10)")->check(within(1e-12, 10));
+  train->add_option("--warmup", t.warmup, "warm-up updates")->check(within(0, kMaxSteps));
+  train->add_option("--seed", t.seed, "seed of every random choice")->check(not_negative());
   train->add_option("--data", t.data, "tiny shakespeare text (lm)");
   train->add_option("--out", t.out, "output folder: writes <out>/<device>/<task>_<preset>.json");
   train->add_option("--resume", t.resume, "continue from this checkpoint, with its options");
-  train->add_option("--extend-to", t.extend_to, "with --resume: train on to N updates in all (fresh warm-up, cosine over the added updates)");
-  train->add_option("--checkpoint-every", t.checkpoint_every, "updates between checkpoints (default: every evaluation)");
-  train->add_option("--stop-at", t.stop_at, "stop after this many updates, as if interrupted");
-  train->add_option("--eval-every", t.eval_every, "updates between evaluations (default: lm 500, recall 100)");
-  train->add_option("--eval-batches", t.eval_batches, "batches per evaluation (default: lm 200, recall 8)");
-  train->add_option("--extrap-batches", t.extrap_batches, "lm: batches per extrapolation context");
+  train->add_option("--extend-to", t.extend_to, "with --resume: train on to N updates in all (fresh warm-up, cosine over the added updates)")->check(within(1, kMaxSteps));
+  train->add_option("--checkpoint-every", t.checkpoint_every, "updates between checkpoints (default: every evaluation)")->check(within(1, kMaxSteps));
+  train->add_option("--stop-at", t.stop_at, "stop after this many updates, as if interrupted")->check(within(1, kMaxSteps));
+  train->add_option("--eval-every", t.eval_every, "updates between evaluations (default: lm 500, recall 100)")->check(within(1, kMaxSteps));
+  train->add_option("--eval-batches", t.eval_batches, "batches per evaluation (default: lm 200, recall 8)")->check(within(1, kMaxBatches));
+  train->add_option("--extrap-batches", t.extrap_batches, "lm: batches per extrapolation context")->check(within(1, kMaxBatches));
   train->add_flag("--quiet", t.quiet, "no progress line");
   train->add_flag("--trace", t.trace, "print every op of the first update, forward then backward (also LINA_TRACE=1)");
 
@@ -111,20 +147,20 @@ int main(int argc, char** argv) {
   eval->add_option("--checkpoint", checkpoint, "a checkpoint of the task")->required();
   eval->add_option("--task", eval_task, "lm (default) | recall");
   eval->add_option("--text", text, "lm: text file");
-  eval->add_option("--context", context, "lm: window length");
+  eval->add_option("--context", context, "lm: window length")->check(within(1, kMaxContext));
   eval->add_option("--predictions", predictions, "recall: write a few held-out sequences and the answers here (json)");
-  eval->add_option("--batches", eval_batches, "recall: held-out batches (default: the run's eval batches)");
+  eval->add_option("--batches", eval_batches, "recall: held-out batches (default: the run's eval batches)")->check(within(1, kMaxBatches));
 
   auto* sample = app.add_subcommand("sample", "generate text with the constant-state recurrent form");
   sample->add_option("--checkpoint", checkpoint, "an lm checkpoint")->required();
   sample->add_option("--prompt", prompt, "text to start from");
-  sample->add_option("--tokens", tokens, "characters to generate");
-  sample->add_option("--temperature", temperature, "sampling temperature (0: greedy)");
-  sample->add_option("--seed", seed, "sampling seed");
+  sample->add_option("--tokens", tokens, "characters to generate")->check(within(1, 1e6));
+  sample->add_option("--temperature", temperature, "sampling temperature (0: greedy)")->check(within(0, 100));
+  sample->add_option("--seed", seed, "sampling seed")->check(not_negative());
 
   int64_t size_context = 4096;
   auto* state_size = app.add_subcommand("state-size", "floats each preset keeps at a context length");
-  state_size->add_option("--context", size_context, "context length");
+  state_size->add_option("--context", size_context, "context length")->check(within(1, 1e12));
 
   lina::BenchOptions bo;
   std::string worker_job, worker_out;
@@ -135,35 +171,36 @@ int main(int argc, char** argv) {
     sub->add_option("--presets", bo.presets_arg, "comma-separated presets (default: all five)");
     sub->add_option("--shapes", bo.shapes_arg, "training shapes BATCHxCONTEXT (default: 64x64,16x256)");
     sub->add_option("--contexts", bo.contexts_arg, "inference contexts (default: 64,256,1024,4096)");
-    sub->add_option("--steps", bo.steps, "timed training steps per shape (default 10; --quick 3)");
-    sub->add_option("--warmup", bo.warmup, "untimed steps first (default 2; --quick 1)");
-    sub->add_option("--infer-steps", bo.infer_steps, "timed tokens per inference context (default 8; --quick 3)");
-    sub->add_option("--scan-chunk", bo.scan_chunk, "tokens per chunk of the chunked scan (default: the model's, 16)");
+    sub->add_option("--steps", bo.steps, "timed training steps per shape (default 10; --quick 3)")->check(within(1, 1e4));
+    sub->add_option("--warmup", bo.warmup, "untimed steps first (default 2; --quick 1)")->check(within(0, 1e4));
+    sub->add_option("--infer-steps", bo.infer_steps, "timed tokens per inference context (default 8; --quick 3)")->check(within(1, 1e4));
+    sub->add_option("--scan-chunk", bo.scan_chunk, "tokens per chunk of the chunked scan (default 0: the model's, 16)")->check(within(0, 4096));
     sub->add_flag("--profile", bo.profile, "time every kernel entry point (forward/backward) and count allocations");
-    sub->add_option("--pairs", bo.pairs, "also time every preset against attn in one process, N pairs of alternating steps (default 0: off)");
+    sub->add_option("--pairs", bo.pairs, "also time every preset against attn in one process, N pairs of alternating steps (default 0: off)")->check(within(0, 1e4));
   }
   bench->add_flag("--quick", bo.quick, "fewer steps and tokens, no inference context 4096, one round (at most 2 minutes)");
-  bench->add_option("--rounds", bo.rounds, "rounds over every preset and shape, the median kept (default 3; --quick 1)");
+  bench->add_option("--rounds", bo.rounds, "rounds over every preset and shape, the median kept (default 3; --quick 1)")->check(within(1, 100));
   bench->add_option("--json", bo.json, "write the results to this json file");
   worker->add_option("--job", worker_job, "train | infer | pair")->required();
   worker->add_option("--out", worker_out, "result json")->required();
 
   // The teaching commands: one step of a tiny model (experiments/teach.h).
   lina::TeachOptions to;
+  std::string teach_scan_form = "sequential";
   auto* teach = app.add_subcommand("teach", "one step of a tiny float64 model: a parameter's gradient from backward() beside a central finite difference");
   auto* trace = app.add_subcommand("trace", "every op of one training step of a tiny model, forward then backward, with names, shapes and norms");
   auto* graph = app.add_subcommand("graph", "the graph of one training step of a tiny model as Graphviz dot (and SVG when dot is installed)");
   for (CLI::App* sub : {teach, trace, graph}) {
     sub->add_option("--preset", to.preset, "preset or layer pattern (default gdn)");
-    sub->add_option("--layers", to.layers, "use the first N layers of the preset (default 1)");
-    sub->add_option("--batch", to.batch, "sequences (default 2)");
-    sub->add_option("--context", to.context, "tokens per sequence (default 8)");
-    sub->add_option("--scan-form", to.scan_form, "sequential (default) | chunked");
-    sub->add_option("--seed", to.seed, "seed of the weights and the random batch");
+    sub->add_option("--layers", to.layers, "use the first N layers of the preset (default 1)")->check(within(1, 64));
+    sub->add_option("--batch", to.batch, "sequences (default 2)")->check(within(1, 64));
+    sub->add_option("--context", to.context, "tokens per sequence (default 8)")->check(within(1, 512));
+    sub->add_option("--scan-form", teach_scan_form, "sequential (default) | chunked");
+    sub->add_option("--seed", to.seed, "seed of the weights and the random batch")->check(not_negative());
   }
   teach->add_option("--param", to.param, "parameter to check (default layers.0.mixer.b_proj.bias)");
-  teach->add_option("--elements", to.elements, "how many of its elements (default 8, evenly spread)");
-  teach->add_option("--step", to.step, "h of the central difference (default 1e-4)");
+  teach->add_option("--elements", to.elements, "how many of its elements (default 8, evenly spread)")->check(within(1, 1e6));
+  teach->add_option("--step", to.step, "h of the central difference (default 1e-4)")->check(within(1e-12, 1));
   graph->add_option("--out", to.out, "dot file to write (default graph.dot; the SVG goes beside it)");
 
   try {
@@ -182,8 +219,13 @@ int main(int argc, char** argv) {
     std::signal(SIGTERM, SIG_DFL);
   }
   try {
+    if (*teach || *trace || *graph) to.scan_form = lina::parse_scan_form(teach_scan_form);
     if (*train) {
       t.device = parse_device(device);
+      t.scan_form = lina::parse_scan_form(scan_form);
+      t.feature_map = lina::parse_feature_map(feature_map);
+      t.attention = lina::parse_fusion(attention, "--attention");
+      t.conv = lina::parse_fusion(conv, "--conv");
       for (const CLI::Option* opt : train->get_options())
         if (opt->count() > 0) t.given.push_back(opt->get_name());
       if (const char* env = std::getenv("LINA_TRACE"); env && std::string(env) == "1") t.trace = true;

@@ -28,8 +28,6 @@ void check_sizes(const TeachOptions& o) {
   check(o.batch >= 1 && o.batch <= 64, "--batch must be in 1..64, got " + std::to_string(o.batch));
   check(o.context >= 1 && o.context <= 512,
         "--context must be in 1..512, got " + std::to_string(o.context));
-  check(o.scan_form == "sequential" || o.scan_form == "chunked",
-        "unknown --scan-form '" + o.scan_form + "': use sequential or chunked");
 }
 
 ModelConfig tiny_config(const TeachOptions& o) {
@@ -37,7 +35,7 @@ ModelConfig tiny_config(const TeachOptions& o) {
   check(o.layers <= c.n_layer(), "--layers " + std::to_string(o.layers) + ": preset " + o.preset +
                                      " has only " + std::to_string(c.n_layer()) + " layers");
   c.layers.resize(size_t(o.layers));
-  c.scan_form = o.scan_form == "sequential" ? ScanForm::Sequential : ScanForm::Chunked;
+  c.scan_form = o.scan_form;
   return c;
 }
 
@@ -116,7 +114,7 @@ bool teach_gradient(const TeachOptions& o) {
 
   std::printf("lina teach: %s, %d layer%s, batch %d, context %d, float64, %s scan, seed %llu\n",
               o.preset.c_str(), o.layers, o.layers == 1 ? "" : "s", o.batch, o.context,
-              o.scan_form.c_str(), (unsigned long long)o.seed);
+              scan_form_name(o.scan_form), (unsigned long long)o.seed);
   std::printf("loss L = %.12f (cross-entropy of random targets; ln %d = %.4f)\n", loss.item(), kVocab,
               std::log(double(kVocab)));
   std::printf("parameter %s %s: dL/dp from backward() beside (L(p + h) - L(p - h)) / 2h, h = %g\n",
@@ -159,7 +157,7 @@ void trace_one_step(const TeachOptions& o) {
   model.params().zero_grad();
   std::printf("lina trace: %s, %d layer%s, batch %d, context %d, %s scan: every op of one step\n",
               o.preset.c_str(), o.layers, o.layers == 1 ? "" : "s", o.batch, o.context,
-              o.scan_form.c_str());
+              scan_form_name(o.scan_form));
   std::fflush(stdout);
   trace::Scope tracing(true, stdout);
   loss_of(model, batch).backward();

@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <string>
 
+#include "models/config.h"
+
 namespace lina {
 
 struct TeachOptions {
@@ -14,7 +16,7 @@ struct TeachOptions {
   int layers = 1;
   int batch = 2;
   int context = 8;
-  std::string scan_form = "sequential";  // the readable token-by-token recurrence, or "chunked"
+  ScanForm scan_form = ScanForm::Sequential;  // the readable token-by-token recurrence, or chunked
   uint64_t seed = 1337;                  // the weights and the random batch
   // lina teach
   std::string param = "layers.0.mixer.b_proj.bias";  // the parameter to check

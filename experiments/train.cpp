@@ -15,6 +15,9 @@
 #include "core/kernels.h"
 #include "experiments/checkpoint.h"
 #include "experiments/data.h"
+#include "experiments/fault_injection.h"
+#include "experiments/lr_schedule.h"
+#include "experiments/option_json.h"
 #include "experiments/progress.h"
 #include "experiments/resident_memory.h"
 #include "models/optim.h"
@@ -33,142 +36,10 @@ static double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
-static bool was_given(const TrainOptions& o, const char* flag) {
-  return std::find(o.given.begin(), o.given.end(), flag) != o.given.end();
-}
-
-std::string run_name(const TrainOptions& o) {
-  std::string name = o.task + "_" + o.preset;
-  if (o.feature_map != "elu1") name += "-" + o.feature_map;
-  if (o.task == "recall" && o.pairs != RecallTask::kDefaultPairs) name += "_p" + std::to_string(o.pairs);
-  if (o.task == "recall" && o.keys != RecallTask::kDefaultKeys) name += "_k" + std::to_string(o.keys);
-  if (o.seed != TrainOptions{}.seed) name += "_s" + std::to_string(o.seed);  // runs of other seeds sit side by side
-  return name;
-}
-
-std::string run_path(const TrainOptions& o, const std::string& extension) {
-  if (!o.resume.empty() && !was_given(o, "--out"))
-    return fs::path(o.resume).replace_extension(extension).string();
-  return o.out + "/" + device_name(o.device) + "/" + run_name(o) + extension;
-}
-
-void validate(TrainOptions& o) {
-  check(o.task == "lm" || o.task == "recall", "unknown task '" + o.task + "': use lm or recall");
-  make_config(o.preset, 1);  // throws for an unknown preset
-  if (o.steps < 0 && o.steps != -1) o.steps = 0;
-  if (o.steps == -1) o.steps = o.task == "lm" ? 5000 : 2000;
-  check(o.steps > 0, "--steps must be positive, got " + std::to_string(o.steps));
-  check(o.batch > 0, "--batch must be positive, got " + std::to_string(o.batch));
-  check(o.context > 0, "--context must be positive, got " + std::to_string(o.context));
-  check(o.scan_form == "chunked" || o.scan_form == "sequential",
-        "unknown --scan-form '" + o.scan_form + "': use chunked or sequential");
-  check(o.scan_chunk > 0, "--scan-chunk must be positive, got " + std::to_string(o.scan_chunk));
-  parse_feature_map(o.feature_map);  // throws for an unknown name
-  check(o.feature_map == "elu1" || make_config(o.preset, 1).has_layer(MixerKind::Linear),
-        "--feature-map is for linear attention layers; preset '" + o.preset + "' has none");
-  check(o.attention == "fused" || o.attention == "composed",
-        "unknown --attention '" + o.attention + "': use fused or composed");
-  check(o.conv == "fused" || o.conv == "composed",
-        "unknown --conv '" + o.conv + "': use fused or composed");
-  check(o.task == "recall" || (!was_given(o, "--pairs") && !was_given(o, "--keys")),
-        "--pairs and --keys are for --task recall");
-  if (o.task == "recall") (void)RecallTask(o.pairs, o.keys);  // throws for impossible sizes
-  check(o.lr > 0 && std::isfinite(o.lr), "--lr must be a positive number");
-  check(o.warmup >= 0, "--warmup must not be negative");
-  if (o.eval_every <= 0) o.eval_every = o.task == "lm" ? 500 : 100;
-  if (o.eval_batches <= 0) o.eval_batches = o.task == "lm" ? 200 : 8;
-  if (o.checkpoint_every <= 0) o.checkpoint_every = o.eval_every;
-  kernels::require_device(o.device);  // "CUDA was requested but no CUDA GPU is available"
-}
-
 namespace {
 
-// ---- the learning-rate schedule -------------------------------------------------------
-// history["schedule"] is a list of segments {from, to, peak_lr, min_lr,
-// warmup}; update s (0-based) uses the last segment with from <= s:
-//   lr = lr_at(s − from, to − from, peak_lr, min_lr, warmup)    (models/optim.h)
-// A run starts with one segment over all its updates; each --extend-to adds
-// one with a fresh warm-up.
-json schedule_segment(int from, int to, double peak_lr, int warmup) {
-  return {{"from", from}, {"to", to}, {"peak_lr", peak_lr}, {"min_lr", peak_lr / 10},
-          {"warmup", warmup}};
-}
-
-double scheduled_lr(const json& schedule, int step) {
-  const json* segment = &schedule.front();
-  for (const json& s : schedule)
-    if (s["from"].get<int>() <= step) segment = &s;
-  const json& s = *segment;
-  int from = s["from"].get<int>();
-  return lr_at(step - from, std::max(1, s["to"].get<int>() - from), s["peak_lr"].get<double>(),
-               s["min_lr"].get<double>(), s["warmup"].get<int>());
-}
-
+// Updates of --extend-to's fresh warm-up (fewer when it adds fewer).
 constexpr int kExtensionWarmup = 100;
-
-// ---- options on --resume --------------------------------------------------------------
-
-// The checkpoint's run options apply; a flag given on the command line must
-// agree with them, except the ones that only say where or how often to
-// write. --extend-to sets the steps and may set a new peak --lr.
-void adopt_checkpoint_options(TrainOptions& o, const CheckpointInfo& info, const std::string& path) {
-  const json& saved = info.options;
-  auto must_agree = [&](const char* flag, const std::string& given, const std::string& saved_value) {
-    check(!was_given(o, flag) || given == saved_value,
-          std::string(flag) + " " + given + " differs from the " + saved_value + " of checkpoint " + path);
-  };
-  must_agree("--preset", o.preset, info.preset);
-  must_agree("--task", o.task, info.task);
-  o.preset = info.preset;
-  o.task = info.task;
-  // A value as the user typed it: strings without json's quotes.
-  auto shown = [](const json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); };
-  // The checkpoint's value applies; a flag given must agree with it. An
-  // option older checkpoints did not record takes `before`, the value every
-  // run had then (none: the option is left as it is).
-  auto adopt = [&](const char* flag, const char* key, auto& value,
-                   std::optional<std::decay_t<decltype(value)>> before = std::nullopt) {
-    using V = std::decay_t<decltype(value)>;
-    if (!saved.contains(key) && !before) return;
-    V from_ckpt = saved.contains(key) ? saved[key].get<V>() : *before;
-    check(!was_given(o, flag) || value == from_ckpt, std::string(flag) + " " + shown(json(value)) +
-                                                         " differs from the " + shown(json(from_ckpt)) +
-                                                         " of checkpoint " + path);
-    value = from_ckpt;
-  };
-  auto adopt_unless_given = [&](const char* flag, const char* key, auto& value) {
-    using V = std::decay_t<decltype(value)>;
-    if (saved.contains(key) && !was_given(o, flag)) value = saved[key].get<V>();
-  };
-  if (o.extend_to >= 0) {
-    check(!was_given(o, "--steps"), "--extend-to sets the number of updates; drop --steps");
-    check(o.extend_to > info.step, "--extend-to " + std::to_string(o.extend_to) +
-                                       " must be more than the " + std::to_string(info.step) +
-                                       " updates checkpoint " + path + " has done");
-    o.steps = o.extend_to;
-    adopt_unless_given("--lr", "lr", o.lr);  // the extension's peak
-  } else {
-    adopt("--steps", "steps", o.steps);
-    adopt("--lr", "lr", o.lr);
-  }
-  adopt("--batch", "batch", o.batch);
-  adopt("--context", "context", o.context);
-  adopt("--pairs", "pairs", o.pairs);
-  adopt("--scan-form", "scan_form", o.scan_form);
-  adopt("--scan-chunk", "scan_chunk", o.scan_chunk, 64);         // chunks of 64 before the option
-  adopt("--feature-map", "feature_map", o.feature_map, "elu1");  // elu + 1 before the option
-  adopt("--attention", "attention", o.attention);
-  adopt("--conv", "conv", o.conv, "fused");  // the same maths; one op since the option
-  adopt("--keys", "keys", o.keys);
-  adopt("--warmup", "warmup", o.warmup);
-  adopt("--seed", "seed", o.seed);
-  adopt("--eval-every", "eval_every", o.eval_every);
-  adopt("--eval-batches", "eval_batches", o.eval_batches);
-  adopt_unless_given("--checkpoint-every", "checkpoint_every", o.checkpoint_every);
-  adopt_unless_given("--data", "data", o.data);
-  if (saved.contains("device") && !was_given(o, "--device"))
-    o.device = saved["device"] == "cuda" ? Device::cuda : Device::cpu;
-}
 
 // ---- the task -------------------------------------------------------------------------
 
@@ -261,21 +132,21 @@ json model_json(const ModelConfig& c) {
           {"n_head", c.n_head}, {"head_size", c.head_size}, {"n_kv_head", c.n_kv_head},
           {"mlp_hidden", c.mlp_hidden}, {"conv_kernel", c.conv_kernel},
           {"norm_eps", c.norm_eps}, {"rope_base", c.rope_base},
-          {"scan_form", c.scan_form == ScanForm::Chunked ? "chunked" : "sequential"},
-          {"scan_chunk", c.scan_chunk}, {"feature_map", feature_map_name(c.feature_map)},
-          {"fused_attention", c.fused_attention}, {"fused_conv", c.fused_conv}};
+          {"scan_form", c.scan_form}, {"scan_chunk", c.scan_chunk}, {"feature_map", c.feature_map},
+          {"fused_attention", c.attention == Fusion::Fused}, {"fused_conv", c.conv == Fusion::Fused}};
 }
 
-// LINA_INJECT_CUDA_STATUS=<status>@<step> makes update <step> fail as if a
-// CUDA call had returned <status> (a cudaError_t number): how the tests
-// check what a run does when the GPU runs out of memory or is lost.
-struct InjectedFault {
-  int status = 0, step = -1;
-  static InjectedFault from_environment() {
-    InjectedFault f;
-    if (const char* spec = std::getenv("LINA_INJECT_CUDA_STATUS"))
-      if (std::sscanf(spec, "%d@%d", &f.status, &f.step) != 2) f = {};
-    return f;
+// On CUDA, what one whole training step launches, allocates and reads back
+// (the second step of the process: the first fills the memory pool).
+struct CudaStepCount {
+  bool on;
+  kernels::DeviceCounters start;
+  explicit CudaStepCount(bool count) : on(count), start(count ? kernels::cuda_counters() : kernels::DeviceCounters{}) {}
+  json since_start() const {
+    const kernels::DeviceCounters now = kernels::cuda_counters();
+    return {{"launches", now.launches - start.launches},
+            {"allocations", now.allocations - start.allocations},
+            {"device_to_host_copies", now.device_to_host_copies - start.device_to_host_copies}};
   }
 };
 
@@ -303,7 +174,8 @@ class TrainingRun {
   std::unique_ptr<AdamW> optimizer_;
   Rng rng_{0};
   std::string vocab_chars_, json_path_, ckpt_path_;
-  json history_ = {{"loss_curve", json::array()}, {"eval", json::array()}, {"schedule", json::array()}};
+  json history_ = {{"loss_curve", json::array()}, {"eval", json::array()}};  // + "schedule", "train_seconds" when saved
+  LrSchedule schedule_;
   json final_results_ = json::object();  // extrapolation, alpha; once measured
   json diverged_;                         // set when the run diverged
   int step_ = 0, first_step_ = 0;
@@ -333,16 +205,16 @@ TrainResult TrainingRun::run() {
   // ---- task, model, optimiser, and where a resumed run left off ----
   task_ = make_task(o_);
   ModelConfig config = make_config(o_.preset, task_.vocab);
-  config.scan_form = o_.scan_form == "sequential" ? ScanForm::Sequential : ScanForm::Chunked;
+  config.scan_form = o_.scan_form;
   config.scan_chunk = o_.scan_chunk;
-  config.feature_map = parse_feature_map(o_.feature_map);
-  config.fused_attention = o_.attention == "fused";
-  config.fused_conv = o_.conv == "fused";
+  config.feature_map = o_.feature_map;
+  config.attention = o_.attention;
+  config.conv = o_.conv;
   model_ = std::make_unique<LanguageModel>(config, o_.seed, DType::f32, o_.device);
   optimizer_ = std::make_unique<AdamW>(model_->params(), AdamWConfig{o_.lr, 0.9, 0.99, 1e-8, 0.1});
   rng_ = Rng(o_.seed);
   vocab_chars_ = task_.text ? task_.text->vocab() : std::string();
-  history_["schedule"].push_back(schedule_segment(0, o_.steps, o_.lr, o_.warmup));
+  schedule_.add(0, o_.steps, o_.lr, o_.warmup);
   if (resumed_file) {
     check(resumed.vocab_chars == vocab_chars_,
           "checkpoint " + o_.resume + " was trained on another text (its vocabulary differs)");
@@ -351,15 +223,13 @@ TrainResult TrainingRun::run() {
     rng_.set_state(resumed.rng_state);
     first_step_ = int(resumed.step);
     history_ = resumed.history;
-    if (!history_.contains("schedule") || history_["schedule"].empty())  // older checkpoints
-      history_["schedule"] = json::array({schedule_segment(0, int(resumed.options.value("steps", o_.steps)),
-                                                           resumed.options.value("lr", o_.lr),
-                                                           resumed.options.value("warmup", o_.warmup))});
-    if (o_.extend_to >= 0) {
-      int added = o_.extend_to - first_step_;
-      history_["schedule"].push_back(
-          schedule_segment(first_step_, o_.extend_to, o_.lr, std::min(kExtensionWarmup, added)));
+    schedule_ = LrSchedule::from_json(history_.value("schedule", json::array()));
+    if (schedule_.empty()) {  // older checkpoints: one segment over the run's own steps
+      schedule_.add(0, int(resumed.options.value("steps", o_.steps)), resumed.options.value("lr", o_.lr),
+                    resumed.options.value("warmup", o_.warmup));
     }
+    if (o_.extend_to >= 0)
+      schedule_.add(first_step_, o_.extend_to, o_.lr, std::min(kExtensionWarmup, o_.extend_to - first_step_));
     previous_train_seconds_ = history_.value("train_seconds", 0.0);
     check(first_step_ <= o_.steps, "checkpoint " + o_.resume + " has done " +
                                        std::to_string(first_step_) + " updates, more than --steps " +
@@ -399,33 +269,24 @@ TrainResult TrainingRun::run() {
   return TrainResult{json_path_, ckpt_path_, interrupted_, step_};
 }
 
+// One update, as in any training loop: a batch, forward, backward, clip,
+// step. Around it only what a run records: its loss curve and timing.
 void TrainingRun::train_one_step() {
-  // On CUDA, the second step of this process is counted: launches,
-  // allocations and reads back of one whole training step.
-  const bool count_this_step = o_.device == Device::cuda && step_ - first_step_ == 1;
-  const kernels::DeviceCounters before = count_this_step ? kernels::cuda_counters() : kernels::DeviceCounters{};
+  CudaStepCount counted(o_.device == Device::cuda && step_ - first_step_ == 1);
   auto t0 = Clock::now();
   Batch b = task_.train_batch(o_, rng_);
   model_->params().zero_grad();
-  // --trace: the first update of this process, op by op, forward then backward.
-  trace::Scope tracing(o_.trace && step_ == first_step_);
+  trace::Scope tracing(o_.trace && step_ == first_step_);  // --trace: the first update, op by op
   Var loss = named(cross_entropy(model_->forward(b.x), b.y, b.mask), "loss");
   loss.backward();
-  if (fault_.step == step_ + 1)
-    throw_cuda_error(fault_.status, "injected status " + std::to_string(fault_.status),
-                     "training step " + std::to_string(fault_.step));
-  double lr = scheduled_lr(history_["schedule"], step_);
+  fault_.fail_if_due(step_ + 1);  // LINA_INJECT_CUDA_STATUS (tests only)
+  double lr = schedule_.lr(step_);
   double grad_norm = clip_grad_norm(model_->params(), o_.clip);
   double loss_value = loss.item();
   if (!std::isfinite(loss_value) || !std::isfinite(grad_norm)) diverged(loss_value, grad_norm);
   optimizer_->step(lr);
   train_seconds_ += seconds_since(t0);
-  if (count_this_step) {
-    const kernels::DeviceCounters after = kernels::cuda_counters();
-    cuda_step_counts_ = {{"launches", after.launches - before.launches},
-                         {"allocations", after.allocations - before.allocations},
-                         {"device_to_host_copies", after.device_to_host_copies - before.device_to_host_copies}};
-  }
+  if (counted.on) cuda_step_counts_ = counted.since_start();
   ++step_;
   history_["loss_curve"].push_back({{"step", step_}, {"loss", loss_value}, {"lr", lr},
                                     {"grad_norm", grad_norm}});
@@ -453,6 +314,7 @@ void TrainingRun::record_evaluation() {
 // The checkpoint, then the json that describes it.
 void TrainingRun::save() {
   history_["train_seconds"] = previous_train_seconds_ + train_seconds_;
+  history_["schedule"] = schedule_.to_json();
   CheckpointInfo info{o_.preset, o_.task, task_.vocab, vocab_chars_, step_, rng_.state(),
                       options_json(o_), history_};
   save_checkpoint(ckpt_path_, *model_, optimizer_.get(), info);
@@ -478,7 +340,7 @@ void TrainingRun::final_evaluations() {
     final_results_["extrapolation"] = ex;
   }
   bool gated = false;  // a layer with a learned decay (gdn, mamba2, gla)
-  for (MixerKind k : config.layers) gated = gated || (k != MixerKind::Attention && uses_gate(scan_rule(k)));
+  for (MixerKind k : config.layers) gated = gated || (k != MixerKind::Attn && uses_gate(scan_rule(k)));
   if (gated && !stop_requested()) {
     NoGradGuard no_grad;
     AlphaStats stats;
@@ -515,7 +377,7 @@ void TrainingRun::write_json() {
   j["checkpoint"] = last_checkpoint_;
   j["checkpoint_step"] = last_checkpoint_step_;
   if (!diverged_.is_null()) j["diverged"] = diverged_;
-  j["schedule"] = history_["schedule"];
+  j["schedule"] = schedule_.to_json();
   j["loss_curve"] = history_["loss_curve"];
   j["eval"] = history_["eval"];
   if (!history_["eval"].empty()) {

@@ -52,7 +52,7 @@ Var AttentionMixer::forward(const ModelConfig& c, const Var& x, const LayerNames
     cache->v = v.data();
   }
   const double scale = 1.0 / std::sqrt(double(d));
-  Var o = c.fused_attention ? causal_attention(q, k, v, scale)          // one op, GQA by index
+  Var o = c.attention == Fusion::Fused ? causal_attention(q, k, v, scale)          // one op, GQA by index
                             : attention_composed(q, k, v, scale, &n);   // op by op
   o = named(o, n.o);  // [B, T, H, d]
   return named(linear(reshape(o, {B, T, int64_t(c.n_head) * d}), wo), n.mixer);

@@ -2,15 +2,17 @@
 
 #include <sstream>
 
+#include "core/printable.h"
+
 namespace lina {
 
 const char* mixer_name(MixerKind k) {
   switch (k) {
-    case MixerKind::Attention: return "attn";
+    case MixerKind::Attn: return "attn";
     case MixerKind::Linear: return "linear";
     case MixerKind::Delta: return "delta";
-    case MixerKind::GatedDelta: return "gdn";
-    case MixerKind::RetNet: return "retnet";
+    case MixerKind::Gdn: return "gdn";
+    case MixerKind::Retnet: return "retnet";
     case MixerKind::Mamba2: return "mamba2";
     case MixerKind::Gla: return "gla";
   }
@@ -21,11 +23,11 @@ ScanRule scan_rule(MixerKind k) {
   switch (k) {
     case MixerKind::Linear: return ScanRule::Linear;
     case MixerKind::Delta: return ScanRule::Delta;
-    case MixerKind::GatedDelta: return ScanRule::GatedDelta;
-    case MixerKind::RetNet: return ScanRule::Retention;
-    case MixerKind::Mamba2: return ScanRule::GatedLinear;
-    case MixerKind::Gla: return ScanRule::ChannelGatedLinear;
-    case MixerKind::Attention: break;
+    case MixerKind::Gdn: return ScanRule::Gdn;
+    case MixerKind::Retnet: return ScanRule::Retnet;
+    case MixerKind::Mamba2: return ScanRule::Mamba2;
+    case MixerKind::Gla: return ScanRule::Gla;
+    case MixerKind::Attn: break;
   }
   throw Error("model: attention has no scan rule");
 }
@@ -45,6 +47,34 @@ FeatureMap parse_feature_map(const std::string& name) {
   throw Error("unknown feature map '" + name + "': use elu1, relu or sigmoid");
 }
 
+const char* fusion_name(Fusion f) {
+  switch (f) {
+    case Fusion::Fused: return "fused";
+    case Fusion::Composed: return "composed";
+  }
+  return "?";
+}
+
+Fusion parse_fusion(const std::string& name, const std::string& flag) {
+  for (Fusion f : {Fusion::Fused, Fusion::Composed})
+    if (name == fusion_name(f)) return f;
+  throw Error("unknown " + flag + " '" + printable(name, 40) + "': use fused or composed");
+}
+
+const char* scan_form_name(ScanForm f) {
+  switch (f) {
+    case ScanForm::Sequential: return "sequential";
+    case ScanForm::Chunked: return "chunked";
+  }
+  return "?";
+}
+
+ScanForm parse_scan_form(const std::string& name) {
+  for (ScanForm f : {ScanForm::Chunked, ScanForm::Sequential})
+    if (name == scan_form_name(f)) return f;
+  throw Error("unknown --scan-form '" + printable(name, 40) + "': use chunked or sequential");
+}
+
 std::vector<std::string> preset_names() { return {"attn", "linear", "delta", "gdn", "hybrid"}; }
 std::vector<std::string> survey_preset_names() { return {"retnet", "mamba2", "gla"}; }
 std::vector<std::string> all_preset_names() {
@@ -54,8 +84,8 @@ std::vector<std::string> all_preset_names() {
 }
 
 static MixerKind parse_mixer(const std::string& word, const std::string& preset) {
-  for (MixerKind k : {MixerKind::Attention, MixerKind::Linear, MixerKind::Delta, MixerKind::GatedDelta,
-                      MixerKind::RetNet, MixerKind::Mamba2, MixerKind::Gla})
+  for (MixerKind k : {MixerKind::Attn, MixerKind::Linear, MixerKind::Delta, MixerKind::Gdn,
+                      MixerKind::Retnet, MixerKind::Mamba2, MixerKind::Gla})
     if (word == mixer_name(k)) return k;
   throw Error("unknown preset '" + preset +
               "': use attn, linear, delta, gdn, hybrid, retnet, mamba2, gla or a layer pattern "
@@ -85,7 +115,7 @@ ModelConfig make_config(const std::string& preset, int vocab) {
 
 int ModelConfig::attention_layers() const {
   int n = 0;
-  for (MixerKind k : layers) n += k == MixerKind::Attention;
+  for (MixerKind k : layers) n += k == MixerKind::Attn;
   return n;
 }
 bool ModelConfig::has_layer(MixerKind k) const {

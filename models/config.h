@@ -10,7 +10,7 @@
 
 namespace lina {
 
-enum class MixerKind { Attention, Linear, Delta, GatedDelta, RetNet, Mamba2, Gla };
+enum class MixerKind { Attn, Linear, Delta, Gdn, Retnet, Mamba2, Gla };  // one per preset name
 
 // "attn", "linear", "delta", "gdn", "retnet", "mamba2", "gla"
 const char* mixer_name(MixerKind k);
@@ -25,6 +25,17 @@ const char* feature_map_name(FeatureMap f);  // "elu1", "relu", "sigmoid"
 // Throws a one-line lina::Error for an unknown name.
 FeatureMap parse_feature_map(const std::string& name);
 
+// An op as one fused op, or as the composition of simpler ops a learner can
+// step through (--attention, --conv): the same maths either way.
+enum class Fusion { Fused, Composed };
+const char* fusion_name(Fusion f);  // "fused", "composed"
+// Throws "unknown <flag> 'x': use fused or composed".
+Fusion parse_fusion(const std::string& name, const std::string& flag);
+
+const char* scan_form_name(ScanForm f);  // "sequential", "chunked"
+// Throws "unknown --scan-form 'x': use chunked or sequential".
+ScanForm parse_scan_form(const std::string& name);
+
 struct ModelConfig {
   std::string preset = "gdn";  // the name given by the user (preset or pattern)
   std::vector<MixerKind> layers;  // one entry per layer
@@ -38,19 +49,16 @@ struct ModelConfig {
   double norm_eps = 1e-5;
   double rope_base = 10000.0;
   ScanForm scan_form = ScanForm::Chunked;  // the training form of the recurrence
-  // Tokens per chunk of the chunked form: its C×C work per chunk grows with C,
-  // its d×d work per token does not; 16 measured fastest on the CPU at d = 32
-  // (README, "Benchmarks").
-  int scan_chunk = 16;
+  int scan_chunk = kDefaultScanChunk;  // tokens per chunk of the chunked form (core/kernel_args.h)
   FeatureMap feature_map = FeatureMap::Elu1;  // linear layers only
   // Attention as one fused op (causal_attention), or as the composition of
   // permute / expand / matmul / softmax ops a learner can step through.
-  bool fused_attention = true;
-  // Recurrent layers' conv + SiLU as one op (conv1d_silu, which keeps no
+  Fusion attention = Fusion::Fused;
+  // Recurrent layers' conv + SiLU as one op (causal_conv1d_silu, which keeps no
   // pre-activation for the backward; with the L2 feature map of q and k,
-  // every preset but linear, conv1d_silu_l2norm), or as causal_conv1d, silu
+  // every preset but linear, causal_conv1d_silu_l2_norm), or as causal_conv1d, silu
   // (and l2_norm).
-  bool fused_conv = true;
+  Fusion conv = Fusion::Fused;
 
   int n_layer() const { return int(layers.size()); }
   int attention_layers() const;

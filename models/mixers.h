@@ -52,7 +52,7 @@ struct AttentionMixer {
 };
 
 struct RecurrentMixer {
-  MixerKind kind = MixerKind::GatedDelta;
+  MixerKind kind = MixerKind::Gdn;
   Var wq, wk, wv, wo;
   Var conv_q, conv_k, conv_v;  // [C, K]
   Var b_proj_w, b_proj_b;      // delta, gdn: [H, C], [H]
@@ -66,7 +66,7 @@ struct RecurrentMixer {
 
 struct Block {
   explicit Block(int layer) : names(layer) {}
-  MixerKind kind = MixerKind::GatedDelta;
+  MixerKind kind = MixerKind::Gdn;
   LayerNames names;
   Var norm1, norm2;
   AttentionMixer attn;

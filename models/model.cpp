@@ -99,7 +99,7 @@ LanguageModel::LanguageModel(const ModelConfig& c, uint64_t seed, DType dtype, D
     Block b(i);
     b.kind = c.layers[size_t(i)];
     b.norm1 = init.constant(p + "norm1.weight", {C}, 1.0);
-    if (b.kind == MixerKind::Attention) {
+    if (b.kind == MixerKind::Attn) {
       b.attn.wq = init.normal(p + "mixer.wq.weight", {C, C}, std);
       b.attn.wk = init.normal(p + "mixer.wk.weight", {kv, C}, std);
       b.attn.wv = init.normal(p + "mixer.wv.weight", {kv, C}, std);
@@ -146,7 +146,7 @@ InferenceState LanguageModel::new_state(int64_t batch) const {
   Device dev = params_.device();
   for (const Block& b : blocks_) {
     LayerCache l;
-    if (b.kind != MixerKind::Attention) {
+    if (b.kind != MixerKind::Attn) {
       l.state = Tensor::zeros({batch, c.n_head, c.head_size, c.head_size}, dt, dev);
       Shape conv{batch, c.conv_kernel - 1, c.n_embd};
       l.conv_q = Tensor::zeros(conv, dt, dev);
@@ -174,7 +174,7 @@ Var LanguageModel::forward(const Tensor& ids, InferenceState* state, AlphaStats*
     const LayerNames& n = b.names;
     LayerCache* cache = state ? &state->layers[i] : nullptr;
     Var h = named(rms_norm(x, b.norm1, c.norm_eps), n.norm1);
-    if (b.kind == MixerKind::Attention) {
+    if (b.kind == MixerKind::Attn) {
       h = b.attn.forward(c, h, n, pos0, cache);
     } else {
       std::vector<double> alpha_mean;

@@ -2,8 +2,8 @@
 // presets (docs/spec.md §1.2, §1.2b):
 //   q, k, v = x W_qᵀ, x W_kᵀ, x W_vᵀ         (each 4 heads × 32)
 //   each through its causal depthwise conv (kernel 4), then SiLU (one fused
-//   op, conv1d_silu, unless ModelConfig::fused_conv is off; for q and k the
-//   L2 feature map below joins it, conv1d_silu_l2norm, in all but linear)
+//   op, causal_conv1d_silu, unless ModelConfig::conv is Fusion::Composed; for q and k the
+//   L2 feature map below joins it, causal_conv1d_silu_l2_norm, in all but linear)
 //   feature map on q, k: elu + 1, relu + 1e-5 or sigmoid + 1e-5 (linear),
 //   else L2-normalise per head
 //   q scaled by 1/√d (inside l2_norm for the L2 feature map)
@@ -22,13 +22,13 @@ namespace lina {
 
 // conv + SiLU: one op (fused) or causal_conv1d then silu; with l2_head > 0
 // (fused only), each head then L2-normalised and times `scale`, in the same
-// op (conv1d_silu_l2norm). With a cache, the conv sees the last K−1 inputs of
+// op (causal_conv1d_silu_l2_norm). With a cache, the conv sees the last K−1 inputs of
 // the previous call instead of zero padding, and the cache is updated.
 static Var conv_silu(const Var& x, const Var& weight, Tensor* cache, bool fused,
                      int64_t l2_head = 0, double scale = 1.0) {
   auto conv_then_silu = [&](const Var& in) {
-    if (l2_head > 0) return conv1d_silu_l2norm(in, weight, l2_head, scale);
-    return fused ? conv1d_silu(in, weight) : silu(causal_conv1d(in, weight));
+    if (l2_head > 0) return causal_conv1d_silu_l2_norm(in, weight, l2_head, scale);
+    return fused ? causal_conv1d_silu(in, weight) : silu(causal_conv1d(in, weight));
   };
   if (!cache) return conv_then_silu(x);
   int64_t T = x.dim(1), keep = cache->dim(1);  // keep = K − 1
@@ -57,15 +57,15 @@ Var RecurrentMixer::forward(const ModelConfig& c, const Var& x, const LayerNames
   Shape heads{B, T, H, d};
   const ScanRule rule = scan_rule(kind);
   // With the fused conv, q's and k's L2 feature map (all but linear) joins
-  // the conv's op (conv1d_silu_l2norm), whose output is then q or k itself.
-  const bool map_in_conv = c.fused_conv && kind != MixerKind::Linear;
+  // the conv's op (causal_conv1d_silu_l2_norm), whose output is then q or k itself.
+  const bool map_in_conv = c.conv == Fusion::Fused && kind != MixerKind::Linear;
   const int64_t l2_head = map_in_conv ? d : 0;
   const double q_scale = 1.0 / std::sqrt(double(d));
   // Projection, then conv + SiLU (with l2_head > 0, then each head's L2 norm
   // times scale), then split into heads (all [B, T, C] = [B, T, H·d]).
   auto project = [&](const Var& w, const Var& conv, Tensor* conv_cache, const char* proj_name,
                      const char* conv_name, int64_t l2 = 0, double scale = 1.0) {
-    Var y = conv_silu(named(linear(x, w), proj_name), conv, conv_cache, c.fused_conv, l2, scale);
+    Var y = conv_silu(named(linear(x, w), proj_name), conv, conv_cache, c.conv == Fusion::Fused, l2, scale);
     return reshape(l2 > 0 ? y : named(y, conv_name), heads);
   };
   Var q = project(wq, conv_q, cache ? &cache->conv_q : nullptr, n.q_proj, n.q_conv, l2_head, q_scale);

@@ -7,26 +7,6 @@
 
 namespace lina::test {
 
-static Rng& test_rng() {
-  static Rng rng(20261130);
-  return rng;
-}
-
-Tensor randn64(const Shape& shape, double std) {
-  return Tensor::randn(shape, test_rng(), std, 0.0, DType::f64);
-}
-Tensor rand64(const Shape& shape, double lo, double hi) {
-  return Tensor::rand(shape, test_rng(), lo, hi, DType::f64);
-}
-
-double max_abs_diff(const Tensor& a, const Tensor& b) {
-  REQUIRE(a.shape() == b.shape());
-  std::vector<double> va = a.to(DType::f64).to_vector<double>();
-  std::vector<double> vb = b.to(DType::f64).to_vector<double>();
-  double m = 0;
-  for (size_t i = 0; i < va.size(); ++i) m = std::max(m, std::fabs(va[i] - vb[i]));
-  return m;
-}
 
 // L(inputs) = Σ f(inputs) ⊙ R, evaluated without recording a graph.
 static double loss_value(const Fn& f, const std::vector<Var>& vars, const Tensor& R) {

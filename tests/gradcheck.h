@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "autograd/functions.h"
+#include "tests/harness.h"  // randn64, rand64, max_abs_diff
 
 namespace lina::test {
 
@@ -34,9 +35,6 @@ void check_gradients(const Fn& f, const std::vector<Tensor>& inputs,
                      std::vector<bool> differentiable = {},
                      const GradcheckSettings& settings = kGradcheck);
 
-// Random float64 test inputs from one fixed-seed generator.
-Tensor randn64(const Shape& shape, double std = 1.0);
-Tensor rand64(const Shape& shape, double lo, double hi);
 
 struct GradcheckRow {
   OpKind op;
@@ -47,7 +45,5 @@ int register_gradchecks(const std::vector<GradcheckRow>& rows);
 const std::vector<GradcheckRow>& gradcheck_registry();
 void run_gradchecks(const std::vector<GradcheckRow>& rows);
 
-// max |a − b| over all elements (any float dtype, any device).
-double max_abs_diff(const Tensor& a, const Tensor& b);
 
 }  // namespace lina::test

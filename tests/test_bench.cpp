@@ -107,10 +107,10 @@ TEST_CASE("bench --quick: json keys, FLOPs per step, GEMM rate, profile") {
 
 TEST_CASE("bench bad input: one line, non-zero exit") {
   expect_error("bench --presets attn,transformer", "unknown preset 'transformer'");
-  expect_error("bench --steps 0", "--steps must be positive");
-  expect_error("bench --rounds 0", "--rounds must be positive");
-  expect_error("bench --scan-chunk -2", "--scan-chunk must be positive (or 0: the model's), got -2");
-  expect_error("bench --pairs -1", "--pairs must not be negative, got -1");
+  expect_error("bench --steps 0", "--steps: must be in 1..10000, got 0");
+  expect_error("bench --rounds 0", "--rounds: must be in 1..100, got 0");
+  expect_error("bench --scan-chunk -2", "--scan-chunk: must be in 0..4096, got -2");
+  expect_error("bench --pairs -1", "--pairs: must be in 0..10000, got -1");
   expect_error("bench --presets gdn --pairs 2", "--pairs times every preset against attn: add attn to --presets");
   expect_error("bench --shapes 64by64", "--shapes");
   expect_error("bench --contexts 64,-3", "--contexts");

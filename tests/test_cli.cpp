@@ -28,15 +28,69 @@ const std::string kTiny = " --steps 4 --batch 2 --eval-every 2 --eval-batches 1 
 
 }  // namespace
 
+// Every numeric flag of every subcommand: below its range (negative, and
+// zero where zero means nothing) and absurdly above it, refused with one line
+// naming the flag, before any work (nothing is written).
+TEST_CASE("bad numbers: every numeric flag refuses values out of its range") {
+  fs::path d = temp_dir("bad_numbers");
+  const std::string train = "train --preset gdn --task recall --quiet --out " + d.string();
+  const std::string lm = "train --preset gdn --task lm --quiet --out " + d.string();
+  const std::string ckpt = " --checkpoint " + (d / "none.safetensors").string();
+  struct Flag {
+    std::string command, flag;
+    std::vector<std::string> bad;
+  };
+  const std::vector<Flag> flags = {
+      {train, "--steps", {"-1", "0", "1e12"}},
+      {train, "--batch", {"-1", "0", "100000"}},
+      {lm, "--context", {"-1", "0", "1000000"}},
+      {train, "--pairs", {"-1", "0", "99999"}},
+      {train, "--keys", {"-1", "0", "9999999"}},
+      {train, "--scan-chunk", {"-1", "0", "99999"}},
+      {train, "--lr", {"-0.1", "0", "1e9"}},
+      {train, "--warmup", {"-1", "1e12"}},
+      {train, "--extend-to", {"-1", "0", "1e12"}},
+      {train, "--checkpoint-every", {"-1", "0", "1e12"}},
+      {train, "--stop-at", {"-1", "0", "1e12"}},
+      {train, "--eval-every", {"-1", "0", "1e12"}},
+      {train, "--eval-batches", {"-1", "0", "1e9"}},
+      {lm, "--extrap-batches", {"-1", "0", "1e9"}},
+      {"eval --task lm --text x" + ckpt, "--context", {"-1", "0", "1000000"}},
+      {"eval --task recall" + ckpt, "--batches", {"-1", "0", "1e9"}},
+      {"sample" + ckpt, "--tokens", {"-1", "0", "1e9"}},
+      {"sample" + ckpt, "--temperature", {"-1", "1e9"}},
+      {"state-size", "--context", {"-1", "0", "1e15"}},
+      {"bench --quick", "--steps", {"-1", "0", "1e9"}},
+      {"bench --quick", "--warmup", {"-1", "1e9"}},
+      {"bench --quick", "--infer-steps", {"-1", "0", "1e9"}},
+      {"bench --quick", "--scan-chunk", {"-1", "99999"}},  // 0: the model's
+      {"bench --quick", "--pairs", {"-1", "1e9"}},
+      {"bench --quick", "--rounds", {"-1", "0", "1000"}},
+      {"teach", "--layers", {"-1", "0", "1000"}},
+      {"teach", "--batch", {"-1", "0", "1000"}},
+      {"teach", "--context", {"-1", "0", "100000"}},
+      {"teach", "--elements", {"-1", "0", "1e9"}},
+      {"teach", "--step", {"-1", "0", "10"}},
+      {"trace", "--context", {"-1", "0", "100000"}},
+      {"graph --out " + (d / "g.dot").string(), "--batch", {"-1", "0", "1000"}},
+  };
+  for (const Flag& f : flags)
+    for (const std::string& value : f.bad)
+      expect_error(f.command + " " + f.flag + " " + value, f.flag + ": must be in ");
+  for (const std::string& command : {train, "sample" + ckpt, std::string("teach")})
+    expect_error(command + " --seed -1", "--seed: must not be negative, got -1");
+  CHECK(fs::is_empty(d));  // refused before any work: not even a folder written
+}
+
 TEST_CASE("bad input: one line, non-zero exit") {
   fs::path d = temp_dir("bad");
   std::string out = " --out " + d.string();
   expect_error("train --preset transformer --task recall" + out, "unknown preset 'transformer'");
   expect_error("train --preset gdn --task translate" + out, "unknown task 'translate'");
   expect_error("train --preset gdn --task recall --frobnicate 3" + out, "frobnicate");
-  expect_error("train --preset gdn --task recall --steps 0" + out, "--steps must be positive");
-  expect_error("train --preset gdn --task recall --batch -2" + out, "--batch must be positive");
-  expect_error("train --preset gdn --task lm --context 0" + out, "--context must be positive");
+  expect_error("train --preset gdn --task recall --steps 0" + out, "--steps: must be in 1..10000000, got 0");
+  expect_error("train --preset gdn --task recall --batch -2" + out, "--batch: must be in 1..4096, got -2");
+  expect_error("train --preset gdn --task lm --context 0" + out, "--context: must be in 1..65536, got 0");
   expect_error("train --preset gdn --task lm --data " + (d / "missing.txt").string() + out,
                "not found");
   std::ofstream(d / "empty.txt").close();
@@ -54,7 +108,7 @@ TEST_CASE("bad input: one line, non-zero exit") {
   expect_error("train --task recall" + out, "--preset is required (or --resume CKPT)");
   expect_error("train --preset gdn" + out, "--task is required (or --resume CKPT)");
   expect_error("train --preset gdn --task recall --extend-to 9" + out, "--extend-to needs --resume");
-  expect_error("state-size --context 0", "--context must be positive");
+  expect_error("state-size --context 0", "--context: must be in 1..1e+12, got 0");
   expect_error("eval --checkpoint " + (d / "none.safetensors").string() + " --text x --context 8",
                "none.safetensors");
 }
@@ -213,7 +267,7 @@ TEST_CASE("--scan-chunk: any chunk length trains like the default, recorded and 
   });
   fs::path d = temp_dir("scan_chunk");
   expect_error("train --preset gdn --task recall --scan-chunk 0 --out " + d.string() + kTiny,
-               "--scan-chunk must be positive, got 0");
+               "--scan-chunk: must be in 1..4096, got 0");
   Result r = run("train --preset gdn --task recall --scan-chunk 5 --out " + d.string() + kTiny);
   INFO(r.output);
   REQUIRE(r.code == 0);

@@ -212,7 +212,7 @@ void add_elementwise_rows(std::vector<Row>& rows) {
                       return out;
                     }});
 
-  rows.push_back({"add_inplace (axpy) [300, 7]", [](Device d) {
+  rows.push_back({"add_inplace (add_inplace) [300, 7]", [](Device d) {
                     Inputs in(d);
                     Tensor dst = in.randn({300, 7}), src = in.randn({300, 7});
                     kernels::add_inplace(dst, src, -0.75);
@@ -517,15 +517,15 @@ void add_norm_conv_rope_adamw_rows(std::vector<Row>& rows) {
   // Outputs: q, the heads' norms, dx, dweight; heads of 32 at scale 1/√32, of 5 at 1.
   struct ConvL2 { Shape x; int64_t K, head; double scale; };
   for (const ConvL2& c : {ConvL2{{2, 37, 128}, 4, 32, 1.0 / std::sqrt(32.0)}, ConvL2{{1, 9, 10}, 4, 5, 1.0}})
-    rows.push_back({"causal_conv1d_silu_l2 " + shape_str(c.x) + " K " + std::to_string(c.K) +
+    rows.push_back({"causal_conv1d_silu_l2_norm " + shape_str(c.x) + " K " + std::to_string(c.K) +
                         " heads of " + std::to_string(c.head),
                     [c](Device d) {
                       Inputs in(d);
                       Tensor x = in.randn(c.x), dq = in.randn(c.x);
                       Tensor weight = in.randn({c.x[2], c.K}, 0.5);
                       Tensor norm, dx, dweight;
-                      Tensor q = kernels::causal_conv1d_silu_l2_forward(x, weight, c.head, 1e-12, c.scale, norm);
-                      kernels::causal_conv1d_silu_l2_backward(x, weight, norm, dq, c.head, 1e-12, c.scale, dx, dweight);
+                      Tensor q = kernels::causal_conv1d_silu_l2_norm_forward(x, weight, c.head, 1e-12, c.scale, norm);
+                      kernels::causal_conv1d_silu_l2_norm_backward(x, weight, norm, dq, c.head, 1e-12, c.scale, dx, dweight);
                       return Outputs{q, norm, dx, dweight};
                     },
                     true});
@@ -585,8 +585,8 @@ void add_scan_rows(std::vector<Row>& rows) {
   // 132 SMs, so some SMs run two blocks of the scan.
   const Size sizes[] = {{2, 13, 2, 8, 4, -1.0, -0.01}, {2, 70, 4, 32, 64, -1.0, -0.01},
                         {1, 40, 2, 32, 16, -20.0, -5.0}, {4, 6, 40, 8, 4, -1.0, -0.01}};
-  for (ScanRule rule : {ScanRule::Linear, ScanRule::Delta, ScanRule::GatedDelta, ScanRule::Retention,
-                        ScanRule::GatedLinear, ScanRule::ChannelGatedLinear})
+  for (ScanRule rule : {ScanRule::Linear, ScanRule::Delta, ScanRule::Gdn, ScanRule::Retnet,
+                        ScanRule::Mamba2, ScanRule::Gla})
     for (bool chunked : {false, true})
       for (const Size& z : sizes) {
         if (z.gate_lo < -2 && !uses_gate(rule)) continue;
@@ -608,7 +608,7 @@ void add_scan_rows(std::vector<Row>& rows) {
                           Tensor s0 = in.randn({z.B, z.H, z.d, z.d}, 0.1);
                           Tensor dout = in.randn({z.B, z.T, z.H, z.d});
                           Tensor ds_final = in.randn({z.B, z.H, z.d, z.d}, 0.1);
-                          kernels::ScanConfig config{rule, chunked, z.chunk};
+                          ScanOptions config{rule, chunked ? ScanForm::Chunked : ScanForm::Sequential, int(z.chunk)};
                           Tensor s_final, saved;
                           Tensor o = kernels::scan_forward(config, q, k, v, beta, g, s0, s_final, &saved);
                           kernels::ScanGrads gr = kernels::scan_backward(config, q, k, v, beta, g, saved,

@@ -14,6 +14,7 @@
 #include "tests/gradcheck.h"
 
 using namespace lina;
+using lina::test::random_ids;
 
 namespace {
 
@@ -47,13 +48,6 @@ ModelConfig tiny_config(const Variant& v, int vocab = 11) {
   ModelConfig c = tiny_config(v.preset, vocab);
   c.feature_map = v.feature_map;
   return c;
-}
-
-Tensor random_ids(int64_t B, int64_t T, int vocab, uint64_t seed) {
-  Rng rng(seed);
-  std::vector<int32_t> v(size_t(B * T));
-  for (auto& x : v) x = int32_t(rng.randint(vocab));
-  return Tensor::from_vector(v, {B, T});
 }
 
 double loss_of(LanguageModel& m, const Tensor& x, const Tensor& y) {
@@ -268,7 +262,7 @@ void check_same_step(const ModelConfig& fused, const ModelConfig& composed, cons
 TEST_CASE("fused and composed attention: the same loss and parameter gradients") {
   for (std::string preset : {"attn", "hybrid"}) {
     ModelConfig fused = tiny_config(preset), composed = fused;
-    composed.fused_attention = false;
+    composed.attention = Fusion::Composed;
     check_same_step(fused, composed, preset);
   }
 }
@@ -276,7 +270,7 @@ TEST_CASE("fused and composed attention: the same loss and parameter gradients")
 TEST_CASE("fused and composed conv + SiLU: the same loss, gradients and step-by-step logits") {
   for (std::string preset : {"linear", "delta", "gdn", "hybrid", "retnet", "mamba2", "gla"}) {
     ModelConfig fused = tiny_config(preset), composed = fused;
-    composed.fused_conv = false;
+    composed.conv = Fusion::Composed;
     check_same_step(fused, composed, preset);
 
     // generation: the conv cache takes the same path in both forms

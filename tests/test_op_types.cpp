@@ -72,8 +72,8 @@ std::vector<OpCase> op_cases() {
       {OpKind::RmsNorm, [] { return rms_norm(leaf({2, 3}), leaf({3})); }},
       {OpKind::L2Norm, [] { return l2_norm(x23()); }},
       {OpKind::CausalConv1d, [] { return causal_conv1d(leaf({1, 4, 3}), leaf({3, 2})); }},
-      {OpKind::Conv1dSilu, [] { return conv1d_silu(leaf({1, 4, 3}), leaf({3, 2})); }},
-      {OpKind::Conv1dSiluL2Norm, [] { return conv1d_silu_l2norm(leaf({1, 4, 4}), leaf({4, 2}), 2); }},
+      {OpKind::CausalConv1dSilu, [] { return causal_conv1d_silu(leaf({1, 4, 3}), leaf({3, 2})); }},
+      {OpKind::CausalConv1dSiluL2Norm, [] { return causal_conv1d_silu_l2_norm(leaf({1, 4, 4}), leaf({4, 2}), 2); }},
       {OpKind::Rope, [] { return rope(leaf({1, 2, 1, 4})); }},
       {OpKind::Scan, [] {
          ScanOptions linear{ScanRule::Linear, ScanForm::Sequential, 2};
@@ -121,7 +121,7 @@ TEST_CASE("the elementwise names come from the one op list") {
   CHECK(std::string(binary_fn_name(BinaryFn::Div)) == "div");
   CHECK(std::string(unary_fn_name(UnaryFn::LogSigmoid)) == "log_sigmoid");
   CHECK(std::string(op_name(OpKind::CausalConv1d)) == "causal_conv1d");
-  CHECK(std::string(op_name(OpKind::Conv1dSilu)) == "conv1d_silu");
-  CHECK(std::string(op_name(OpKind::Conv1dSiluL2Norm)) == "conv1d_silu_l2norm");
+  CHECK(std::string(op_name(OpKind::CausalConv1dSilu)) == "causal_conv1d_silu");
+  CHECK(std::string(op_name(OpKind::CausalConv1dSiluL2Norm)) == "causal_conv1d_silu_l2_norm");
   CHECK(std::string(op_name(OpKind::Scan)) == "scan");
 }

@@ -1,4 +1,4 @@
-// rms_norm, l2_norm, causal_conv1d, conv1d_silu and rope: gradient checks,
+// rms_norm, l2_norm, causal_conv1d, causal_conv1d_silu and rope: gradient checks,
 // known values, weight gradients summed over many rows against a plain loop,
 // the fused conv + SiLU against its composition, and errors.
 #include <doctest/doctest.h>
@@ -40,17 +40,17 @@ const std::vector<GradcheckRow> kRows = {
        check_gradients(f, {randn64({2, 1, 4}), randn64({4, 2})});  // T < K
        check_gradients(f, {randn64({1, 6, 5}), randn64({5, 2})});  // T > K
      }},
-    {OpKind::Conv1dSilu, "K = 4 and K = 2, with T < K and T > K", [] {
-       auto f = [](auto& v) { return conv1d_silu(v[0], v[1]); };
+    {OpKind::CausalConv1dSilu, "K = 4 and K = 2, with T < K and T > K", [] {
+       auto f = [](auto& v) { return causal_conv1d_silu(v[0], v[1]); };
        check_gradients(f, {randn64({2, 3, 3}), randn64({3, 4})});  // T < K
        check_gradients(f, {randn64({2, 7, 3}), randn64({3, 4})});  // T > K
        check_gradients(f, {randn64({2, 1, 4}), randn64({4, 2})});  // T < K
        check_gradients(f, {randn64({1, 6, 5}), randn64({5, 2})});  // T > K
      }},
-    {OpKind::Conv1dSiluL2Norm, "heads of 3 and 8, K = 4 and 2, scale 1 and 1/√8", [] {
-       check_gradients([](auto& v) { return conv1d_silu_l2norm(v[0], v[1], 3); },
+    {OpKind::CausalConv1dSiluL2Norm, "heads of 3 and 8, K = 4 and 2, scale 1 and 1/√8", [] {
+       check_gradients([](auto& v) { return causal_conv1d_silu_l2_norm(v[0], v[1], 3); },
                        {randn64({2, 7, 6}), randn64({6, 4})});
-       check_gradients([](auto& v) { return conv1d_silu_l2norm(v[0], v[1], 8, 1.0 / std::sqrt(8.0)); },
+       check_gradients([](auto& v) { return causal_conv1d_silu_l2_norm(v[0], v[1], 8, 1.0 / std::sqrt(8.0)); },
                        {randn64({1, 3, 16}), randn64({16, 2})});
      }},
     {OpKind::Rope, "D = 8 at pos0 = 0 and D = 32 at pos0 = 5", [] {
@@ -66,7 +66,7 @@ Var leaf(const std::vector<double>& values, const Shape& shape, bool requires_gr
 
 }  // namespace
 
-TEST_CASE("gradcheck: rms_norm, l2_norm, causal_conv1d, conv1d_silu, rope") {
+TEST_CASE("gradcheck: rms_norm, l2_norm, causal_conv1d, causal_conv1d_silu, rope") {
   run_gradchecks(kRows);
 }
 
@@ -132,7 +132,7 @@ TEST_CASE("l2_norm's scale multiplies y and dx (and leaves the saved norm alone)
   CHECK(max_abs_diff(dxs, kernels::unary(UnaryFn::MulScalar, dx1, s)) < 1e-14);
 }
 
-TEST_CASE("conv1d_silu matches silu(causal_conv1d): forward and both gradients, float32") {
+TEST_CASE("causal_conv1d_silu matches silu(causal_conv1d): forward and both gradients, float32") {
   struct Dims { int64_t B, T, C, K; };
   // 300 rows: three dw chunks of 128 rows; C = 130 is not a multiple of a SIMD width
   for (Dims d : {Dims{2, 13, 5, 4}, Dims{3, 100, 130, 4}, Dims{1, 3, 7, 4}, Dims{2, 9, 3, 1}}) {
@@ -140,7 +140,7 @@ TEST_CASE("conv1d_silu matches silu(causal_conv1d): forward and both gradients, 
     Tensor x = randn64({d.B, d.T, d.C}).to(DType::f32), w = randn64({d.C, d.K}, 0.5).to(DType::f32);
     Tensor r = randn64({d.B, d.T, d.C}).to(DType::f32);
     Var xf(x, true), wf(w, true), xc(x.clone(), true), wc(w.clone(), true);
-    Var fused = conv1d_silu(xf, wf), composed = silu(causal_conv1d(xc, wc));
+    Var fused = causal_conv1d_silu(xf, wf), composed = silu(causal_conv1d(xc, wc));
     CHECK(max_abs_diff(fused.data(), composed.data()) < 1e-6);
     sum_all(mul(fused, Var(r))).backward();
     sum_all(mul(composed, Var(r))).backward();
@@ -156,7 +156,7 @@ TEST_CASE("conv1d_silu matches silu(causal_conv1d): forward and both gradients, 
   }
 }
 
-TEST_CASE("conv1d_silu_l2norm matches l2_norm(conv1d_silu) per head: forward, gradients, the same bits") {
+TEST_CASE("causal_conv1d_silu_l2_norm matches l2_norm(causal_conv1d_silu) per head: forward, gradients, the same bits") {
   struct Dims { int64_t B, T, C, K, head; };
   // C = 128 in heads of 32: the model's q and k; 300 rows cross two dw chunk boundaries
   for (Dims d : {Dims{2, 70, 128, 4, 32}, Dims{3, 100, 10, 4, 5}, Dims{1, 3, 6, 4, 6}}) {
@@ -165,8 +165,8 @@ TEST_CASE("conv1d_silu_l2norm matches l2_norm(conv1d_silu) per head: forward, gr
     Tensor x = randn64({d.B, d.T, d.C}).to(DType::f32), w = randn64({d.C, d.K}, 0.5).to(DType::f32);
     Tensor r = randn64({d.B, d.T, d.C}).to(DType::f32);
     Var xf(x, true), wf(w, true), xc(x.clone(), true), wc(w.clone(), true);
-    Var fused = conv1d_silu_l2norm(xf, wf, d.head, scale);
-    Var composed = reshape(l2_norm(reshape(conv1d_silu(xc, wc), {d.B, d.T, d.C / d.head, d.head}), 1e-12, scale),
+    Var fused = causal_conv1d_silu_l2_norm(xf, wf, d.head, scale);
+    Var composed = reshape(l2_norm(reshape(causal_conv1d_silu(xc, wc), {d.B, d.T, d.C / d.head, d.head}), 1e-12, scale),
                            {d.B, d.T, d.C});
     // row by row the same code as the two ops: the same bits
     CHECK(max_abs_diff(fused.data(), composed.data()) == 0.0);
@@ -181,13 +181,13 @@ TEST_CASE("conv1d_silu_l2norm matches l2_norm(conv1d_silu) per head: forward, gr
     CHECK(std::string(saved[2].first) == "norm");
     CHECK(saved[2].second.numel() == d.B * d.T * d.C / d.head);  // one number per head, not a [B, T, C]
   }
-  CHECK_THROWS_WITH_AS(conv1d_silu_l2norm(Var(Tensor::zeros({1, 2, 6})), Var(Tensor::zeros({6, 4})), 4),
+  CHECK_THROWS_WITH_AS(causal_conv1d_silu_l2_norm(Var(Tensor::zeros({1, 2, 6})), Var(Tensor::zeros({6, 4})), 4),
                        doctest::Contains("do not split into heads of 4"), Error);
 }
 
-TEST_CASE("conv1d_silu keeps only x and weight for its backward") {
+TEST_CASE("causal_conv1d_silu keeps only x and weight for its backward") {
   Var x(randn64({1, 5, 3}), true), w(randn64({3, 4}), true);
-  Var y = conv1d_silu(x, w);
+  Var y = causal_conv1d_silu(x, w);
   REQUIRE(y.grad_fn() != nullptr);
   SavedTensors saved = y.grad_fn()->saved();
   REQUIRE(saved.size() == 2);
@@ -272,7 +272,7 @@ TEST_CASE("norm, conv and rope forwards agree in float32 and float64") {
   Tensor xc = x.reshape({2, 15, 8});
   CHECK(max_abs_diff(causal_conv1d(f32(xc), f32(cw)).data(), causal_conv1d(Var(xc), Var(cw)).data()) <
         1e-5);
-  CHECK(max_abs_diff(conv1d_silu(f32(xc), f32(cw)).data(), conv1d_silu(Var(xc), Var(cw)).data()) <
+  CHECK(max_abs_diff(causal_conv1d_silu(f32(xc), f32(cw)).data(), causal_conv1d_silu(Var(xc), Var(cw)).data()) <
         1e-5);
 }
 
@@ -313,8 +313,8 @@ TEST_CASE("norm, conv and rope errors name the op and the shapes") {
   CHECK_THROWS_WITH_AS(causal_conv1d(Var(Tensor::zeros({2, 4}, DType::f64)),
                                      Var(Tensor::zeros({4, 4}, DType::f64))),
                        doctest::Contains("causal_conv1d: expected x [B, T, C]"), Error);
-  CHECK_THROWS_WITH_AS(conv1d_silu(x, Var(Tensor::zeros({3, 4}, DType::f64))),
-                       doctest::Contains("conv1d_silu: weight [3, 4] is not [C, K] with C = 4"),
+  CHECK_THROWS_WITH_AS(causal_conv1d_silu(x, Var(Tensor::zeros({3, 4}, DType::f64))),
+                       doctest::Contains("causal_conv1d_silu: weight [3, 4] is not [C, K] with C = 4"),
                        Error);
   CHECK_THROWS_WITH_AS(rms_norm(x, Var(Tensor::ones({4}, DType::f32))),
                        doctest::Contains("rms_norm: dtype mismatch"), Error);

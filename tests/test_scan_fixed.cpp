@@ -16,30 +16,13 @@
 #include "backend_cpu/small_matmul.h"
 #include "core/rng.h"
 #include "core/tensor.h"
+#include "tests/harness.h"
 
 using namespace lina;
 using namespace lina::cpu::scan_chunk;
+using namespace lina::test;
 
 namespace {
-
-template <class T> std::vector<T> random_vector(int64_t n, Rng& rng, double lo, double hi) {
-  std::vector<double> x = Tensor::rand({n}, rng, lo, hi, DType::f64).to_vector<double>();
-  return std::vector<T>(x.begin(), x.end());
-}
-
-// max|a − b| ≤ tolerance · max(1, max|b|)
-template <class T>
-void check_close(const std::string& what, const std::vector<T>& a, const std::vector<T>& b,
-                 double tolerance) {
-  REQUIRE(a.size() == b.size());
-  double err = 0, size = 1;
-  for (size_t i = 0; i < a.size(); ++i) {
-    err = std::max(err, std::fabs(double(a[i]) - double(b[i])));
-    size = std::max(size, std::fabs(double(b[i])));
-  }
-  CHECK_MESSAGE(err <= tolerance * size, what << ": max|fixed − eigen| = " << err
-                                              << ", max|eigen| = " << size);
-}
 
 // With `ends`, a nonzero S_0 and dS_T; without, none (null), as in training:
 // the first chunk then starts from a zero state and the last receives a zero
@@ -87,8 +70,8 @@ void compare(ScanRule rule, int64_t C, int64_t T_len, bool ends, double toleranc
 }  // namespace
 
 TEST_CASE("fixed-size chunked scan: the same results as the Eigen chunked scans") {
-  for (ScanRule rule : {ScanRule::Linear, ScanRule::Delta, ScanRule::GatedDelta,
-                        ScanRule::Retention, ScanRule::GatedLinear})
+  for (ScanRule rule : {ScanRule::Linear, ScanRule::Delta, ScanRule::Gdn,
+                        ScanRule::Retnet, ScanRule::Mamba2})
     for (int64_t C : {16, 64})
       for (int64_t T_len : {64, 70, 10, 128})
         for (bool ends : {true, false}) {
@@ -106,7 +89,7 @@ TEST_CASE("fixed-size chunked scan: compiled for the model's head size, chunk le
   CHECK_FALSE(fixed_forward<float>(s, 8, none, nullptr, nullptr, nullptr, nullptr));
   CHECK_FALSE(fixed_forward<float>(ScanShape{1, 8, 1, 16, ScanRule::Delta}, 16, none, nullptr,
                                    nullptr, nullptr, nullptr));
-  CHECK_FALSE(fixed_forward<float>(ScanShape{1, 8, 1, 32, ScanRule::ChannelGatedLinear}, 16,
+  CHECK_FALSE(fixed_forward<float>(ScanShape{1, 8, 1, 32, ScanRule::Gla}, 16,
                                    none, nullptr, nullptr, nullptr, nullptr));
   CHECK_FALSE(fixed_backward<float>(s, 32, none, nullptr, nullptr, nullptr, {}));
 }
@@ -167,26 +150,26 @@ TEST_CASE("small products: matmul, transposed matmul, triangular solves, lane su
     }
   check_close("16×16 A B", sq, sq_want, 1e-6);
 
-  // lane_sums of lanes_dot: row r of X (64×16 doubles) times y, 8 blocks of 8 rows
+  // sum_of_lanes_each of lanes_of_dot: row r of X (64×16 doubles) times y, 8 blocks of 8 rows
   const std::vector<double> Xr = random_vector<double>(64 * 16, rng, -1, 1),
                             y = random_vector<double>(16, rng, -1, 1);
   std::vector<cpu::small::Vec64<double>> vecs(64);
   std::vector<double> row_sum(64), want_sum(64);
   for (int r = 0; r < 64; ++r) {
-    vecs[size_t(r)] = cpu::small::lanes_dot<16>(Xr.data() + r * 16, y.data());
+    vecs[size_t(r)] = cpu::small::lanes_of_dot<16>(Xr.data() + r * 16, y.data());
     for (int j = 0; j < 16; ++j) want_sum[size_t(r)] += Xr[size_t(r * 16 + j)] * y[size_t(j)];
   }
-  cpu::small::lane_sums<64>(vecs.data(), row_sum.data());
-  check_close("lane_sums of lanes_dot", row_sum, want_sum, 1e-12);
+  cpu::small::sum_of_lanes_each<64>(vecs.data(), row_sum.data());
+  check_close("sum_of_lanes_each of lanes_of_dot", row_sum, want_sum, 1e-12);
 
-  // lane_sum: powers of two, so any order of addition gives the exact sum and
+  // sum_of_lanes: powers of two, so any order of addition gives the exact sum and
   // every lane counts once (a lane dropped or added twice changes the sum)
   cpu::small::Vec64<float> lanes;
   for (int j = 0; j < 16; ++j) lanes[j] = float(1 << j);
-  CHECK(cpu::small::lane_sum<float>(lanes) == float((1 << 16) - 1));
+  CHECK(cpu::small::sum_of_lanes<float>(lanes) == float((1 << 16) - 1));
   cpu::small::Vec64<double> lanes8;
   for (int j = 0; j < 8; ++j) lanes8[j] = double(1 << j);
-  CHECK(cpu::small::lane_sum<double>(lanes8) == 255.0);
+  CHECK(cpu::small::sum_of_lanes<double>(lanes8) == 255.0);
 
   std::vector<double> X = random_vector<double>(16 * 48, rng, -1, 1), Xt(48 * 16);
   cpu::small::transpose<16, 32>(X.data(), 48, Xt.data());  // the first 32 of 48 columns

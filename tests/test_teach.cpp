@@ -113,7 +113,7 @@ TEST_CASE("names: the model names its intermediates after spec 1.4's prefixes") 
     CHECK(names.count(expected) == 1);
   }
   // Attention op by op names its scores and weights too.
-  config.fused_attention = false;
+  config.attention = Fusion::Composed;
   LanguageModel composed(config, 7);
   names = graph_names(composed.forward(Tensor::zeros({1, 4}, DType::i32)));
   CHECK(names.count("layers.1.mixer.scores") == 1);

@@ -100,20 +100,20 @@ struct CausalConv1dOp : Node {
 
 Var causal_conv1d(const Var& x, const Var& weight) { return CausalConv1dOp::apply(x, weight); }
 
-// ---- conv1d_silu: causal_conv1d, then SiLU, as one op ----------------------------------------
+// ---- causal_conv1d_silu: causal_conv1d, then SiLU, as one op ----------------------------------------
 // z = causal_conv1d(x, w), y = silu(z) = z σ(z). Only x and w are saved (the
 // composition would also keep z, one more [B, T, C] per conv). backward:
 //   dz = dy ⊙ silu'(z) = dy ⊙ σ(z) (1 + z (1 − σ(z)))   (z recomputed: K taps per element)
 //   dx, dw = causal_conv1d's backward of dz (above)
-struct Conv1dSiluOp : Node {
-  Conv1dSiluOp() : Node(OpKind::Conv1dSilu) {}
+struct CausalConv1dSiluOp : Node {
+  CausalConv1dSiluOp() : Node(OpKind::CausalConv1dSilu) {}
   Tensor x, weight;
   SavedTensors saved() const override { return {{"x", x}, {"weight", weight}}; }
 
   static Var apply(const Var& x, const Var& weight) {
     Tensor y = kernels::causal_conv1d_silu_forward(x.data(), weight.data());
     if (!needs_grad({x, weight})) return Var(y);
-    auto node = std::make_shared<Conv1dSiluOp>();
+    auto node = std::make_shared<CausalConv1dSiluOp>();
     node->x = x.data();
     node->weight = weight.data();
     return record(y, node, {x, weight});
@@ -126,16 +126,16 @@ struct Conv1dSiluOp : Node {
   }
 };
 
-Var conv1d_silu(const Var& x, const Var& weight) { return Conv1dSiluOp::apply(x, weight); }
+Var causal_conv1d_silu(const Var& x, const Var& weight) { return CausalConv1dSiluOp::apply(x, weight); }
 
-// ---- conv1d_silu_l2norm: conv1d_silu, then each head L2-normalised, as one op -------------
-// y = conv1d_silu(x, w); q = s · y / max(‖y‖, ε) for each head (group of
+// ---- causal_conv1d_silu_l2_norm: causal_conv1d_silu, then each head L2-normalised, as one op -------------
+// y = causal_conv1d_silu(x, w); q = s · y / max(‖y‖, ε) for each head (group of
 // `head` channels): the feature map of q and k (every recurrent mixer but
 // linear attention's). Saved: x, w and one norm per head (the composition
 // would also keep z and y, two more [B, T, C]). backward: y recomputed,
-// dy = l2_norm's backward of dq (above), then conv1d_silu's backward of dy.
-struct Conv1dSiluL2NormOp : Node {
-  Conv1dSiluL2NormOp() : Node(OpKind::Conv1dSiluL2Norm) {}
+// dy = l2_norm's backward of dq (above), then causal_conv1d_silu's backward of dy.
+struct CausalConv1dSiluL2NormOp : Node {
+  CausalConv1dSiluL2NormOp() : Node(OpKind::CausalConv1dSiluL2Norm) {}
   Tensor x, weight;
   Tensor norm;  // ‖y‖ per head, [B, T, C / head]
   SavedTensors saved() const override { return {{"x", x}, {"weight", weight}, {"norm", norm}}; }
@@ -144,9 +144,9 @@ struct Conv1dSiluL2NormOp : Node {
 
   static Var apply(const Var& x, const Var& weight, int64_t head, double scale, double eps) {
     Tensor norm;
-    Tensor q = kernels::causal_conv1d_silu_l2_forward(x.data(), weight.data(), head, eps, scale, norm);
+    Tensor q = kernels::causal_conv1d_silu_l2_norm_forward(x.data(), weight.data(), head, eps, scale, norm);
     if (!needs_grad({x, weight})) return Var(q);
-    auto node = std::make_shared<Conv1dSiluL2NormOp>();
+    auto node = std::make_shared<CausalConv1dSiluL2NormOp>();
     node->x = x.data();
     node->weight = weight.data();
     node->norm = norm;
@@ -158,13 +158,13 @@ struct Conv1dSiluL2NormOp : Node {
 
   std::vector<Tensor> backward(const Tensor& dq) override {
     Tensor dx, dweight;
-    kernels::causal_conv1d_silu_l2_backward(x, weight, norm, dq, head, eps, scale, dx, dweight);
+    kernels::causal_conv1d_silu_l2_norm_backward(x, weight, norm, dq, head, eps, scale, dx, dweight);
     return {dx, dweight};
   }
 };
 
-Var conv1d_silu_l2norm(const Var& x, const Var& weight, int64_t head, double scale, double eps) {
-  return Conv1dSiluL2NormOp::apply(x, weight, head, scale, eps);
+Var causal_conv1d_silu_l2_norm(const Var& x, const Var& weight, int64_t head, double scale, double eps) {
+  return CausalConv1dSiluL2NormOp::apply(x, weight, head, scale, eps);
 }
 
 // ---- rope -----------------------------------------------------------------------------------

@@ -16,7 +16,7 @@ namespace lina {
 
 struct ScanOp : Node {
   ScanOp() : Node(OpKind::Scan) {}
-  kernels::ScanConfig config;
+  ScanOptions options;
   Tensor q, k, v, beta, log_alpha;  // saved inputs; beta / log_alpha undefined when unused
   Tensor saved_states;  // S_0 … S_{T−1} (sequential) or the chunk-start states (chunked)
   SavedTensors saved() const override {
@@ -27,26 +27,22 @@ struct ScanOp : Node {
   static Var apply(const ScanOptions& options, const Var& q, const Var& k, const Var& v,
                    const Var& beta, const Var& log_alpha, const Tensor& initial_state,
                    Tensor* final_state) {
-    kernels::ScanConfig config;
-    config.rule = options.rule;
-    config.chunked = options.form == ScanForm::Chunked;
-    config.chunk = options.chunk;
     const Tensor beta_t = beta.defined() ? beta.data() : Tensor();
     const Tensor log_alpha_t = log_alpha.defined() ? log_alpha.data() : Tensor();
 
     // Only the inputs the rule reads are recorded (the kernels reject the others).
     std::vector<Var> inputs{q, k, v};
-    if (uses_beta(config.rule) && beta.defined()) inputs.push_back(beta);
-    if (uses_gate(config.rule) && log_alpha.defined()) inputs.push_back(log_alpha);
+    if (uses_beta(options.rule) && beta.defined()) inputs.push_back(beta);
+    if (uses_gate(options.rule) && log_alpha.defined()) inputs.push_back(log_alpha);
     const bool grad = needs_grad(inputs);
 
     Tensor s_final, saved;
-    Tensor o = kernels::scan_forward(config, q.data(), k.data(), v.data(), beta_t, log_alpha_t,
+    Tensor o = kernels::scan_forward(options, q.data(), k.data(), v.data(), beta_t, log_alpha_t,
                                      initial_state, s_final, grad ? &saved : nullptr);
     if (final_state) *final_state = s_final;
     if (!grad) return Var(o);
     auto node = std::make_shared<ScanOp>();
-    node->config = config;
+    node->options = options;
     node->q = q.data();
     node->k = k.data();
     node->v = v.data();
@@ -59,11 +55,11 @@ struct ScanOp : Node {
   // dout [B, T, H, d]. S_T leaves the op as a plain tensor, so dS_T = 0, and
   // the initial state receives no gradient.
   std::vector<Tensor> backward(const Tensor& dout) override {
-    kernels::ScanGrads g = kernels::scan_backward(config, q, k, v, beta, log_alpha, saved_states,
+    kernels::ScanGrads g = kernels::scan_backward(options, q, k, v, beta, log_alpha, saved_states,
                                                   dout, Tensor());
     std::vector<Tensor> grads{g.dq, g.dk, g.dv};
-    if (uses_beta(config.rule)) grads.push_back(g.dbeta);
-    if (uses_gate(config.rule)) grads.push_back(g.dlog_alpha);
+    if (uses_beta(options.rule)) grads.push_back(g.dbeta);
+    if (uses_gate(options.rule)) grads.push_back(g.dlog_alpha);
     return grads;
   }
 };

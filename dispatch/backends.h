@@ -1,0 +1,110 @@
+// Internal to the dispatch/*.cpp files: dtype and device selection.
+// dispatch/ is the one layer that sees both backends: it implements the
+// entry points core/kernels.h declares by calling backend_cpu/ or
+// backend_cuda/; core/ and the backends never include each other.
+#pragma once
+#include <chrono>
+#include <string>
+#include <utility>
+
+#include "backend_cpu/cpu_kernels.h"
+#include "backend_cuda/cuda_kernels.h"
+#include "core/profile.h"
+#include "core/tensor.h"
+
+namespace lina::kernels::detail {
+
+// Calls fn(float{}) or fn(double{}) for a float tensor; throws otherwise.
+template <class Fn>
+void with_float_type(const Tensor& t, const char* op, Fn&& fn) {
+  switch (t.dtype()) {
+    case DType::f32: fn(float{}); return;
+    case DType::f64: fn(double{}); return;
+    default: throw Error(std::string(op) + ": expected float32 or float64, got " + t.describe());
+  }
+}
+
+// Throws unless t is float32: the CUDA kernels are.
+inline void require_cuda_float(const Tensor& t, const char* op) {
+  if (t.dtype() != DType::f32)
+    throw Error(std::string(op) + ": the CUDA backend supports float32 only, got " + t.describe());
+}
+
+// One id per entry of LINA_KERNELS, in its order.
+enum class KernelId {
+#define LINA_KERNEL_ID(ret, name, params) name,
+  LINA_KERNELS(LINA_KERNEL_ID, float)
+#undef LINA_KERNEL_ID
+  Count
+};
+int64_t* cuda_kernel_call_counts();  // [KernelId::Count], dispatch.cpp
+
+// ---- one call site for both backends ----------------------------------------------
+// A backend as a type: B::name(args...) calls that backend's kernel `name`,
+// B::type is its element type. on_backend picks B from the tensor, so a
+// dispatch function writes each kernel's arguments once:
+//   on_backend(x, "softmax", [&](auto backend) {
+//     using B = decltype(backend);
+//     using T = typename B::type;
+//     B::softmax_forward(x.data<T>(), y.data<T>(), R, N, Tq, causal);
+//   });
+template <class T>
+struct CpuBackend {
+  using type = T;
+#define LINA_FORWARD_TO_CPU(ret, name, params) \
+  template <class... A> static ret name(A&&... a) { return cpu::name<T>(std::forward<A>(a)...); }
+  LINA_KERNELS(LINA_FORWARD_TO_CPU, T)
+#undef LINA_FORWARD_TO_CPU
+};
+
+// Every CUDA call of a list entry is counted (kernels::cuda_kernel_calls),
+// so the op × device table can tell which entries it has not run.
+struct CudaBackend {
+  using type = float;
+#define LINA_FORWARD_TO_CUDA(ret, name, params)                  \
+  template <class... A> static ret name(A&&... a) {              \
+    ++cuda_kernel_call_counts()[int(KernelId::name)];            \
+    return cuda::name(std::forward<A>(a)...);                    \
+  }
+  LINA_KERNELS(LINA_FORWARD_TO_CUDA, float)
+#undef LINA_FORWARD_TO_CUDA
+};
+
+// Calls call(CpuBackend<float or double>{}) for a CPU tensor, call(CudaBackend{})
+// for a CUDA one (float32 only); throws for other dtypes. The switch names every
+// Device and has no default, so a new device is a compile error here
+// (-Werror=switch), not a silent fall-through to one of these.
+template <class Call>
+void on_backend_untimed(const Tensor& t, const char* op, Call&& call) {
+  switch (t.device()) {
+    case Device::cpu:
+      with_float_type(t, op, [&](auto zero) { call(CpuBackend<decltype(zero)>{}); });
+      return;
+    case Device::cuda:
+      require_cuda_float(t, op);
+      call(CudaBackend{});
+      return;
+  }
+}
+
+// on_backend_untimed, timed by op name when profiling is on (core/profile.h).
+// Off, the cost is one predictable branch on a global bool.
+template <class Call>
+void on_backend(const Tensor& t, const char* op, Call&& call) {
+  if (!profile::enabled()) {
+    on_backend_untimed(t, op, std::forward<Call>(call));
+    return;
+  }
+  using Clock = std::chrono::steady_clock;
+  bool outermost = profile::begin_call();
+  auto t0 = Clock::now();
+  try {
+    on_backend_untimed(t, op, std::forward<Call>(call));
+  } catch (...) {
+    profile::end_call(nullptr, 0);
+    throw;
+  }
+  profile::end_call(outermost ? op : nullptr, std::chrono::duration<double>(Clock::now() - t0).count());
+}
+
+}  // namespace lina::kernels::detail

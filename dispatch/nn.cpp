@@ -1,0 +1,427 @@
+// Backend dispatch for the neural-network ops: softmax, log-softmax,
+// cross-entropy, embedding, RMSNorm, L2 norm, causal conv1d, RoPE.
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "backend_cpu/cpu_kernels.h"
+#include "backend_cuda/cuda_kernels.h"
+#include "dispatch/backends.h"
+#include "core/kernels.h"
+
+namespace lina::kernels {
+
+using detail::on_backend;
+
+// ---- softmax, log-softmax, cross-entropy, embedding ----
+
+namespace {
+
+// x viewed as [rows, n] over its last axis; the last axis must not be empty.
+int64_t rows_of_last_axis(const Tensor& x, const char* op) {
+  check_ndim_at_least(x, 1, op);
+  int64_t n = x.dim(-1);
+  check(n > 0, std::string(op) + ": the last axis is empty in " + x.describe());
+  return x.numel() / n;
+}
+
+// ids: int32 with every entry in [0, limit); `what` names an entry ("id").
+// CUDA ids are not read back here (that would stop the GPU every step): the
+// kernels check each id they read, and the first bad one is reported at the
+// next read of device memory with this same message (backend_cuda/memory.cu).
+void check_index_range(const Tensor& ids, int64_t limit, const char* op, const char* what) {
+  check(ids.dtype() == DType::i32,
+        std::string(op) + ": " + what + "s must be int32, got " + ids.describe());
+  switch (ids.device()) {
+    case Device::cpu:
+      for (int32_t id : ids.to_vector<int32_t>())
+        check(id >= 0 && id < limit, std::string(op) + ": " + what + " " + std::to_string(id) +
+                                         " out of range for vocabulary " + std::to_string(limit));
+      return;
+    case Device::cuda: return;
+  }
+}
+
+// logits [..., V] without the last axis: the shape of targets and mask.
+Shape positions_shape(const Tensor& logits) {
+  return Shape(logits.shape().begin(), logits.shape().end() - 1);
+}
+
+}  // namespace
+
+Tensor softmax_forward(const Tensor& x, bool causal) {
+  check_float(x, "softmax");
+  int64_t R = rows_of_last_axis(x, "softmax");
+  int64_t Tq = 1;
+  if (causal) {
+    check_ndim_at_least(x, 2, "softmax");
+    Tq = x.dim(-2);
+    check(x.dim(-1) >= Tq, "softmax: causal needs [..., Tq, Tk] with Tk >= Tq, got " +
+                               shape_str(x.shape()));
+  }
+  Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
+  on_backend(x, "softmax", [&](auto backend) {
+    using B = decltype(backend);
+    using T = typename B::type;
+    B::softmax_forward(x.data<T>(), y.data<T>(), R, x.dim(-1), Tq, causal);
+  });
+  return y;
+}
+
+Tensor softmax_backward(const Tensor& y, const Tensor& dy) {
+  check_same_shape(y, dy, "softmax_backward");
+  check_same_dtype_device(y, dy, "softmax_backward");
+  int64_t R = rows_of_last_axis(y, "softmax_backward");
+  Tensor dx = Tensor::empty(y.shape(), y.dtype(), y.device());
+  on_backend(y, "softmax_backward", [&](auto backend) {
+    using B = decltype(backend);
+    using T = typename B::type;
+    B::softmax_backward(y.data<T>(), dy.data<T>(), dx.data<T>(), R, y.dim(-1));
+  });
+  return dx;
+}
+
+Tensor log_softmax_forward(const Tensor& x) {
+  check_float(x, "log_softmax");
+  int64_t R = rows_of_last_axis(x, "log_softmax");
+  Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
+  on_backend(x, "log_softmax", [&](auto backend) {
+    using B = decltype(backend);
+    using T = typename B::type;
+    B::log_softmax_forward(x.data<T>(), y.data<T>(), R, x.dim(-1));
+  });
+  return y;
+}
+
+Tensor log_softmax_backward(const Tensor& y, const Tensor& dy) {
+  check_same_shape(y, dy, "log_softmax_backward");
+  check_same_dtype_device(y, dy, "log_softmax_backward");
+  int64_t R = rows_of_last_axis(y, "log_softmax_backward");
+  Tensor dx = Tensor::empty(y.shape(), y.dtype(), y.device());
+  on_backend(y, "log_softmax_backward", [&](auto backend) {
+    using B = decltype(backend);
+    using T = typename B::type;
+    B::log_softmax_backward(y.data<T>(), dy.data<T>(), dx.data<T>(), R, y.dim(-1));
+  });
+  return dx;
+}
+
+Tensor cross_entropy_forward(const Tensor& logits, const Tensor& targets, const Tensor& mask,
+                             Tensor& probs_out) {
+  const char* op = "cross_entropy";
+  check_float(logits, op);
+  int64_t R = rows_of_last_axis(logits, op);
+  int64_t V = logits.dim(-1);
+  Shape positions = positions_shape(logits);
+  check(targets.defined() && targets.shape() == positions,
+        std::string(op) + ": targets " + (targets.defined() ? shape_str(targets.shape()) : "(none)") +
+            " do not match logits " + shape_str(logits.shape()) + " (expected " +
+            shape_str(positions) + ")");
+  check(targets.device() == logits.device(),
+        std::string(op) + ": device mismatch " + logits.describe() + " vs " + targets.describe());
+  if (mask.defined()) {
+    check(mask.shape() == positions, std::string(op) + ": mask " + shape_str(mask.shape()) +
+                                         " does not match logits " + shape_str(logits.shape()) +
+                                         " (expected " + shape_str(positions) + ")");
+    check_same_dtype_device(logits, mask, op);
+  }
+  check_index_range(targets, V, op, "target");
+  probs_out = Tensor::empty(logits.shape(), logits.dtype(), logits.device());
+  Tensor loss = Tensor::empty({}, logits.dtype(), logits.device());
+  on_backend(logits, op, [&](auto backend) {
+    using B = decltype(backend);
+    using T = typename B::type;
+    B::cross_entropy_forward(logits.data<T>(), targets.data<int32_t>(),
+                             mask.defined() ? mask.data<T>() : nullptr, probs_out.data<T>(),
+                             loss.data<T>(), R, V);
+  });
+  return loss;
+}
+
+Tensor cross_entropy_backward(const Tensor& probs, const Tensor& targets, const Tensor& mask,
+                              const Tensor& dloss) {
+  const char* op = "cross_entropy_backward";
+  check_float(probs, op);
+  int64_t R = rows_of_last_axis(probs, op);
+  Shape positions = positions_shape(probs);
+  check(targets.dtype() == DType::i32 && targets.shape() == positions,
+        std::string(op) + ": targets " + targets.describe() + " do not match probabilities " +
+            shape_str(probs.shape()));
+  if (mask.defined()) {
+    check(mask.shape() == positions, std::string(op) + ": mask " + shape_str(mask.shape()) +
+                                         " does not match probabilities " +
+                                         shape_str(probs.shape()));
+    check_same_dtype_device(probs, mask, op);
+  }
+  check(dloss.numel() == 1, std::string(op) + ": expected a one-element gradient, got " +
+                                dloss.describe());
+  check_same_dtype_device(probs, dloss, op);
+  Tensor dlogits = Tensor::empty(probs.shape(), probs.dtype(), probs.device());
+  on_backend(probs, op, [&](auto backend) {
+    using B = decltype(backend);
+    using T = typename B::type;
+    B::cross_entropy_backward(probs.data<T>(), targets.data<int32_t>(),
+                              mask.defined() ? mask.data<T>() : nullptr, dloss.data<T>(),
+                              dlogits.data<T>(), R, probs.dim(-1));
+  });
+  return dlogits;
+}
+
+Tensor embedding_forward(const Tensor& weight, const Tensor& ids) {
+  const char* op = "embedding";
+  check_float(weight, op);
+  check(weight.ndim() == 2, std::string(op) + ": weight must be [V, C], got " + weight.describe());
+  check(ids.device() == weight.device(),
+        std::string(op) + ": device mismatch " + weight.describe() + " vs " + ids.describe());
+  int64_t V = weight.dim(0), C = weight.dim(1);
+  check_index_range(ids, V, op, "id");
+  Shape out_shape = ids.shape();
+  out_shape.push_back(C);
+  Tensor out = Tensor::empty(out_shape, weight.dtype(), weight.device());
+  on_backend(weight, op, [&](auto backend) {
+    using B = decltype(backend);
+    using T = typename B::type;
+    B::embedding_forward(weight.data<T>(), ids.data<int32_t>(), out.data<T>(), ids.numel(), V, C);
+  });
+  return out;
+}
+
+Tensor embedding_backward(const Tensor& dy, const Tensor& ids, int64_t vocab) {
+  const char* op = "embedding_backward";
+  check_float(dy, op);
+  Shape expected = ids.shape();
+  expected.push_back(dy.ndim() ? dy.dim(-1) : 0);
+  check(ids.dtype() == DType::i32 && dy.shape() == expected,
+        std::string(op) + ": gradient " + shape_str(dy.shape()) + " does not match ids " +
+            ids.describe());
+  int64_t C = dy.dim(-1);
+  Tensor dweight = Tensor::empty({vocab, C}, dy.dtype(), dy.device());
+  on_backend(dy, op, [&](auto backend) {
+    using B = decltype(backend);
+    using T = typename B::type;
+    B::embedding_backward(dy.data<T>(), ids.data<int32_t>(), dweight.data<T>(), ids.numel(),
+                          vocab, C);
+  });
+  return dweight;
+}
+
+Tensor argmax_last(const Tensor& x) {
+  const char* op = "argmax_last";
+  check_float(x, op);
+  int64_t R = rows_of_last_axis(x, op);
+  Tensor out = Tensor::empty(positions_shape(x), DType::i32, x.device());
+  on_backend(x, op, [&](auto backend) {
+    using B = decltype(backend);
+    using T = typename B::type;
+    B::argmax_last(x.data<T>(), out.data<int32_t>(), R, x.dim(-1));
+  });
+  return out;
+}
+
+// ---- rms_norm, l2_norm, causal conv1d, rope ----
+
+namespace {
+
+// Rows of a [..., n] tensor: numel / n.
+int64_t row_count(const Tensor& x) { return x.dim(-1) == 0 ? 0 : x.numel() / x.dim(-1); }
+
+// x [..., n] and weight [n].
+void check_row_weight(const Tensor& x, const Tensor& weight, const char* op) {
+  check_ndim_at_least(x, 1, op);
+  check_same_dtype_device(x, weight, op);
+  check(weight.ndim() == 1 && weight.dim(0) == x.dim(-1),
+        std::string(op) + ": weight " + shape_str(weight.shape()) + " does not match last dim of " +
+            shape_str(x.shape()));
+}
+
+// x [B, T, C] and weight [C, K].
+void check_conv(const Tensor& x, const Tensor& weight, const char* op = "causal_conv1d") {
+  check(x.ndim() == 3, std::string(op) + ": expected x [B, T, C], got " + shape_str(x.shape()));
+  check_same_dtype_device(x, weight, op);
+  check(weight.ndim() == 2 && weight.dim(0) == x.dim(2) && weight.dim(1) >= 1,
+        std::string(op) + ": weight " + shape_str(weight.shape()) + " is not [C, K] with C = " +
+            std::to_string(x.dim(2)) + " channels of x " + shape_str(x.shape()));
+}
+
+// x [B, T, C], weight [C, K] and dy like x.
+void check_conv_backward(const Tensor& x, const Tensor& weight, const Tensor& dy, const char* op) {
+  check_conv(x, weight, op);
+  check_same_shape(x, dy, op);
+  check_same_dtype_device(x, dy, op);
+}
+
+}  // namespace
+
+Tensor rms_norm_forward(const Tensor& x, const Tensor& weight, double eps, Tensor& rstd_out) {
+  check_row_weight(x, weight, "rms_norm");
+  const int64_t rows = row_count(x), n = x.dim(-1);
+  Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
+  rstd_out = Tensor::empty({rows}, x.dtype(), x.device());
+  on_backend(x, "rms_norm", [&](auto backend) {
+    using B = decltype(backend);
+    using T = typename B::type;
+    B::rms_norm_forward(x.data<T>(), weight.data<T>(), y.data<T>(), rstd_out.data<T>(), rows,
+                        n, T(eps));
+  });
+  return y;
+}
+
+void rms_norm_backward(const Tensor& x, const Tensor& weight, const Tensor& rstd, const Tensor& dy,
+                       Tensor& dx, Tensor& dweight) {
+  check_row_weight(x, weight, "rms_norm_backward");
+  check_same_shape(x, dy, "rms_norm_backward");
+  check_same_dtype_device(x, dy, "rms_norm_backward");
+  const int64_t rows = row_count(x), n = x.dim(-1);
+  check(rstd.numel() == rows, "rms_norm_backward: rstd " + shape_str(rstd.shape()) +
+                                  " does not hold one value per row of " + shape_str(x.shape()));
+  dx = Tensor::empty(x.shape(), x.dtype(), x.device());
+  dweight = Tensor::empty(weight.shape(), x.dtype(), x.device());
+  on_backend(x, "rms_norm_backward", [&](auto backend) {
+    using B = decltype(backend);
+    using T = typename B::type;
+    B::rms_norm_backward(x.data<T>(), weight.data<T>(), rstd.data<T>(), dy.data<T>(),
+                         dx.data<T>(), dweight.data<T>(), rows, n);
+  });
+}
+
+Tensor l2_norm_forward(const Tensor& x, double eps, double scale, Tensor& norm_out) {
+  check_ndim_at_least(x, 1, "l2_norm");
+  const int64_t rows = row_count(x), n = x.dim(-1);
+  Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
+  norm_out = Tensor::empty({rows}, x.dtype(), x.device());
+  on_backend(x, "l2_norm", [&](auto backend) {
+    using B = decltype(backend);
+    using T = typename B::type;
+    B::l2_norm_forward(x.data<T>(), y.data<T>(), norm_out.data<T>(), rows, n, T(eps), T(scale));
+  });
+  return y;
+}
+
+Tensor l2_norm_backward(const Tensor& x, const Tensor& norm, const Tensor& dy, double eps,
+                        double scale) {
+  check_ndim_at_least(x, 1, "l2_norm_backward");
+  check_same_shape(x, dy, "l2_norm_backward");
+  check_same_dtype_device(x, dy, "l2_norm_backward");
+  const int64_t rows = row_count(x), n = x.dim(-1);
+  check(norm.numel() == rows, "l2_norm_backward: norm " + shape_str(norm.shape()) +
+                                  " does not hold one value per row of " + shape_str(x.shape()));
+  Tensor dx = Tensor::empty(x.shape(), x.dtype(), x.device());
+  on_backend(x, "l2_norm_backward", [&](auto backend) {
+    using B = decltype(backend);
+    using T = typename B::type;
+    B::l2_norm_backward(x.data<T>(), norm.data<T>(), dy.data<T>(), dx.data<T>(), rows, n,
+                        T(eps), T(scale));
+  });
+  return dx;
+}
+
+Tensor causal_conv1d_forward(const Tensor& x, const Tensor& weight) {
+  check_conv(x, weight);
+  Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
+  on_backend(x, "causal_conv1d", [&](auto backend) {
+    using B = decltype(backend);
+    using T = typename B::type;
+    B::causal_conv1d_forward(x.data<T>(), weight.data<T>(), y.data<T>(), x.dim(0), x.dim(1),
+                             x.dim(2), weight.dim(1));
+  });
+  return y;
+}
+
+void causal_conv1d_backward(const Tensor& x, const Tensor& weight, const Tensor& dy, Tensor& dx,
+                            Tensor& dweight) {
+  check_conv_backward(x, weight, dy, "causal_conv1d_backward");
+  dx = Tensor::empty(x.shape(), x.dtype(), x.device());
+  dweight = Tensor::empty(weight.shape(), x.dtype(), x.device());
+  on_backend(x, "causal_conv1d_backward", [&](auto backend) {
+    using B = decltype(backend);
+    using T = typename B::type;
+    B::causal_conv1d_backward(x.data<T>(), weight.data<T>(), dy.data<T>(), dx.data<T>(),
+                              dweight.data<T>(), x.dim(0), x.dim(1), x.dim(2), weight.dim(1));
+  });
+}
+
+Tensor causal_conv1d_silu_forward(const Tensor& x, const Tensor& weight) {
+  check_conv(x, weight, "causal_conv1d_silu");
+  Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
+  on_backend(x, "causal_conv1d_silu", [&](auto backend) {
+    using B = decltype(backend);
+    using T = typename B::type;
+    B::causal_conv1d_silu_forward(x.data<T>(), weight.data<T>(), y.data<T>(), x.dim(0), x.dim(1),
+                                  x.dim(2), weight.dim(1));
+  });
+  return y;
+}
+
+void causal_conv1d_silu_backward(const Tensor& x, const Tensor& weight, const Tensor& dy,
+                                 Tensor& dx, Tensor& dweight) {
+  check_conv_backward(x, weight, dy, "causal_conv1d_silu_backward");
+  dx = Tensor::empty(x.shape(), x.dtype(), x.device());
+  dweight = Tensor::empty(weight.shape(), x.dtype(), x.device());
+  on_backend(x, "causal_conv1d_silu_backward", [&](auto backend) {
+    using B = decltype(backend);
+    using T = typename B::type;
+    B::causal_conv1d_silu_backward(x.data<T>(), weight.data<T>(), dy.data<T>(), dx.data<T>(),
+                                   dweight.data<T>(), x.dim(0), x.dim(1), x.dim(2),
+                                   weight.dim(1));
+  });
+}
+
+// C splits into whole groups of `head` channels.
+static void check_heads(const Tensor& x, int64_t head, const char* op) {
+  check(head >= 1 && x.dim(2) % head == 0,
+        std::string(op) + ": " + std::to_string(x.dim(2)) + " channels of x " + shape_str(x.shape()) +
+            " do not split into heads of " + std::to_string(head));
+}
+
+Tensor causal_conv1d_silu_l2_norm_forward(const Tensor& x, const Tensor& weight, int64_t head,
+                                     double eps, double scale, Tensor& norm_out) {
+  check_conv(x, weight, "causal_conv1d_silu_l2_norm");
+  check_heads(x, head, "causal_conv1d_silu_l2_norm");
+  Tensor q = Tensor::empty(x.shape(), x.dtype(), x.device());
+  norm_out = Tensor::empty({x.dim(0), x.dim(1), x.dim(2) / head}, x.dtype(), x.device());
+  on_backend(x, "causal_conv1d_silu_l2_norm", [&](auto backend) {
+    using B = decltype(backend);
+    using T = typename B::type;
+    B::causal_conv1d_silu_l2_norm_forward(x.data<T>(), weight.data<T>(), q.data<T>(),
+                                     norm_out.data<T>(), x.dim(0), x.dim(1), x.dim(2),
+                                     weight.dim(1), head, T(eps), T(scale));
+  });
+  return q;
+}
+
+void causal_conv1d_silu_l2_norm_backward(const Tensor& x, const Tensor& weight, const Tensor& norm,
+                                    const Tensor& dq, int64_t head, double eps, double scale,
+                                    Tensor& dx, Tensor& dweight) {
+  check_conv_backward(x, weight, dq, "causal_conv1d_silu_l2_norm_backward");
+  check_heads(x, head, "causal_conv1d_silu_l2_norm_backward");
+  check(norm.numel() * head == x.numel(), "causal_conv1d_silu_l2_norm_backward: norm " +
+                                              shape_str(norm.shape()) + " is not one per head of " +
+                                              shape_str(x.shape()));
+  check_same_dtype_device(x, norm, "causal_conv1d_silu_l2_norm_backward");
+  dx = Tensor::empty(x.shape(), x.dtype(), x.device());
+  dweight = Tensor::empty(weight.shape(), x.dtype(), x.device());
+  on_backend(x, "causal_conv1d_silu_l2_norm_backward", [&](auto backend) {
+    using B = decltype(backend);
+    using T = typename B::type;
+    B::causal_conv1d_silu_l2_norm_backward(x.data<T>(), weight.data<T>(), norm.data<T>(), dq.data<T>(),
+                                      dx.data<T>(), dweight.data<T>(), x.dim(0), x.dim(1),
+                                      x.dim(2), weight.dim(1), head, T(eps), T(scale));
+  });
+}
+
+Tensor rope_apply(const Tensor& x, int64_t pos0, double base, bool inverse) {
+  check(x.ndim() == 4, "rope: expected x [B, T, H, D], got " + shape_str(x.shape()));
+  check(x.dim(3) % 2 == 0,
+        "rope: head dim D = " + std::to_string(x.dim(3)) + " of " + shape_str(x.shape()) +
+            " must be even");
+  Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
+  on_backend(x, "rope", [&](auto backend) {
+    using B = decltype(backend);
+    using T = typename B::type;
+    B::rope_apply(x.data<T>(), y.data<T>(), x.dim(0), x.dim(1), x.dim(2), x.dim(3), pos0,
+                  base, inverse);
+  });
+  return y;
+}
+
+}  // namespace lina::kernels

@@ -1,0 +1,183 @@
+// Backend dispatch for training: the AdamW step and the scan (recurrence).
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "backend_cpu/cpu_kernels.h"
+#include "backend_cuda/cuda_kernels.h"
+#include "dispatch/backends.h"
+#include "core/kernels.h"
+
+namespace lina::kernels {
+
+using detail::on_backend;
+
+// ---- optimiser (AdamW step) ----
+
+void adamw_step(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, double lr, double beta1,
+                double beta2, double eps, double weight_decay, int64_t step,
+                const Tensor& decay_mask) {
+  const Tensor* others[] = {&grad, &m, &v, &decay_mask};
+  for (const Tensor* t : others) {
+    if (!t->defined()) continue;  // (only the mask may be undefined)
+    check_same_shape(param, *t, "adamw_step");
+    check_same_dtype_device(param, *t, "adamw_step");
+  }
+  check(step >= 1, "adamw_step: step counts from 1, got " + std::to_string(step));
+  // Bias corrections in double, whatever the parameters' dtype.
+  double bias_correction1 = 1.0 - std::pow(beta1, double(step));
+  double bias_correction2 = 1.0 - std::pow(beta2, double(step));
+  on_backend(param, "adamw_step", [&](auto backend) {
+    using B = decltype(backend);
+    using T = typename B::type;
+    B::adamw_step(param.data<T>(), grad.data<T>(), m.data<T>(), v.data<T>(),
+                  decay_mask.defined() ? decay_mask.data<T>() : nullptr, param.numel(),
+                  T(lr), T(beta1), T(beta2), T(eps), T(weight_decay), T(bias_correction1),
+                  T(bias_correction2));
+  });
+}
+
+void clip_to_norm(Tensor& x, const Tensor& sum_of_squares, double max_norm) {
+  check(sum_of_squares.dtype() == DType::f64 && sum_of_squares.numel() == 1 &&
+            sum_of_squares.device() == x.device(),
+        "clip_to_norm: the sum of squares must be one float64 on " +
+            std::string(device_name(x.device())) + ", got " + sum_of_squares.describe());
+  on_backend(x, "clip_to_norm", [&](auto backend) {
+    using B = decltype(backend);
+    using T = typename B::type;
+    B::clip_to_norm(x.data<T>(), x.numel(), sum_of_squares.data<double>(), max_norm);
+  });
+}
+
+void scale_inplace(Tensor& x, double factor) {
+  on_backend(x, "scale_inplace", [&](auto backend) {
+    using B = decltype(backend);
+    using T = typename B::type;
+    B::scale_inplace(x.data<T>(), x.numel(), T(factor));
+  });
+}
+
+// ---- scan: the recurrences of the recurrent mixers ----
+
+namespace {
+
+// Checks q, k, v [B, T, H, d] and the gates the rule uses, [B, T, H] (or
+// [B, T, H, d] for a per-channel gate; the others must be undefined);
+// returns the dimensions.
+ScanShape check_scan_inputs(const ScanOptions& c, const Tensor& q, const Tensor& k,
+                                 const Tensor& v, const Tensor& beta, const Tensor& log_alpha) {
+  check(q.defined() && k.defined() && v.defined(), "scan: q, k and v are required");
+  check(q.ndim() == 4 && q.numel() > 0,
+        "scan: q must be a non-empty [B, T, H, d], got " + shape_str(q.shape()));
+  check(k.shape() == q.shape() && v.shape() == q.shape(),
+        "scan: q, k, v must share one shape [B, T, H, d], got q " + shape_str(q.shape()) + ", k " +
+            shape_str(k.shape()) + ", v " + shape_str(v.shape()));
+  check_same_dtype_device(q, k, "scan");
+  check_same_dtype_device(q, v, "scan");
+  check(c.form == ScanForm::Sequential || c.chunk > 0,
+        "scan: chunk length must be positive, got " + std::to_string(c.chunk));
+  const Shape head_shape{q.dim(0), q.dim(1), q.dim(2)};
+  auto check_gate = [&](const Tensor& x, bool used, const char* name, bool per_channel) {
+    if (!used) {
+      check(!x.defined(), "scan: the " + std::string(scan_rule_name(c.rule)) + " takes no " + name);
+      return;
+    }
+    const Shape expected = per_channel ? q.shape() : head_shape;
+    check(x.defined() && x.shape() == expected,
+          "scan: " + std::string(scan_rule_name(c.rule)) + " needs " + name +
+              (per_channel ? " [B, T, H, d] = " : " [B, T, H] = ") + shape_str(expected) +
+              (x.defined() ? ", got " + shape_str(x.shape()) : ""));
+    check_same_dtype_device(q, x, "scan");
+  };
+  check_gate(beta, uses_beta(c.rule), "beta", false);
+  check_gate(log_alpha, uses_gate(c.rule), "log_alpha", gate_per_channel(c.rule));
+  ScanShape s;
+  s.B = q.dim(0), s.T = q.dim(1), s.H = q.dim(2), s.d = q.dim(3);
+  s.rule = c.rule;
+  return s;
+}
+
+// A state-shaped argument ([B, H, d, d], or [B, H, steps, d, d] for the saved states).
+void check_scan_state(const Tensor& x, const Tensor& q, const Shape& expected, const char* name) {
+  check(x.shape() == expected, std::string("scan: ") + name + " must be " +
+                                   shape_str(expected) + ", got " + shape_str(x.shape()));
+  check_same_dtype_device(q, x, "scan");
+}
+
+// States kept for the backward: one per token, or one per chunk.
+int64_t scan_saved_steps(const ScanOptions& c, int64_t T) {
+  return c.form == ScanForm::Chunked ? (T + c.chunk - 1) / c.chunk : T;
+}
+
+template <class T>
+ScanInputs<T> scan_inputs(const Tensor& q, const Tensor& k, const Tensor& v,
+                               const Tensor& beta, const Tensor& log_alpha) {
+  return {q.data<T>(), k.data<T>(), v.data<T>(), beta.defined() ? beta.data<T>() : nullptr,
+          log_alpha.defined() ? log_alpha.data<T>() : nullptr};
+}
+
+}  // namespace
+
+Tensor scan_forward(const ScanOptions& options, const Tensor& q, const Tensor& k, const Tensor& v,
+                    const Tensor& beta, const Tensor& log_alpha, const Tensor& initial_state,
+                    Tensor& final_state, Tensor* saved_states) {
+  const ScanShape s = check_scan_inputs(options, q, k, v, beta, log_alpha);
+  const Shape state_shape{s.B, s.H, s.d, s.d};
+  if (initial_state.defined()) check_scan_state(initial_state, q, state_shape, "initial_state");
+  Tensor o = Tensor::empty(q.shape(), q.dtype(), q.device());
+  final_state = Tensor::empty(state_shape, q.dtype(), q.device());
+  if (saved_states)
+    *saved_states = Tensor::empty({s.B, s.H, scan_saved_steps(options, s.T), s.d, s.d}, q.dtype(),
+                                  q.device());
+  on_backend(q, "scan", [&](auto backend) {
+    using B = decltype(backend);
+    using T = typename B::type;
+    const ScanInputs<T> in = scan_inputs<T>(q, k, v, beta, log_alpha);
+    const T* s0 = initial_state.defined() ? initial_state.data<T>() : nullptr;
+    T* saved = saved_states ? saved_states->data<T>() : nullptr;
+    if (options.form == ScanForm::Chunked)
+      B::scan_chunked_forward(s, options.chunk, in, s0, o.data<T>(), final_state.data<T>(),
+                              saved);
+    else
+      B::scan_sequential_forward(s, in, s0, o.data<T>(), final_state.data<T>(), saved);
+  });
+  return o;
+}
+
+ScanGrads scan_backward(const ScanOptions& options, const Tensor& q, const Tensor& k,
+                        const Tensor& v, const Tensor& beta, const Tensor& log_alpha,
+                        const Tensor& saved_states, const Tensor& dout,
+                        const Tensor& dfinal_state) {
+  const ScanShape s = check_scan_inputs(options, q, k, v, beta, log_alpha);
+  const Shape state_shape{s.B, s.H, s.d, s.d};
+  check_scan_state(saved_states, q, {s.B, s.H, scan_saved_steps(options, s.T), s.d, s.d},
+                   "saved states");
+  check_scan_state(dout, q, q.shape(), "dout");
+  if (dfinal_state.defined()) check_scan_state(dfinal_state, q, state_shape, "dfinal_state");
+  ScanGrads g;
+  g.dq = Tensor::empty(q.shape(), q.dtype(), q.device());
+  g.dk = Tensor::empty(q.shape(), q.dtype(), q.device());
+  g.dv = Tensor::empty(q.shape(), q.dtype(), q.device());
+  if (uses_beta(s.rule)) g.dbeta = Tensor::empty(beta.shape(), q.dtype(), q.device());
+  if (uses_gate(s.rule)) g.dlog_alpha = Tensor::empty(log_alpha.shape(), q.dtype(), q.device());
+  g.dinitial_state = Tensor::empty(state_shape, q.dtype(), q.device());
+  on_backend(q, "scan", [&](auto backend) {
+    using B = decltype(backend);
+    using T = typename B::type;
+    const ScanInputs<T> in = scan_inputs<T>(q, k, v, beta, log_alpha);
+    const ScanInputGrads<T> out{g.dq.data<T>(), g.dk.data<T>(), g.dv.data<T>(),
+                                     uses_beta(s.rule) ? g.dbeta.data<T>() : nullptr,
+                                     uses_gate(s.rule) ? g.dlog_alpha.data<T>() : nullptr,
+                                     g.dinitial_state.data<T>()};
+    const T* ds_final = dfinal_state.defined() ? dfinal_state.data<T>() : nullptr;
+    if (options.form == ScanForm::Chunked)
+      B::scan_chunked_backward(s, options.chunk, in, saved_states.data<T>(), dout.data<T>(),
+                               ds_final, out);
+    else
+      B::scan_sequential_backward(s, in, saved_states.data<T>(), dout.data<T>(), ds_final,
+                                  out);
+  });
+  return g;
+}
+
+}  // namespace lina::kernels

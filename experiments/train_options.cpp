@@ -1,0 +1,122 @@
+#include "experiments/train_options.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <optional>
+
+#include "core/error.h"
+#include "core/kernels.h"
+#include "experiments/checkpoint.h"
+#include "experiments/data.h"
+#include "experiments/option_json.h"
+
+namespace lina {
+
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+static bool was_given(const TrainOptions& o, const char* flag) {
+  return std::find(o.given.begin(), o.given.end(), flag) != o.given.end();
+}
+
+std::string run_name(const TrainOptions& o) {
+  std::string name = o.task + "_" + o.preset;
+  if (o.feature_map != FeatureMap::Elu1) name += std::string("-") + feature_map_name(o.feature_map);
+  if (o.task == "recall" && o.pairs != RecallTask::kDefaultPairs) name += "_p" + std::to_string(o.pairs);
+  if (o.task == "recall" && o.keys != RecallTask::kDefaultKeys) name += "_k" + std::to_string(o.keys);
+  if (o.seed != TrainOptions{}.seed) name += "_s" + std::to_string(o.seed);  // runs of other seeds sit side by side
+  return name;
+}
+
+std::string run_path(const TrainOptions& o, const std::string& extension) {
+  if (!o.resume.empty() && !was_given(o, "--out"))
+    return fs::path(o.resume).replace_extension(extension).string();
+  return o.out + "/" + device_name(o.device) + "/" + run_name(o) + extension;
+}
+
+void validate(TrainOptions& o) {
+  check(o.task == "lm" || o.task == "recall", "unknown task '" + o.task + "': use lm or recall");
+  make_config(o.preset, 1);  // throws for an unknown preset
+  // −1 means "the task's default" only when --steps was not given (the
+  // command line refuses a given value below 1 before this).
+  if (o.steps == -1 && !was_given(o, "--steps")) o.steps = o.task == "lm" ? 5000 : 2000;
+  check(o.steps > 0, "--steps must be positive, got " + std::to_string(o.steps));
+  check(o.batch > 0, "--batch must be positive, got " + std::to_string(o.batch));
+  check(o.context > 0, "--context must be positive, got " + std::to_string(o.context));
+  check(o.scan_chunk > 0, "--scan-chunk must be positive, got " + std::to_string(o.scan_chunk));
+  check(o.feature_map == FeatureMap::Elu1 || make_config(o.preset, 1).has_layer(MixerKind::Linear),
+        "--feature-map is for linear attention layers; preset '" + o.preset + "' has none");
+  check(o.task == "recall" || (!was_given(o, "--pairs") && !was_given(o, "--keys")),
+        "--pairs and --keys are for --task recall");
+  if (o.task == "recall") (void)RecallTask(o.pairs, o.keys);  // throws for impossible sizes
+  check(o.lr > 0 && std::isfinite(o.lr), "--lr must be a positive number");
+  check(o.warmup >= 0, "--warmup must not be negative");
+  if (o.eval_every <= 0) o.eval_every = o.task == "lm" ? 500 : 100;
+  if (o.eval_batches <= 0) o.eval_batches = o.task == "lm" ? 200 : 8;
+  if (o.checkpoint_every <= 0) o.checkpoint_every = o.eval_every;
+  kernels::require_device(o.device);  // "CUDA was requested but no CUDA GPU is available"
+}
+
+// ---- options on --resume --------------------------------------------------------------
+
+void adopt_checkpoint_options(TrainOptions& o, const CheckpointInfo& info, const std::string& path) {
+  const json& saved = info.options;
+  auto must_agree = [&](const char* flag, const std::string& given, const std::string& saved_value) {
+    check(!was_given(o, flag) || given == saved_value,
+          std::string(flag) + " " + given + " differs from the " + saved_value + " of checkpoint " + path);
+  };
+  must_agree("--preset", o.preset, info.preset);
+  must_agree("--task", o.task, info.task);
+  o.preset = info.preset;
+  o.task = info.task;
+  // A value as the user typed it: strings without json's quotes.
+  auto shown = [](const json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); };
+  // The checkpoint's value applies; a flag given must agree with it. An
+  // option older checkpoints did not record takes `before`, the value every
+  // run had then (none: the option is left as it is).
+  auto adopt = [&](const char* flag, const char* key, auto& value,
+                   std::optional<std::decay_t<decltype(value)>> before = std::nullopt) {
+    using V = std::decay_t<decltype(value)>;
+    if (!saved.contains(key) && !before) return;
+    V from_ckpt = saved.contains(key) ? saved[key].get<V>() : *before;
+    check(!was_given(o, flag) || value == from_ckpt, std::string(flag) + " " + shown(json(value)) +
+                                                         " differs from the " + shown(json(from_ckpt)) +
+                                                         " of checkpoint " + path);
+    value = from_ckpt;
+  };
+  auto adopt_unless_given = [&](const char* flag, const char* key, auto& value) {
+    using V = std::decay_t<decltype(value)>;
+    if (saved.contains(key) && !was_given(o, flag)) value = saved[key].get<V>();
+  };
+  if (o.extend_to >= 0) {
+    check(!was_given(o, "--steps"), "--extend-to sets the number of updates; drop --steps");
+    check(o.extend_to > info.step, "--extend-to " + std::to_string(o.extend_to) +
+                                       " must be more than the " + std::to_string(info.step) +
+                                       " updates checkpoint " + path + " has done");
+    o.steps = o.extend_to;
+    adopt_unless_given("--lr", "lr", o.lr);  // the extension's peak
+  } else {
+    adopt("--steps", "steps", o.steps);
+    adopt("--lr", "lr", o.lr);
+  }
+  adopt("--batch", "batch", o.batch);
+  adopt("--context", "context", o.context);
+  adopt("--pairs", "pairs", o.pairs);
+  adopt("--scan-form", "scan_form", o.scan_form);
+  adopt("--scan-chunk", "scan_chunk", o.scan_chunk, 64);         // chunks of 64 before the option
+  adopt("--feature-map", "feature_map", o.feature_map, FeatureMap::Elu1);  // elu + 1 before the option
+  adopt("--attention", "attention", o.attention);
+  adopt("--conv", "conv", o.conv, Fusion::Fused);  // the same maths; one op since the option
+  adopt("--keys", "keys", o.keys);
+  adopt("--warmup", "warmup", o.warmup);
+  adopt("--seed", "seed", o.seed);
+  adopt("--eval-every", "eval_every", o.eval_every);
+  adopt("--eval-batches", "eval_batches", o.eval_batches);
+  adopt_unless_given("--checkpoint-every", "checkpoint_every", o.checkpoint_every);
+  adopt_unless_given("--data", "data", o.data);
+  if (saved.contains("device") && !was_given(o, "--device"))
+    o.device = saved["device"] == "cuda" ? Device::cuda : Device::cpu;
+}
+
+}  // namespace lina

@@ -1,0 +1,71 @@
+// The options of `lina train`: what they are, which values make sense, the
+// file name a run gets, and how a resumed run takes its checkpoint's options.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+#include "models/config.h"
+
+namespace lina {
+
+struct CheckpointInfo;
+
+struct TrainOptions {
+  std::string preset = "gdn";
+  std::string task = "recall";  // "lm" or "recall"
+  Device device = Device::cpu;
+  int steps = -1;      // updates; −1: the task's default (lm 5000, recall 2000)
+  int batch = 64;
+  int context = 64;    // lm only (recall sequences are 4·pairs − 1 tokens)
+  int pairs = 32;      // recall: key–value pairs per sequence
+  int keys = 64;       // recall: distinct key tokens (values are always 16)
+  int scan_chunk = ModelConfig{}.scan_chunk;  // tokens per chunk of the chunked scan
+  // The enums below are parsed once, from the command line (experiments/main.cpp).
+  ScanForm scan_form = ScanForm::Chunked;     // the recurrence in training (or token by token)
+  FeatureMap feature_map = FeatureMap::Elu1;  // linear layers' feature map
+  Fusion attention = Fusion::Fused;           // attention layers: one op, or op by op
+  Fusion conv = Fusion::Fused;                // recurrent layers' conv + SiLU: one op, or op by op
+  double lr = 1e-3;    // peak; the cosine ends at lr / 10 (1e-4 at the default)
+  int warmup = 100;
+  double clip = 1.0;
+  uint64_t seed = 1337;
+  std::string data = "data/tinyshakespeare.txt";
+  std::string out = "runs";
+  std::string resume;  // checkpoint to continue from (its options apply)
+  int extend_to = -1;  // with resume: train on to this many updates in all, with a
+                       // fresh warm-up and cosine over the added updates; −1: no
+  int stop_at = -1;    // stop (as if interrupted) after this many updates; −1: never
+  int checkpoint_every = -1;  // updates between checkpoints (+ json); −1: every evaluation
+  int eval_every = -1;     // −1: lm 500, recall 100
+  int eval_batches = -1;   // −1: lm 200, recall 8 (of `batch` sequences each)
+  int extrap_batches = 40; // lm: batches per context length of the extrapolation eval
+  std::vector<int> extrap_contexts = {64, 128, 256, 512};
+  bool quiet = false;      // no progress line
+  bool trace = false;      // print every op of the first update (autograd/trace.h)
+  // Names of the options given on the command line ("--batch", ...). On
+  // --resume the checkpoint's run options apply; a given one that differs
+  // from the checkpoint's is an error.
+  std::vector<std::string> given;
+};
+
+// Throws lina::Error (one line) for impossible options; fills in the task's
+// defaults (steps, evaluation) where an option was not given.
+void validate(TrainOptions& options);
+
+// lina's name for the run: <task>_<preset>[-<feature map>][_p<pairs>][_k<keys>][_s<seed>],
+// the non-default parts only.
+std::string run_name(const TrainOptions& options);
+
+// Where a run writes: <out>/<device>/<run_name>.json / .safetensors.
+// A resumed run given no --out goes on in its checkpoint's own files: CKPT
+// and CKPT with the extension .json.
+std::string run_path(const TrainOptions& options, const std::string& extension);
+
+// On --resume: the checkpoint's run options apply; a flag given on the
+// command line must agree with them (a one-line error names both values),
+// except the ones that only say where or how often to write. --extend-to
+// sets the steps and may set a new peak --lr.
+void adopt_checkpoint_options(TrainOptions& options, const CheckpointInfo& info, const std::string& path);
+
+}  // namespace lina

@@ -1,0 +1,52 @@
+// What every test file shares: one random generator for test inputs and one
+// way to say "these numbers are close".
+#pragma once
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "core/rng.h"
+#include "core/tensor.h"
+
+namespace lina::test {
+
+// The one generator of random test inputs (fixed seed: every run draws the
+// same numbers in the same order).
+Rng& test_rng();
+// Random float64 tensors from it.
+Tensor randn64(const Shape& shape, double std = 1.0);
+Tensor rand64(const Shape& shape, double lo, double hi);
+// n uniform values in [lo, hi) as T, from `rng`.
+template <class T> std::vector<T> random_vector(int64_t n, Rng& rng, double lo, double hi) {
+  std::vector<double> x = Tensor::rand({n}, rng, lo, hi, DType::f64).to_vector<double>();
+  return std::vector<T>(x.begin(), x.end());
+}
+// Token ids [B, T] in [0, vocab), int32 on the CPU, from a generator of `seed`.
+Tensor random_ids(int64_t B, int64_t T, int vocab, uint64_t seed);
+
+// max |a − b| over all elements (any float dtype, any device).
+double max_abs_diff(const Tensor& a, const Tensor& b);
+
+// The one closeness check: max|got − want| ≤ tolerance · max(floor, max|want|),
+// a bound relative to the size of the reference (floor keeps it absolute for
+// a reference near zero). Fails the current test with `what`, the error
+// and the size; both undefined tensors count as close.
+void check_close(const std::string& what, const Tensor& got, const Tensor& want, double tolerance,
+                 double floor = 1.0);
+template <class A, class B>
+void check_close(const std::string& what, const std::vector<A>& got, const std::vector<B>& want,
+                 double tolerance, double floor = 1.0) {
+  REQUIRE_MESSAGE(got.size() == want.size(), what);
+  double err = 0, size = floor;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double e = std::fabs(double(got[i]) - double(want[i]));
+    err = std::isnan(e) ? INFINITY : std::max(err, e);
+    size = std::max(size, std::fabs(double(want[i])));
+  }
+  CHECK_MESSAGE(err <= tolerance * size, what << ": max|got − want| = " << err << ", max|want| = " << size);
+}
+
+}  // namespace lina::test
