@@ -122,7 +122,7 @@ int main(int argc, char** argv) {
   train->add_option("--scan-form", scan_form, "chunked (default) | sequential: the recurrence's training form; sequential runs the readable token-by-token backward");
   train->add_option("--scan-chunk", t.scan_chunk, "tokens per chunk of the chunked scan (default 16)")->check(within(1, 4096));
   train->add_option("--feature-map", feature_map, "linear layers' feature map: elu1 (default, elu(x)+1) | relu (relu(x)+1e-5) | sigmoid (sigmoid(x)+1e-5)");
-  train->add_option("--lr", t.lr, "peak learning rate (the cosine ends at lr/10)")->check(within(1e-12, 10));
+  train->add_option("--lr", t.lr, "peak learning rate (the cosine ends at lr/10)")->check(within(1e-12, 1e6));
   train->add_option("--warmup", t.warmup, "warm-up updates")->check(within(0, kMaxSteps));
   train->add_option("--seed", t.seed, "seed of every random choice")->check(not_negative());
   train->add_option("--data", t.data, "tiny shakespeare text (lm)");
@@ -133,7 +133,7 @@ int main(int argc, char** argv) {
   train->add_option("--stop-at", t.stop_at, "stop after this many updates, as if interrupted")->check(within(1, kMaxSteps));
   train->add_option("--eval-every", t.eval_every, "updates between evaluations (default: lm 500, recall 100)")->check(within(1, kMaxSteps));
   train->add_option("--eval-batches", t.eval_batches, "batches per evaluation (default: lm 200, recall 8)")->check(within(1, kMaxBatches));
-  train->add_option("--extrap-batches", t.extrap_batches, "lm: batches per extrapolation context")->check(within(1, kMaxBatches));
+  train->add_option("--extrap-batches", t.extrap_batches, "lm: batches per extrapolation context (0: no extrapolation)")->check(within(0, kMaxBatches));
   train->add_flag("--quiet", t.quiet, "no progress line");
   train->add_flag("--trace", t.trace, "print every op of the first update, forward then backward (also LINA_TRACE=1)");
 

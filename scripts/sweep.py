@@ -284,7 +284,8 @@ def main(argv):
         for run in runs:
             print(" ".join(shlex.quote(x) for x in train_command(a, run)))
         return 0
-    threads = max(1, (os.cpu_count() or 1) // a.jobs)
+    # The cores this process may run on (taskset, cgroups), split between the jobs.
+    threads = max(1, len(os.sched_getaffinity(0)) // a.jobs)
     failed = 0
     with concurrent.futures.ThreadPoolExecutor(max_workers=a.jobs) as pool:
         futures = [pool.submit(run_one, a, run, threads) for run in runs]
