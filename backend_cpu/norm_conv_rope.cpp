@@ -67,9 +67,9 @@ static double row_dot(int64_t n, const T* a, const T* b, T s = T(1), const T* c 
   constexpr int64_t L = small::kLanes<float>;
   if constexpr (std::is_same_v<T, float>) {
     if (n % L == 0) {
-      small::Vec64<float> sum = {};
+      small::Vec<float> sum = {};
       for (int64_t i = 0; i < n; i += L) {
-        const small::Vec64<float> bc = c ? small::load(b + i) * small::load(c + i) : small::load(b + i);
+        const small::Vec<float> bc = c ? small::load(b + i) * small::load(c + i) : small::load(b + i);
         sum += (s * small::load(a + i)) * bc;
       }
       return small::sum_of_lanes<float>(sum);
@@ -176,7 +176,7 @@ static std::vector<T> taps_by_channel(const T* w, int64_t C, int64_t K) {
 namespace {
 
 // The row helpers below run over the channels in groups of G SIMD vectors
-// (small::Vec64: 16 floats or 8 doubles) while they last, then single
+// (small::Vec: one SIMD register, 16 floats or 8 doubles with AVX-512) while they last, then single
 // vectors, then the channels left over one by one. A group's G sums are
 // independent, so their FMAs overlap instead of each waiting on the one
 // before (a tap's FMA takes ~4 cycles to reach the next). Every path sums
@@ -189,7 +189,7 @@ template <class T> constexpr int64_t kSimdLanes = small::kLanes<T>;
 template <int G, class T, class RowA, class RowB>
 void tap_sums(RowA a, RowB b, int64_t first_tap, int64_t K, int64_t c, T* out) {
   constexpr int64_t L = kSimdLanes<T>;
-  small::Vec64<T> sum[G] = {};
+  small::Vec<T> sum[G] = {};
   for (int64_t j = first_tap; j < K; ++j) {
     const T* aj = a(j) + c;
     const T* bj = b(j) + c;
@@ -245,7 +245,7 @@ template <int G, class T>
 void add_weight_grad_row_vectors(const T* x, const T* dz, T* partial, int64_t bt, int64_t first_tap,
                                  int64_t K, int64_t C, int64_t c) {
   constexpr int64_t L = kSimdLanes<T>;
-  small::Vec64<T> d[G];
+  small::Vec<T> d[G];
   for (int g = 0; g < G; ++g) d[g] = small::load(dz + c + g * L);
   for (int64_t j = first_tap; j < K; ++j) {
     const T* xr = x + (bt - (K - 1 - j)) * C + c;

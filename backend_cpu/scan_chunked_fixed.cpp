@@ -33,7 +33,7 @@ namespace {
 using small::matmul;
 using small::Store;
 using small::transpose;
-using small::Vec64;
+using small::Vec;
 
 // x = exp(x) over N numbers, a SIMD register at a time (Eigen's vectorised exp).
 template <int N, class T> void exp_in_place(T* x) {
@@ -176,7 +176,7 @@ void delta_gradients(const FixedChunk<T, C, D>& m, const T* S, Backward<T, C, D>
   matmul<C, D, C, false, Store::Add>(&w.dEsym[0][0], C, &m.K[0][0], D, &w.dK[0][0], D);
   // B8  dβ_r = dBV_r·v_r + γ_r dBK_r·k_r + Σ_i dA_ri E_ri,   E = K Kᵀ ⊙ Γ
   //     (each row's three dot products added lane by lane, then C rows summed at once)
-  Vec64<T> terms[C];
+  Vec<T> terms[C];
   for (int r = 0; r < C; ++r)
     terms[r] = small::lanes_of_dot<D>(w.dB[r], m.V[r]) +
                m.gamma[r] * small::lanes_of_dot<D>(w.dB[r] + D, m.K[r]) +
@@ -306,11 +306,11 @@ void backward_fixed(const ScanShape& s, const ScanInputs<T>& in, const T* chunk_
           T col_sums[C] = {};  // Σ_r (dΓ⊙Γ)_ri
           for (int r = 0; r < C; ++r)
             for (int i = 0; i < C; ++i) col_sums[i] += w->dGG[r][i];
-          Vec64<T> row_terms[C], decay_to_end = {};
+          Vec<T> row_terms[C], decay_to_end = {};
           for (int r = 0; r < C; ++r) {
-            Vec64<T> dgamma = small::lanes_of_dot<D>(w->dOS[r], m->Q[r]);
+            Vec<T> dgamma = small::lanes_of_dot<D>(w->dOS[r], m->Q[r]);
             if (delta_rule) dgamma += m->beta[r] * small::lanes_of_dot<D>(w->dB[r] + D, m->K[r]);
-            const Vec64<T> ddelta_delta = m->delta[r] * small::lanes_of_dot<D>(w->UG[r], m->K[r]);
+            const Vec<T> ddelta_delta = m->delta[r] * small::lanes_of_dot<D>(w->UG[r], m->K[r]);
             decay_to_end += ddelta_delta;
             row_terms[r] = m->gamma[r] * dgamma + small::lanes_of_sum<C>(w->dGG[r]) - ddelta_delta;
           }

@@ -1,10 +1,11 @@
 // Matrix products of the small row-major blocks the chunked scan works on
 // (a chunk of C tokens by a head of d = 32: C×d, C×C and d×d), with every size
 // a compile-time constant. At these sizes a general GEMM spends more time
-// packing its operands than multiplying; here each output row is one short
-// vector (N = 16 or 32 floats: one or two AVX-512 registers) that stays in
-// registers while K rows of B, each scaled by one entry of A, are added into
-// it: a plain run of broadcast-and-FMA instructions.
+// packing its operands than multiplying; here each output row is a few
+// SIMD vectors (N = 16 or 32 floats: one or two AVX-512 registers, two or
+// four AVX2 ones) that stay in registers while K rows of B, each scaled by
+// one entry of A, are added into them: a plain run of broadcast-and-FMA
+// instructions.
 //
 // Leading dimensions (lda, ldb, ldc) are the distances between rows, so a
 // block can be a column range of a wider matrix (e.g. the W half of [Y | W]).
@@ -15,21 +16,35 @@ namespace lina::cpu::small {
 
 enum class Store { Set, Add, Sub };  // C = P, C += P or C −= P
 
-// A row of N elements held as whole SIMD vectors of 64 bytes (GCC/Clang
-// vector extension: 16 floats or 8 doubles, one AVX-512 register, or two
-// AVX2 ones where the machine has no AVX-512).
-template <class T> struct Vec64Of;
-template <> struct Vec64Of<float> { typedef float type __attribute__((vector_size(64))); };
-template <> struct Vec64Of<double> { typedef double type __attribute__((vector_size(64))); };
-template <class T> using Vec64 = typename Vec64Of<T>::type;
-template <class T> constexpr int kLanes = int(64 / sizeof(T));
+// The machine's SIMD register, as the compiler targets it (-march=native in
+// Release): its width in bytes and how many of them there are. A vector of
+// the GCC/Clang vector extension wider than the register is split into
+// several, and code written for 32 wide registers spills on a machine with
+// 16 narrow ones, so the vectors here are exactly one register wide.
+#if defined(__AVX512F__)
+constexpr int kVectorBytes = 64, kVectorRegisters = 32;
+#elif defined(__AVX__)
+constexpr int kVectorBytes = 32, kVectorRegisters = 16;
+#else
+constexpr int kVectorBytes = 16, kVectorRegisters = 16;
+#endif
 
-template <class T> inline Vec64<T> load(const T* p) {
-  Vec64<T> v;
+// One SIMD register of T: 16 floats or 8 doubles with AVX-512, 8 or 4 with
+// AVX2. Sums across lanes (sum_of_lanes, lanes_of_dot) follow the lanes, so
+// their rounding depends on the width; each width gives the same bits on
+// every run.
+template <class T> struct VecOf;
+template <> struct VecOf<float> { typedef float type __attribute__((vector_size(kVectorBytes))); };
+template <> struct VecOf<double> { typedef double type __attribute__((vector_size(kVectorBytes))); };
+template <class T> using Vec = typename VecOf<T>::type;
+template <class T> constexpr int kLanes = int(kVectorBytes / sizeof(T));
+
+template <class T> inline Vec<T> load(const T* p) {
+  Vec<T> v;
   __builtin_memcpy(&v, p, sizeof v);  // no alignment required
   return v;
 }
-template <class T> inline void store(T* p, const Vec64<T>& v) { __builtin_memcpy(p, &v, sizeof v); }
+template <class T> inline void store(T* p, const Vec<T>& v) { __builtin_memcpy(p, &v, sizeof v); }
 
 // C (Store) P with P = A·B (A is M×K) or, with TransposeA, P = Aᵀ·B (A is K×M);
 // B is K×N, C is M×N; N a multiple of kLanes<T>.
@@ -37,18 +52,21 @@ template <class T> inline void store(T* p, const Vec64<T>& v) { __builtin_memcpy
 // R rows of P are formed together: each row of B is loaded once for all R,
 // and the R·N/L sums are independent, so consecutive FMAs do not wait on
 // each other (one accumulator alone would wait the FMA's latency, ~4 cycles,
-// at every step of k). R·N/L = 16 sums where M allows: with two FMA units
-// that is 8 cycles of work between an FMA and the next on the same sum.
+// at every step of k). R·N/L = half the registers where M allows (16 sums
+// with AVX-512, 8 with AVX2): with two FMA units that is 8 (4) cycles of
+// work between an FMA and the next on the same sum, and the other half of
+// the registers holds the row of B and the broadcast entry of A.
 template <int M, int N, int K, bool TransposeA = false, Store store_as = Store::Set, class T>
 inline void matmul(const T* A, int lda, const T* B, int ldb, T* C, int ldc) {
   constexpr int L = kLanes<T>, NV = N / L;
-  constexpr int R = NV >= 8 ? 2 : (16 / NV <= M && M % (16 / NV) == 0 ? 16 / NV : 4);
+  constexpr int sums = kVectorRegisters / 2, want = sums >= 2 * NV ? sums / NV : 1;
+  constexpr int R = want <= M && M % want == 0 ? want : (M % 4 == 0 ? 4 : 1);
   static_assert(N % L == 0, "small::matmul: N must be a whole number of vectors");
   static_assert(M % R == 0, "small::matmul: M must be a multiple of the rows done together");
   for (int i0 = 0; i0 < M; i0 += R) {
-    Vec64<T> rows[R][NV] = {};  // rows i0 … i0 + R − 1 of P
+    Vec<T> rows[R][NV] = {};  // rows i0 … i0 + R − 1 of P
     for (int k = 0; k < K; ++k) {
-      Vec64<T> b[NV];
+      Vec<T> b[NV];
 #pragma GCC unroll 8
       for (int v = 0; v < NV; ++v) b[v] = load(B + k * ldb + v * L);
 #pragma GCC unroll 16
@@ -75,7 +93,7 @@ template <int C, int N, class T> inline void solve_unit_lower(const T* A, int ld
   constexpr int L = kLanes<T>, NV = N / L;
   static_assert(N % L == 0, "small::solve_unit_lower: N must be a whole number of vectors");
   for (int r = 1; r < C; ++r) {
-    Vec64<T> x[NV];
+    Vec<T> x[NV];
     for (int v = 0; v < NV; ++v) x[v] = load(X + r * ldx + v * L);
     for (int i = 0; i < r; ++i)
       for (int v = 0; v < NV; ++v) x[v] -= A[r * lda + i] * load(X + i * ldx + v * L);
@@ -90,7 +108,7 @@ inline void solve_unit_lower_transposed(const T* A, int lda, T* X, int ldx) {
   constexpr int L = kLanes<T>, NV = N / L;
   static_assert(N % L == 0, "small::solve_unit_lower_transposed: N must be a whole number of vectors");
   for (int r = C - 2; r >= 0; --r) {
-    Vec64<T> x[NV];
+    Vec<T> x[NV];
     for (int v = 0; v < NV; ++v) x[v] = load(X + r * ldx + v * L);
     for (int i = r + 1; i < C; ++i)
       for (int v = 0; v < NV; ++v) x[v] -= A[i * lda + r] * load(X + i * ldx + v * L);
@@ -111,11 +129,11 @@ inline V swap_lanes(const V& a, const V& b, std::integer_sequence<int, J...>) {
     return __builtin_shufflevector(a, b, ((J & w) ? L + J : J + w)...);
 }
 
-template <int w, class T> inline void swap_step(Vec64<T> (&rows)[kLanes<T>]) {
+template <int w, class T> inline void swap_step(Vec<T> (&rows)[kLanes<T>]) {
   constexpr auto lanes = std::make_integer_sequence<int, kLanes<T>>{};
   for (int i = 0; i < kLanes<T>; ++i)
     if (!(i & w)) {
-      const Vec64<T> a = rows[i], b = rows[i + w];
+      const Vec<T> a = rows[i], b = rows[i + w];
       rows[i] = swap_lanes<w, false>(a, b, lanes);
       rows[i + w] = swap_lanes<w, true>(a, b, lanes);
     }
@@ -130,7 +148,7 @@ template <int M, int N, class T> inline void transpose(const T* A, int lda, T* A
   static_assert(M % L == 0 && N % L == 0, "small::transpose: sizes must be whole blocks");
   for (int i0 = 0; i0 < M; i0 += L)
     for (int j0 = 0; j0 < N; j0 += L) {
-      Vec64<T> rows[L];
+      Vec<T> rows[L];
       for (int i = 0; i < L; ++i) rows[i] = load(A + (i0 + i) * lda + j0);
       swap_step<L / 2, T>(rows);
       for (int j = 0; j < L; ++j) store(At + (j0 + j) * M + i0, rows[j]);
@@ -140,18 +158,18 @@ template <int M, int N, class T> inline void transpose(const T* A, int lda, T* A
 // The lanes of Σ_v a[v·L …] ⊙ b[v·L …] over N elements (N a multiple of
 // kLanes<T>): a dot product not yet summed across its lanes, so several can
 // be added together, or summed L rows at a time by sum_of_lanes_each below.
-template <int N, class T> inline Vec64<T> lanes_of_dot(const T* a, const T* b) {
+template <int N, class T> inline Vec<T> lanes_of_dot(const T* a, const T* b) {
   constexpr int L = kLanes<T>;
   static_assert(N % L == 0, "small::lanes_of_dot: N must be a whole number of vectors");
-  Vec64<T> sum = load(a) * load(b);
+  Vec<T> sum = load(a) * load(b);
   for (int v = 1; v < N / L; ++v) sum += load(a + v * L) * load(b + v * L);
   return sum;
 }
 // The lanes of Σ_v a[v·L …] over N elements.
-template <int N, class T> inline Vec64<T> lanes_of_sum(const T* a) {
+template <int N, class T> inline Vec<T> lanes_of_sum(const T* a) {
   constexpr int L = kLanes<T>;
   static_assert(N % L == 0, "small::lanes_of_sum: N must be a whole number of vectors");
-  Vec64<T> sum = load(a);
+  Vec<T> sum = load(a);
   for (int v = 1; v < N / L; ++v) sum += load(a + v * L);
   return sum;
 }
@@ -161,11 +179,11 @@ template <int N, class T> inline Vec64<T> lanes_of_sum(const T* a) {
 // lane r of every vector belongs to v[r], and the L vectors are added in a
 // tree: L sums for L·log2(L) shuffles and L − 1 additions, where summing
 // each vector across its lanes on its own would take L − 1 dependent steps.
-template <int R, class T> inline void sum_of_lanes_each(const Vec64<T>* v, T* out) {
+template <int R, class T> inline void sum_of_lanes_each(const Vec<T>* v, T* out) {
   constexpr int L = kLanes<T>;
   static_assert(R % L == 0, "small::sum_of_lanes_each: R must be a whole number of blocks");
   for (int r0 = 0; r0 < R; r0 += L) {
-    Vec64<T> block[L];
+    Vec<T> block[L];
     for (int i = 0; i < L; ++i) block[i] = v[r0 + i];
     swap_step<L / 2, T>(block);
     for (int w = L / 2; w >= 1; w /= 2)
@@ -184,11 +202,11 @@ template <int N, class T> inline void copy(const T* src, T* dst) {
 // j XOR w added, for w = L/2, …, 1, so lane 0 ends with the sum (the same
 // order every time; a running sum would wait on L − 1 adds in turn).
 template <int w, class T, int... J>
-inline Vec64<T> add_lanes_apart(const Vec64<T>& v, std::integer_sequence<int, J...>) {
+inline Vec<T> add_lanes_apart(const Vec<T>& v, std::integer_sequence<int, J...>) {
   return v + __builtin_shufflevector(v, v, (J ^ w)...);
 }
-template <class T, int w = kLanes<T> / 2> inline T sum_of_lanes(const Vec64<T>& v) {
-  const Vec64<T> folded = add_lanes_apart<w, T>(v, std::make_integer_sequence<int, kLanes<T>>{});
+template <class T, int w = kLanes<T> / 2> inline T sum_of_lanes(const Vec<T>& v) {
+  const Vec<T> folded = add_lanes_apart<w, T>(v, std::make_integer_sequence<int, kLanes<T>>{});
   if constexpr (w == 1) return folded[0];
   else return sum_of_lanes<T, w / 2>(folded);
 }
@@ -198,7 +216,7 @@ template <class T, int w = kLanes<T> / 2> inline T sum_of_lanes(const Vec64<T>& 
 template <int N, class T> inline T dot(const T* a, const T* b) {
   constexpr int L = kLanes<T>, NV = N / L;
   static_assert(N % L == 0, "small::dot: N must be a whole number of vectors");
-  Vec64<T> sums[4] = {};
+  Vec<T> sums[4] = {};
   for (int v = 0; v < NV; ++v) sums[v % 4] += load(a + v * L) * load(b + v * L);
   return sum_of_lanes<T>((sums[0] + sums[1]) + (sums[2] + sums[3]));
 }

@@ -150,10 +150,10 @@ TEST_CASE("small products: matmul, transposed matmul, triangular solves, lane su
     }
   check_close("16×16 A B", sq, sq_want, 1e-6);
 
-  // sum_of_lanes_each of lanes_of_dot: row r of X (64×16 doubles) times y, 8 blocks of 8 rows
+  // sum_of_lanes_each of lanes_of_dot: row r of X (64×16 doubles) times y, in blocks of kLanes<double> rows
   const std::vector<double> Xr = random_vector<double>(64 * 16, rng, -1, 1),
                             y = random_vector<double>(16, rng, -1, 1);
-  std::vector<cpu::small::Vec64<double>> vecs(64);
+  std::vector<cpu::small::Vec<double>> vecs(64);
   std::vector<double> row_sum(64), want_sum(64);
   for (int r = 0; r < 64; ++r) {
     vecs[size_t(r)] = cpu::small::lanes_of_dot<16>(Xr.data() + r * 16, y.data());
@@ -164,12 +164,14 @@ TEST_CASE("small products: matmul, transposed matmul, triangular solves, lane su
 
   // sum_of_lanes: powers of two, so any order of addition gives the exact sum and
   // every lane counts once (a lane dropped or added twice changes the sum)
-  cpu::small::Vec64<float> lanes;
-  for (int j = 0; j < 16; ++j) lanes[j] = float(1 << j);
-  CHECK(cpu::small::sum_of_lanes<float>(lanes) == float((1 << 16) - 1));
-  cpu::small::Vec64<double> lanes8;
-  for (int j = 0; j < 8; ++j) lanes8[j] = double(1 << j);
-  CHECK(cpu::small::sum_of_lanes<double>(lanes8) == 255.0);
+  // (as many lanes as the machine's SIMD register holds: 16 floats with AVX-512, 8 with AVX2)
+  constexpr int Lf = cpu::small::kLanes<float>, Ld = cpu::small::kLanes<double>;
+  cpu::small::Vec<float> lanes;
+  for (int j = 0; j < Lf; ++j) lanes[j] = float(1 << j);
+  CHECK(cpu::small::sum_of_lanes<float>(lanes) == float((1 << Lf) - 1));
+  cpu::small::Vec<double> lanes_d;
+  for (int j = 0; j < Ld; ++j) lanes_d[j] = double(1 << j);
+  CHECK(cpu::small::sum_of_lanes<double>(lanes_d) == double((1 << Ld) - 1));
 
   std::vector<double> X = random_vector<double>(16 * 48, rng, -1, 1), Xt(48 * 16);
   cpu::small::transpose<16, 32>(X.data(), 48, Xt.data());  // the first 32 of 48 columns
