@@ -31,8 +31,8 @@ def need_matplotlib():
 
 need_matplotlib()
 sys.path.insert(0, HERE)
-from report_lib import explorer, findings, memory, plots  # noqa: E402
-from report_lib.runs import ReportError, extrap, final, load  # noqa: E402
+from report_lib import capacity, explorer, findings, groups, memory, plots, seeds  # noqa: E402
+from report_lib.runs import ReportError, best_val, extrap, final, load  # noqa: E402
 
 
 def fmt(x, spec=".4f"):
@@ -41,15 +41,23 @@ def fmt(x, spec=".4f"):
     return format(x, spec) if isinstance(x, float) else str(x)
 
 
+def best_cell(r):
+    """'1.5342 (4500)': the lowest val loss of the run's evaluations and its step."""
+    v, step = best_val(r)
+    return "—" if v is None else f"{v:.4f} ({step})"
+
+
 def runs_table(runs):
-    head = ["run", "preset", "task", "steps", "final val loss", "accuracy", "extrap 64", "128", "256", "512",
+    head = ["run", "preset", "task", "role", "steps", "final val loss", "best val (step)", "accuracy",
+            "extrap 64", "128", "256", "512",
             "kv_per_token", "state_const", "conv_cache", "params", "ms/step", "tokens/s", "device", "commit"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    role = groups.roles(runs)
     for r in runs:
         ex = extrap(r)
         done = r.get("steps_done", "?")
         steps = f"{done}" + ("" if r.get("finished") else f" of {r['config'].get('train', {}).get('steps', '?')} (unfinished)")
-        cells = [r["_label"], r["preset"], r["task"], steps, fmt(final(r, "val_loss")),
+        cells = [r["_label"], r["preset"], r["task"], role[id(r)], steps, fmt(final(r, "val_loss")), best_cell(r),
                  fmt(final(r, "val_accuracy"), ".3f"), *[fmt(ex.get(c)) for c in (64, 128, 256, 512)],
                  fmt(r.get("kv_per_token")), fmt(r.get("state_const")), fmt(r.get("conv_cache")),
                  f"{r.get('params', 0):,}", fmt(r.get("ms_per_step"), ".1f"), fmt(r.get("tokens_per_s"), ",.0f"),
@@ -80,33 +88,28 @@ def memory_section(runs):
 def write_report(runs, out, course):
     os.makedirs(out, exist_ok=True)
     pngs = plots.all_plots(runs, out)
-    noise, spreads = findings.lm_noise(runs)
+    noise = seeds.lm_noise(runs)
     md = ["# lina report", "",
           f"{len(runs)} runs from: " + ", ".join(sorted({os.path.dirname(r['_path']) for r in runs}))
-          + ". Interactive page: [explorer.html](explorer.html).", "", "## Runs", ""]
+          + ". Interactive page: [explorer.html](explorer.html).", "", "## Runs", "",
+          "Role: main — the run that stands for its preset (seed 1337, or the only seed; recall at 32 pairs "
+          "of 64 keys); only main runs are compared with each other and with the course. seed N — another "
+          "seed (the Noise section); capacity — recall at another pair count (Recall capacity); duplicate — "
+          "a second run of the same identity (task, preset, pairs, keys, seed); other — not compared.", ""]
     md += runs_table(runs)
-    md += ["", "## Noise", ""]
-    if spreads:
-        md.append("Val loss (the run's evaluation batches; 200 in the spec) against the extrapolation loss at context 64 "
-                  "(40 batches in the spec) of the same run — "
-                  "two estimates of one number:")
-        md.append("")
-        md += [f"- {l}: {v:.4f} vs {e:.4f}, spread {s:.4f}" for l, v, e, s in spreads]
-        md += ["", f"**Noise = {noise:.4f}** (the largest spread): lm differences smaller than this are called noise and not ranked."]
-    else:
-        md.append("No lm run has both a val loss and an extrapolation loss at 64 yet: lm differences are not ranked against noise.")
-    md.append("Recall accuracies: a difference is noise when below twice its binomial standard error "
-              "(held-out positions = eval batches × batch × pairs).")
+    md += ["", "## Noise", ""] + seeds.section(noise, course["lm"]["noise"])
     md += ["", "## Findings (generated from the numbers)", ""]
     md += findings.lm_findings(runs, noise) + findings.recall_findings(runs)
     ladder = findings.decay_ladder(runs, noise)
     if ladder:
         md += ["", "### The decay ladder: no decay → fixed → learned → per channel", ""] + ladder
+    md += ["", "### Recall capacity", ""] + capacity.section(runs)
     md += ["", "### Course reported / lina measured", "",
            "| what | course reported | lina measured | verdict |", "|---|---|---|---|"]
     md += [f"| {a} | {b} | {c} | {d} |" for a, b, c, d in findings.course_table(runs, course, noise)]
-    md += ["", "The course's figures are for 5000 lm steps (2000 recall) at batch 64; runs of other lengths "
-           "compare only in sign and shape.", "", "### The spec's \"what to expect\"", ""]
+    md += ["", "From the main runs only. The course's figures are for 5000 lm steps (2000 recall) at batch 64; "
+           "a row whose runs have another length says so and compares only in sign and shape.", "",
+           "### The spec's \"what to expect\"", ""]
     md += findings.spec_expectations(runs, course)
     md += ["", "## Memory (spec §1.3)", ""] + memory_section(runs)
     md += ["", "## Plots", ""] + [f"![{p}]({p})" for p in pngs]

@@ -1,7 +1,7 @@
 """explorer.html: the template with the run data embedded as JSON."""
 import json
 
-from . import memory
+from . import groups, memory
 from .runs import extrap
 
 
@@ -14,22 +14,26 @@ def thin(points, n=300):
     return out
 
 
-def run_data(r):
+def run_data(r, role):
+    """What the page needs of one run; role as groups.roles ('main', 'seed 1338', 'capacity', ...)."""
     keep = ("preset", "task", "device", "steps_done", "finished", "params", "kv_per_token", "state_const",
             "conv_cache", "ms_per_step", "tokens_per_s", "final", "alpha", "eval")
     d = {k: r.get(k) for k in keep}
     d["label"] = r["_label"]
+    d["role"] = role
+    d["pairs"], d["seed"] = groups.pairs(r), groups.seed(r)
     d["commit"] = str(r.get("git_commit", ""))[:10]
     d["loss_curve"] = [[p["step"], p["loss"]] for p in thin(r.get("loss_curve") or [])]
     d["extrapolation"] = extrap(r)
     p = r.get("_predictions")
-    if p:
+    if p and role == "main":  # the page shows the main runs' answers only
         d["predictions"] = {k: p.get(k) for k in ("pairs", "keys", "values", "accuracy", "step", "examples")}
     return d
 
 
 def write(runs, out, template_path):
-    data = {"runs": [run_data(r) for r in runs],
+    role = groups.roles(runs)
+    data = {"runs": [run_data(r, role[id(r)]) for r in runs],
             "presets": {p: memory.lina_memory(l) for p, l in memory.PRESET_LAYERS.items()},
             "real": memory.real_layouts()}
     blob = json.dumps(data, separators=(",", ":")).replace("</", "<\\/")

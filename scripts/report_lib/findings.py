@@ -1,37 +1,21 @@
 """The findings section: generated from the numbers, never written by hand.
 
-Differences are ranked only when larger than the noise: for lm, the largest
-spread between a run's val loss (200 batches) and its extrapolation loss at
-context 64 (40 batches), two estimates of the same quantity; for recall
-accuracy, twice the binomial standard error of the difference.
+Presets are compared through their main runs (groups.py: seed 1337, recall
+at 32 pairs of 64 keys). Differences are ranked only when larger than the
+noise: for lm, seeds.LmNoise (2·√2·σ from the seeds, else the largest
+val-vs-extrap@64 gap; means over seeds where both presets have them); for
+recall accuracy, twice the binomial standard error of the difference.
 """
 import math
 
-from .runs import extrap, final, scored_per_eval, train_cfg
-
-
-def lm_noise(runs):
-    """(largest spread or None, [(label, val, ext64, spread)])."""
-    rows = []
-    for r in runs:
-        v, e = final(r, "val_loss"), extrap(r).get(64)
-        if r["task"] == "lm" and v is not None and e is not None:
-            rows.append((r["_label"], v, e, abs(v - e)))
-    return (max(x[3] for x in rows) if rows else None), rows
+from .groups import by_preset
+from .runs import best_val, extrap, f4, final, number, scored_per_eval, train_cfg
 
 
 def acc_noise(a, b):
     pa, pb = final(a, "val_accuracy"), final(b, "val_accuracy")
     var = pa * (1 - pa) / scored_per_eval(a) + pb * (1 - pb) / scored_per_eval(b)
     return 2 * math.sqrt(max(var, 1e-12))
-
-
-def by_preset(runs, task):
-    out = {}
-    for r in runs:
-        if r["task"] == task and r["preset"] not in out:
-            out[r["preset"]] = r
-    return out
 
 
 def drop_step(r, threshold=0.5):
@@ -49,16 +33,17 @@ def acc_at(r, step):
     return None
 
 
-def f4(x):
-    return "—" if x is None else f"{x:.4f}"
+def fmt3(x):
+    return "—" if x is None else f"{x:.3f}"
 
 
 def lm_findings(runs, noise):
-    lm = [r for r in runs if r["task"] == "lm" and final(r, "val_loss") is not None]
+    """Lines on lm: the main runs ranked by val loss, extrapolation, late overfitting, α."""
+    lm = [r for r in by_preset(runs, "lm").values() if final(r, "val_loss") is not None]
     if not lm:
         return ["- lm: no run with a val loss yet."]
-    out = []
-    steps = sorted({r.get("steps_done") for r in lm})
+    out, n = [], noise.single
+    steps = sorted({r.get("steps_done") for r in lm}, key=lambda s: number(s, -1))
     if len(steps) > 1:
         out.append(f"- lm runs differ in length ({', '.join(map(str, steps))} steps): rankings compare unequal runs.")
     lm.sort(key=lambda r: final(r, "val_loss"))
@@ -66,10 +51,10 @@ def lm_findings(runs, noise):
     parts = []
     for r in lm[1:]:
         d = final(r, "val_loss") - final(best, "val_loss")
-        tag = "noise" if noise is not None and d <= noise else ("above noise" if noise is not None else "no noise estimate")
+        tag = "no noise estimate" if n is None else ("noise" if d <= n else "above noise")
         parts.append(f"{r['preset']} +{d:.4f} ({tag})")
-    nz = f"noise {noise:.4f}" if noise is not None else "no noise estimate yet (needs an extrapolation at 64)"
-    out.append(f"- lm: lowest val loss {best['preset']} {final(best, 'val_loss'):.4f}; "
+    nz = f"noise {n:.4f}" if n is not None else "no noise estimate yet"
+    out.append(f"- lm (main runs): lowest val loss {best['preset']} {final(best, 'val_loss'):.4f}; "
                + ("; ".join(parts) if parts else "no other lm run") + f" ({nz}).")
     rises = [(r["preset"], extrap(r)[512] - extrap(r)[64]) for r in lm if 64 in extrap(r) and 512 in extrap(r)]
     if rises:
@@ -77,9 +62,31 @@ def lm_findings(runs, noise):
         out.append("- Extrapolation (trained at context 64): val loss at 512 minus at 64 — "
                    + ", ".join(f"{p} {d:+.4f}" for p, d in rises)
                    + f"; least change: {rises[0][0]}"
-                   + (" (within noise of the next)" if noise is not None and len(rises) > 1
-                      and rises[1][1] - rises[0][1] <= noise else "") + ".")
-    for r in lm + [r for r in runs if r["task"] == "recall"]:
+                   + (" (within noise of the next)" if n is not None and len(rises) > 1
+                      and rises[1][1] - rises[0][1] <= n else "") + ".")
+    out += overfit_lines([r for r in runs if r["task"] == "lm"], n)
+    mains = lm + list(by_preset(runs, "recall").values())
+    out += alpha_lines(mains)
+    return out
+
+
+def overfit_lines(lm_runs, noise):
+    """'overfits late' for every lm run whose final val loss is above its best by more than the noise."""
+    out = []
+    if noise is None:
+        return out
+    for r in lm_runs:
+        (best, step), fin = best_val(r), final(r, "val_loss")
+        if best is not None and fin is not None and fin - best > noise:
+            out.append(f"- {r['_label']} overfits late: best {best:.4f} at step {step}, final {fin:.4f} "
+                       f"(+{fin - best:.4f}, noise {noise:.4f}).")
+    return out
+
+
+def alpha_lines(runs):
+    """Mean α per head and the half-life in tokens, every layer of every run that has α."""
+    out = []
+    for r in runs:
         for layer in r.get("alpha") or []:
             a = layer.get("mean_alpha") or []
             if a:
@@ -99,20 +106,24 @@ LADDER = [("linear", "retnet", "a fixed decay per head"),
           ("linear", "linear-sigmoid", "sigmoid(x)+1e-5 instead of elu(x)+1")]
 
 
+def noise_tag(diff):
+    """'noise' / 'above noise' / 'no noise estimate' of a seeds.Diff."""
+    return "no noise estimate" if diff.noise is None else ("noise" if diff.is_noise() else "above noise")
+
+
 def decay_ladder(runs, noise):
     """Lines: what each step of the ladder changes on lm and recall, above the noise or not."""
     lm, rc, out = by_preset(runs, "lm"), by_preset(runs, "recall"), []
     for a, b, what in LADDER:
         parts = []
-        if a in lm and b in lm and final(lm[a], "val_loss") is not None and final(lm[b], "val_loss") is not None:
-            d = final(lm[b], "val_loss") - final(lm[a], "val_loss")
-            tag = "no noise estimate" if noise is None else ("noise" if abs(d) <= noise else "above noise")
-            parts.append(f"lm val loss {final(lm[a], 'val_loss'):.4f} → {final(lm[b], 'val_loss'):.4f} ({d:+.4f}, {tag})")
+        d = noise.between(b, a)
+        if d is not None:
+            parts.append(f"lm val loss {d.vb:.4f} → {d.va:.4f} ({d.d:+.4f}, {noise_tag(d)}, {d.basis})")
         if a in rc and b in rc and final(rc[a], "val_accuracy") is not None and final(rc[b], "val_accuracy") is not None:
-            d = final(rc[b], "val_accuracy") - final(rc[a], "val_accuracy")
+            dacc = final(rc[b], "val_accuracy") - final(rc[a], "val_accuracy")
             n = acc_noise(rc[a], rc[b])
             parts.append(f"recall accuracy {final(rc[a], 'val_accuracy'):.3f} → {final(rc[b], 'val_accuracy'):.3f} "
-                         f"({d:+.3f}, {'noise' if abs(d) <= n else 'above noise'}, noise {n:.3f})")
+                         f"({dacc:+.3f}, {'noise' if abs(dacc) <= n else 'above noise'}, noise {n:.3f})")
         if parts:
             unfinished = sorted({f"{r['_label']} at step {r.get('steps_done')}"
                                  for t in (lm, rc) if a in t and b in t for p in (a, b)
@@ -123,7 +134,8 @@ def decay_ladder(runs, noise):
 
 
 def recall_findings(runs):
-    rec = [r for r in runs if r["task"] == "recall" and final(r, "val_accuracy") is not None]
+    """Lines on recall: the main runs ranked by held-out accuracy, and the step of each drop."""
+    rec = [r for r in by_preset(runs, "recall").values() if final(r, "val_accuracy") is not None]
     if not rec:
         return ["- recall: no run with a held-out accuracy yet."]
     rec.sort(key=lambda r: -final(r, "val_accuracy"))
@@ -133,39 +145,41 @@ def recall_findings(runs):
         d = final(best, "val_accuracy") - final(r, "val_accuracy")
         n = acc_noise(best, r)
         parts.append(f"{r['preset']} −{d:.3f} ({'noise' if d <= n else 'above noise'}, noise {n:.3f})")
-    out = [f"- recall: highest held-out accuracy {best['preset']} {final(best, 'val_accuracy'):.3f}; "
-           + ("; ".join(parts) if parts else "no other recall run") + "."]
+    out = [f"- recall (main runs, 32 pairs of 64 keys): highest held-out accuracy {best['preset']} "
+           f"{final(best, 'val_accuracy'):.3f}; " + ("; ".join(parts) if parts else "no other recall run") + "."]
     for r in rec:
         s = drop_step(r)
         out.append(f"- recall {r['preset']}: " + (f"held-out accuracy first ≥ 0.5 at step {s}" if s is not None
-                   else f"never reaches accuracy 0.5 in {r.get('steps_done')} steps (final loss {final(r, 'val_loss'):.3f})") + ".")
+                   else f"never reaches accuracy 0.5 in {r.get('steps_done')} steps (final loss {fmt3(final(r, 'val_loss'))})") + ".")
     return out
 
 
-def verdict_signed(course_diff, lina_diff, noise, a, b):
-    """course_diff, lina_diff: loss(a) − loss(b)."""
-    if lina_diff is None:
+def verdict_signed(course_diff, diff, a, b):
+    """course_diff and diff.d: loss(a) − loss(b)."""
+    if diff is None:
         return "not measured"
-    if noise is None:
+    if diff.noise is None:
         return "no noise estimate"
-    if abs(lina_diff) <= noise:
-        return f"noise in lina (|{lina_diff:.4f}| ≤ {noise:.4f}); the course ranks it"
-    if (lina_diff < 0) == (course_diff < 0):
-        return "agrees"
-    return f"DISAGREES: lina has {a} {'lower' if lina_diff < 0 else 'higher'} than {b}"
+    if diff.is_noise():
+        return f"noise in lina (|{diff.d:.4f}| ≤ {diff.noise:.4f}); the course ranks it"
+    if (diff.d < 0) == (course_diff < 0):
+        return f"agrees (above noise {diff.noise:.4f})"
+    return f"DISAGREES: lina has {a} {'lower' if diff.d < 0 else 'higher'} than {b} (noise {diff.noise:.4f})"
 
 
-def verdict_noise(course_gap, lina_diff, noise):
-    if lina_diff is None:
+def verdict_noise(diff):
+    """The course calls the gap noise: does lina?"""
+    if diff is None:
         return "not measured"
-    if noise is None:
+    if diff.noise is None:
         return "no noise estimate"
-    return "agrees (noise)" if abs(lina_diff) <= noise else f"DISAGREES: {abs(lina_diff):.4f} is above lina's noise {noise:.4f}"
+    return "agrees (noise)" if diff.is_noise() else f"DISAGREES: {abs(diff.d):.4f} is above lina's noise {diff.noise:.4f}"
 
 
-def settings_gap(runs, task, steps, batch):
-    """'' when every run of the task has the course's length and batch, else a note."""
-    got = sorted({(r.get("steps_done"), train_cfg(r).get("batch")) for r in runs if r["task"] == task})
+def settings_gap(used, steps, batch):
+    """'' when every run a row used has the course's length and batch, else a note."""
+    got = sorted({(r.get("steps_done"), train_cfg(r).get("batch")) for r in used},
+                 key=lambda g: (number(g[0], -1), number(g[1], -1)))
     if not got or all(g == (steps, batch) for g in got):
         return ""
     return (" — runs of " + ", ".join(f"{s} steps at batch {b}" for s, b in got)
@@ -173,88 +187,101 @@ def settings_gap(runs, task, steps, batch):
 
 
 def course_table(runs, course, noise):
-    """Rows (what, course reported, lina measured, verdict)."""
-    rows = course_rows(runs, course, noise)
+    """Rows (what, course reported, lina measured, verdict); a row whose runs are not at the course's
+    length and batch says 'indicative only'."""
     st = course["settings"]
-    gaps = {"lm": settings_gap(runs, "lm", st["lm_steps"], st["batch"]),
-            "recall": settings_gap(runs, "recall", st["recall_steps"], st["batch"])}
+    length = {"lm": st["lm_steps"], "recall": st["recall_steps"]}
     out = []
-    for what, a, b, v in rows:
+    for what, a, b, v, used in course_rows(runs, course, noise):
         task = what.split()[0]
-        if task in gaps and gaps[task] and v and v != "not measured" and not what.startswith("memory"):
-            v += gaps[task]
+        if task in length and v and v != "not measured":
+            v += settings_gap(used, length[task], st["batch"])
         out.append((what, a, b, v))
     return out
 
 
+def signed(diff):
+    return "—" if diff is None else f"{diff.d:+.4f} ({diff.basis})"
+
+
 def course_rows(runs, course, noise):
+    """Rows (what, course reported, lina measured, verdict, runs used) from the main runs."""
     lm, rc, c = by_preset(runs, "lm"), by_preset(runs, "recall"), course["lm"]
+    n = noise.single
 
-    def loss(p):
-        return final(lm[p], "val_loss") if p in lm else None
-
-    def diff(a, b):
-        return None if loss(a) is None or loss(b) is None else loss(a) - loss(b)
-
-    rows = []
-    h = lm.get("hybrid")
     def same_value(course_v, lina_v):
         if lina_v is None:
             return "not measured"
         d = lina_v - course_v
-        if noise is not None and abs(d) <= noise:
-            return f"agrees ({d:+.4f}, within noise)"
-        return f"DISAGREES: lina {'higher' if d > 0 else 'lower'} by {abs(d):.4f}"
+        if n is not None and abs(d) <= n:
+            return f"agrees ({d:+.4f}, within noise {n:.4f})"
+        return f"DISAGREES: lina {'higher' if d > 0 else 'lower'} by {abs(d):.4f}" + (f" (noise {n:.4f})" if n else "")
 
-    rows.append(("lm hybrid val loss (200 batches)", f4(c["hybrid_val_loss"]), f4(loss("hybrid")),
-                 same_value(c["hybrid_val_loss"], loss("hybrid"))))
-    e64 = extrap(h).get(64) if h else None
-    rows.append(("lm hybrid extrapolation loss at 64 (40 batches)", f4(c["hybrid_extrap_64"]), f4(e64),
-                 same_value(c["hybrid_extrap_64"], e64)))
-    rows.append(("lm noise: largest gap val vs extrap@64 over the runs", f4(c["noise"]), f4(noise),
-                 "" if noise is None else ("lina's is larger" if noise > c["noise"] else "lina's is smaller")))
+    h = lm.get("hybrid")
+    hv, e64 = (final(h, "val_loss"), extrap(h).get(64)) if h else (None, None)
+    rows = [("lm hybrid val loss (200 batches)", f4(c["hybrid_val_loss"]), f4(hv),
+             same_value(c["hybrid_val_loss"], hv), [h]),
+            ("lm hybrid extrapolation loss at 64 (40 batches)", f4(c["hybrid_extrap_64"]), f4(e64),
+             same_value(c["hybrid_extrap_64"], e64), [h]),
+            ("lm noise: largest gap val vs extrap@64 over the runs", f4(c["noise"]), f4(noise.spread),
+             "" if noise.spread is None else ("lina's is larger" if noise.spread > c["noise"] else "lina's is smaller"), []),
+            ("lm noise used for lina's verdicts", f4(c["noise"]), f4(n) + ("" if n is None else f" ({noise.source})"),
+             "", [])]
     for a, b, key in (("attn", "linear", "attn_below_linear"), ("attn", "gdn", "attn_below_gdn")):
-        d = diff(a, b)
-        rows.append((f"lm {a} − {b} val loss", f"−{c[key]:.4f}", "—" if d is None else f"{d:+.4f}",
-                     verdict_signed(-c[key], d, noise, a, b)))
+        d = noise.between(a, b)
+        rows.append((f"lm {a} − {b} val loss", f"−{c[key]:.4f}", signed(d),
+                     verdict_signed(-c[key], d, a, b), d.runs if d else []))
     for a, b, key in (("gdn", "delta", "gdn_delta_gap_unsigned"), ("attn", "hybrid", "attn_hybrid_gap_unsigned")):
-        d = diff(a, b)
-        rows.append((f"lm gap {a} vs {b} (unsigned) val loss", f"{c[key]:.4f} (noise)", "—" if d is None else f"{abs(d):.4f}",
-                     verdict_noise(c[key], d, noise)))
+        d = noise.between(a, b)
+        rows.append((f"lm gap {a} vs {b} (unsigned) val loss", f"{c[key]:.4f} (noise)",
+                     "—" if d is None else f"{abs(d.d):.4f} ({d.basis})", verdict_noise(d), d.runs if d else []))
     t = c["train_seconds"]
     if "attn" in lm and "gdn" in lm and lm["attn"].get("ms_per_step") and lm["gdn"].get("ms_per_step"):
         ratio = lm["gdn"]["ms_per_step"] / lm["attn"]["ms_per_step"]
         rows.append(("lm training time gdn / attn", f"{t['gdn'] / t['attn']:.2f}× ({t['gdn']} s / {t['attn']} s, Python loop)",
                      f"{ratio:.2f}× (ms/step, {lm['gdn'].get('device')})",
-                     "lina's chunked scan is faster relative to attn" if ratio < t["gdn"] / t["attn"] else "lina is relatively slower"))
+                     "lina's chunked scan is faster relative to attn" if ratio < t["gdn"] / t["attn"] else "lina is relatively slower",
+                     [lm["attn"], lm["gdn"]]))
     g = lm.get("gdn")
     a0 = next((l["mean_alpha"] for l in (g or {}).get("alpha") or [] if l.get("layer") == 0), None)
     lo, hi = c["alpha_layer1_range"]
     rows.append(("lm gdn mean α per head, first layer", f"{lo}–{hi}",
                  "—" if not a0 else f"{min(a0):.3f}–{max(a0):.3f}",
-                 "not measured" if not a0 else ("agrees" if min(a0) >= lo - 0.05 and max(a0) <= hi + 0.05 else "DISAGREES")))
+                 "not measured" if not a0 else ("agrees" if min(a0) >= lo - 0.05 and max(a0) <= hi + 0.05 else "DISAGREES"),
+                 [g] if g else []))
+    return rows + recall_rows(rc, course) + memory_rows(lm, rc, course)
+
+
+def recall_rows(rc, course):
+    """Course rows on recall: linear does not drop, the others do."""
     lin = rc.get("linear")
     if lin and lin.get("eval"):
         ev = lin["eval"]
         s = drop_step(lin)
-        rows.append(("recall linear: no sudden drop", "loss 2.60 → 2.47, stays",
-                     f"loss {ev[0]['val_loss']:.2f} → {ev[-1]['val_loss']:.2f}, " + ("accuracy ≥ 0.5 at step %d" % s if s else "no drop"),
-                     "agrees" if s is None else "DISAGREES: linear retrieves"))
+        rows = [("recall linear: no sudden drop", "loss 2.60 → 2.47, stays",
+                 f"loss {ev[0]['val_loss']:.2f} → {ev[-1]['val_loss']:.2f}, " + ("accuracy ≥ 0.5 at step %d" % s if s else "no drop"),
+                 "agrees" if s is None else "DISAGREES: linear retrieves", [lin])]
     else:
-        rows.append(("recall linear: no sudden drop", "loss 2.60 → 2.47, stays", "—", "not measured"))
+        rows = [("recall linear: no sudden drop", "loss 2.60 → 2.47, stays", "—", "not measured", [])]
     for p in course["recall"]["drops"]:
         r = rc.get(p)
         s = drop_step(r) if r else None
         rows.append((f"recall {p}: sudden drop", "yes (no step given)",
                      "—" if not r else ("accuracy ≥ 0.5 at step %d" % s if s else f"no drop in {r.get('steps_done')} steps"),
-                     "not measured" if not r else ("agrees" if s else "DISAGREES (so far: maybe too few steps)")))
-    m = course["memory"]
+                     "not measured" if not r else ("agrees" if s else "DISAGREES (so far: maybe too few steps)"),
+                     [r] if r else []))
+    return rows
+
+
+def memory_rows(lm, rc, course):
+    """Course rows on the memory fields of the run jsons (independent of the run's length)."""
+    m, rows = course["memory"], []
     for p, key, want in (("attn", "kv_per_token", m["attn_kv_per_token"]), ("gdn", "state_const", m["gdn_state_const"]),
                          ("hybrid", "kv_per_token", m["hybrid_kv_per_token"]), ("hybrid", "state_const", m["hybrid_state_const"])):
         r = lm.get(p) or rc.get(p)
         got = r.get(key) if r else None
         rows.append((f"memory {p} {key}", str(want), "—" if got is None else str(got),
-                     "not measured" if got is None else ("agrees" if got == want else "DISAGREES")))
+                     "not measured" if got is None else ("agrees" if got == want else "DISAGREES"), []))
     return rows
 
 

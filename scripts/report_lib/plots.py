@@ -7,8 +7,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from . import memory  # noqa: E402
-from .runs import extrap  # noqa: E402
+from . import capacity, groups, memory  # noqa: E402
+from .runs import extrap, final  # noqa: E402
 
 COLORS = {"attn": "tab:blue", "linear": "tab:orange", "delta": "tab:green", "gdn": "tab:red", "hybrid": "tab:purple",
           "retnet": "tab:brown", "mamba2": "tab:pink", "gla": "tab:olive", "linear-relu": "tab:cyan",
@@ -26,17 +26,31 @@ def save(fig, out, name):
     return name
 
 
+def mains(runs, task):
+    """The main runs of a task (groups.py), in run order."""
+    return list(groups.by_preset(runs, task).values())
+
+
 def lm_curves(runs, out):
-    lm = [r for r in runs if r["task"] == "lm" and r.get("loss_curve")]
-    if not lm:
+    """Train loss (faint) and val loss of the main lm runs; the other seeds' val loss dashed."""
+    main = [r for r in mains(runs, "lm") if r.get("loss_curve")]
+    if not main:
         return None
+    role = groups.roles(runs)
+    extra = [r for r in runs if r["task"] == "lm" and role[id(r)].startswith("seed ")]
     fig, ax = plt.subplots(figsize=(8, 5))
-    for r in lm:
+    for r in main:
         c = r["loss_curve"]
         ax.plot([p["step"] for p in c], [p["loss"] for p in c], color=color(r), alpha=0.35, lw=0.8)
-        ev = r.get("eval") or []
-        ax.plot([e["step"] for e in ev], [e["val_loss"] for e in ev], "o-", color=color(r), label=f"{r['_label']} val")
+    main_ids = {id(r) for r in main}
+    for r in main + extra:
+        ev = [e for e in r.get("eval") or [] if "val_loss" in e]
+        is_main = id(r) in main_ids
+        ax.plot([e["step"] for e in ev], [e["val_loss"] for e in ev], "o-" if is_main else "--", color=color(r),
+                lw=1.5 if is_main else 0.8, label=f"{r['_label']} val" if is_main else None)
     ax.plot([], [], color="gray", alpha=0.5, label="train (faint, per step)")
+    if extra:
+        ax.plot([], [], "--", color="gray", lw=0.8, label="val, other seeds (dashed)")
     ax.set(xlabel="update (step)", ylabel="cross-entropy (nats per character)", title="lm: train and val loss")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
@@ -44,7 +58,8 @@ def lm_curves(runs, out):
 
 
 def recall_curves(runs, out):
-    rc = [r for r in runs if r["task"] == "recall" and r.get("eval")]
+    """Held-out accuracy and loss of the main recall runs against the step."""
+    rc = [r for r in mains(runs, "recall") if r.get("eval")]
     if not rc:
         return None
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 4.5))
@@ -63,7 +78,8 @@ def recall_curves(runs, out):
 
 
 def extrapolation(runs, out):
-    rows = [(r, extrap(r)) for r in runs if r["task"] == "lm" and extrap(r)]
+    """Val loss of the main lm runs at contexts 64 … 512."""
+    rows = [(r, extrap(r)) for r in mains(runs, "lm") if extrap(r)]
     if not rows:
         return None
     fig, ax = plt.subplots(figsize=(7, 4.5))
@@ -102,7 +118,8 @@ def memory_plot(out):
 
 
 def alpha_plot(runs, out):
-    rows = [r for r in runs if r.get("alpha")]
+    """Mean α per head of the main runs, and αⁿ against n."""
+    rows = [r for r in mains(runs, "lm") + mains(runs, "recall") if r.get("alpha")]
     if not rows:
         return None
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(12, 4.8))
@@ -131,7 +148,30 @@ def alpha_plot(runs, out):
     return save(fig, out, "alpha.png")
 
 
+def capacity_plot(runs, out):
+    """Final held-out accuracy against pairs (64 keys, main seed), one line per preset; x: unfinished."""
+    if not capacity.has_sweep(runs):
+        return None
+    sizes, cap = capacity.capacity(runs)
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for preset, by_pairs in cap.items():
+        pts = [(p, final(r, "val_accuracy"), r.get("finished")) for p, r in by_pairs.items()
+               if final(r, "val_accuracy") is not None]
+        c = COLORS.get(preset, "tab:gray")
+        ax.plot([p for p, _, _ in pts], [a for _, a, _ in pts], "o-", color=c, label=preset)
+        ax.plot([p for p, _, f in pts if not f], [a for _, a, f in pts if not f], "x", color="black", ms=9)
+    ax.axhline(capacity.HOLDS, ls="--", color="gray", lw=0.8, label=f"holds: ≥ {capacity.HOLDS}")
+    ax.axhline(capacity.BREAKS, ls=":", color="gray", lw=0.8, label=f"breaks: < {capacity.BREAKS}")
+    ax.plot([], [], "x", color="black", label="unfinished run")
+    ax.set_xticks(sizes)
+    ax.set(xlabel="pairs stored (of 64 keys)", ylabel="held-out accuracy (final)", ylim=(0, 1.02),
+           title="recall capacity")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    return save(fig, out, "capacity.png")
+
+
 def all_plots(runs, out):
     made = [lm_curves(runs, out), recall_curves(runs, out), extrapolation(runs, out),
-            memory_plot(out), alpha_plot(runs, out)]
+            memory_plot(out), alpha_plot(runs, out), capacity_plot(runs, out)]
     return [m for m in made if m]

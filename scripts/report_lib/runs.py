@@ -11,7 +11,8 @@ class ReportError(Exception):
 
 
 def is_run(j):
-    return isinstance(j, dict) and all(k in j for k in ("preset", "task", "loss_curve", "config"))
+    return (isinstance(j, dict) and all(k in j for k in ("preset", "task", "loss_curve", "config"))
+            and isinstance(j["preset"], str) and isinstance(j["task"], str) and isinstance(j["config"], dict))
 
 
 def find_json(dirs):
@@ -48,7 +49,7 @@ def load(dirs, warn):
     for r in runs:
         r["_predictions"] = predictions.get(r["_path"])
     label_runs(runs)
-    runs.sort(key=lambda r: (r["task"], order(r["preset"]), r["_label"]))
+    runs.sort(key=lambda r: (r["task"], order(r["preset"]), identity(r)[2:], r["_label"]))
     return runs
 
 
@@ -75,6 +76,10 @@ def final(r, key):
     return v if isinstance(v, (int, float)) else None
 
 
+def f4(x):
+    return "—" if x is None else f"{x:.4f}"
+
+
 def extrap(r):
     """{context: val_loss} of an lm run (empty when not measured)."""
     return {e["context"]: e["val_loss"] for e in r.get("extrapolation") or []
@@ -83,6 +88,32 @@ def extrap(r):
 
 def train_cfg(r):
     return (r.get("config") or {}).get("train") or {}
+
+
+# lina's defaults (experiments/train.cpp; scripts/sweep.py DEFAULT_*)
+DEFAULT_SEED, DEFAULT_PAIRS, DEFAULT_KEYS = 1337, 32, 64
+
+
+def number(x, default):
+    return x if isinstance(x, int) and not isinstance(x, bool) else default
+
+
+def identity(r):
+    """(task, preset, pairs, keys, seed) of a run; pairs and keys are 0 on lm (they do not apply)."""
+    t = train_cfg(r)
+    recall = r["task"] == "recall"
+    return (r["task"], r["preset"], number(t.get("pairs"), DEFAULT_PAIRS) if recall else 0,
+            number(t.get("keys"), DEFAULT_KEYS) if recall else 0, number(t.get("seed"), DEFAULT_SEED))
+
+
+def best_val(r):
+    """(lowest val_loss, its step) over the run's evaluations, or (None, None)."""
+    ev = [e for e in r.get("eval") or [] if isinstance(e, dict)
+          and isinstance(e.get("val_loss"), (int, float)) and "step" in e]
+    if not ev:
+        return None, None
+    best = min(ev, key=lambda e: e["val_loss"])
+    return best["val_loss"], best["step"]
 
 
 def scored_per_eval(r):

@@ -1,0 +1,78 @@
+"""Recall capacity: held-out accuracy against the number of pairs (64 keys, each preset's main seed).
+
+A preset "holds up to N pairs" when N is the largest pair count with final
+held-out accuracy ≥ 0.9 and "breaks by M" when M is the smallest with
+accuracy < 0.5. Only the numbers present count: a pair count measured for
+some preset but not for this one is named as missing; an unfinished run is
+shown but not judged.
+"""
+from . import groups
+from .runs import DEFAULT_KEYS, DEFAULT_PAIRS, final
+
+HOLDS, BREAKS = 0.9, 0.5
+
+
+def capacity(runs):
+    """(sorted pair counts over all presets, {preset: {pairs: run}})."""
+    cap = groups.capacity_runs(runs)
+    return sorted({p for by_pairs in cap.values() for p in by_pairs}), cap
+
+
+def has_sweep(runs):
+    """True when some recall run at 64 keys has a pair count other than the main 32."""
+    return any(p != DEFAULT_PAIRS for p in capacity(runs)[0])
+
+
+def judged(by_pairs):
+    """{pairs: final accuracy} of the finished runs that have one."""
+    return {p: final(r, "val_accuracy") for p, r in by_pairs.items()
+            if r.get("finished") and final(r, "val_accuracy") is not None}
+
+
+def holds_breaks(by_pairs):
+    """(largest pairs with accuracy ≥ 0.9 or None, smallest with accuracy < 0.5 or None)."""
+    acc = judged(by_pairs)
+    held = [p for p, a in acc.items() if a >= HOLDS]
+    broke = [p for p, a in acc.items() if a < BREAKS]
+    return (max(held) if held else None), (min(broke) if broke else None)
+
+
+def sentence(preset, by_pairs, sizes):
+    """'- gdn: holds up to 16 pairs, breaks by 48; missing: 8.' from the numbers present."""
+    acc = judged(by_pairs)
+    held, broke = holds_breaks(by_pairs)
+    if not acc:
+        words = "no finished run with a held-out accuracy"
+    else:
+        words = (f"holds up to {held} pairs" if held is not None else f"below {HOLDS} at every measured size") + ", " \
+                + (f"breaks by {broke}" if broke is not None else f"does not break (accuracy ≥ {BREAKS}) up to {max(acc)}")
+    notes = [f"{p} pairs unfinished ({r['_label']} at step {r.get('steps_done')})"
+             for p, r in by_pairs.items() if not r.get("finished")]
+    missing = [str(p) for p in sizes if p not in by_pairs]
+    if missing:
+        notes.append("missing: " + ", ".join(missing) + " pairs")
+    return f"- {preset}: {words}" + ("; " + "; ".join(notes) if notes else "") + "."
+
+
+def cell(r):
+    a = final(r, "val_accuracy") if r else None
+    return "—" if a is None else f"{a:.3f}" + ("" if r.get("finished") else " (unfinished)")
+
+
+def section(runs):
+    """The report's capacity section (markdown lines)."""
+    sizes, cap = capacity(runs)
+    if not has_sweep(runs):
+        return [f"No capacity runs yet (recall at {DEFAULT_KEYS} keys with a pair count other than {DEFAULT_PAIRS})."]
+    out = [f"Final held-out accuracy against the number of pairs, {DEFAULT_KEYS} keys, seed 1337 (or each preset's "
+           f"only seed); {DEFAULT_PAIRS} pairs is the main run. A preset holds up to N pairs when N is the largest "
+           f"count with accuracy ≥ {HOLDS}, and breaks by M when M is the smallest with accuracy < {BREAKS}.", "",
+           "| preset | " + " | ".join(f"{p} pairs" for p in sizes) + " | holds up to | breaks by |",
+           "|---|" + "---|" * (len(sizes) + 2)]
+    for preset, by_pairs in cap.items():
+        held, broke = holds_breaks(by_pairs)
+        out.append(f"| {preset} | " + " | ".join(cell(by_pairs.get(p)) for p in sizes)
+                   + f" | {'—' if held is None else held} | {'—' if broke is None else broke} |")
+    out.append("")
+    out += [sentence(p, by_pairs, sizes) for p, by_pairs in cap.items()]
+    return out
