@@ -18,9 +18,9 @@ def capacity(runs):
     return sorted({p for by_pairs in cap.values() for p in by_pairs}), cap
 
 
-def has_sweep(runs):
-    """True when some recall run at 64 keys has a pair count other than the main 32."""
-    return any(p != DEFAULT_PAIRS for p in capacity(runs)[0])
+def has_sweep(sizes):
+    """True when the pair counts (capacity()'s first) hold one other than the main 32."""
+    return any(p != DEFAULT_PAIRS for p in sizes)
 
 
 def judged(by_pairs):
@@ -62,7 +62,7 @@ def cell(r):
 def section(runs):
     """The report's capacity section (markdown lines)."""
     sizes, cap = capacity(runs)
-    if not has_sweep(runs):
+    if not has_sweep(sizes):
         return [f"No capacity runs yet (recall at {DEFAULT_KEYS} keys with a pair count other than {DEFAULT_PAIRS})."]
     out = [f"Final held-out accuracy against the number of pairs, {DEFAULT_KEYS} keys, seed 1337 (or each preset's "
            f"only seed); {DEFAULT_PAIRS} pairs is the main run. A preset holds up to N pairs when N is the largest "

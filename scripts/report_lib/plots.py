@@ -150,9 +150,9 @@ def alpha_plot(runs, out):
 
 def capacity_plot(runs, out):
     """Final held-out accuracy against pairs (64 keys, main seed), one line per preset; x: unfinished."""
-    if not capacity.has_sweep(runs):
-        return None
     sizes, cap = capacity.capacity(runs)
+    if not capacity.has_sweep(sizes):
+        return None
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for preset, by_pairs in cap.items():
         pts = [(p, final(r, "val_accuracy"), r.get("finished")) for p, r in by_pairs.items()
