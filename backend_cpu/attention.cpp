@@ -3,11 +3,13 @@
 // softmax → · v (models/attention.cpp, AttentionMixer::forward_composed), which
 // stays the reference the tests compare this file with.
 //
-// What fusing saves: q, k, v are read in place through strided Eigen maps
-// (a head's rows are H·d apart in [B, T, H, d]), so the permute and the
-// per-query-head copies of each KV head disappear; the scale is the GEMM's
-// alpha; and the masked upper triangle is skipped a tile of query rows at a
-// time (rows r0 … r0+rows−1 see at most keys 0 … r0+rows−1+(Tk−Tq)).
+// What fusing saves: q, k, v are read in place (a head's rows are H·d apart
+// in [B, T, H, d]), so the permute and the per-query-head copies of each KV
+// head disappear; one head's blocks (T×32) fit in L1, so the products are
+// register-blocked loops with no packing (small::matmul_dynamic), where a
+// general GEMM would spend as long packing as multiplying; and the masked
+// upper triangle is skipped a tile of query rows at a time (rows r0 …
+// r0+rows−1 see at most keys 0 … r0+rows−1+(Tk−Tq)).
 //
 // Backward, with P = probs, dP = dout vᵀ and D_i = Σ_j P_ij dP_ij:
 //   dS = scale · P ⊙ (dP − D)          (the softmax Jacobian, then the scale)
@@ -17,31 +19,68 @@
 // the heads are added in a fixed order, and the result is deterministic.
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <vector>
 
 #include "backend_cpu/cpu_kernels.h"
 #include "backend_cpu/eigen_maps.h"
 #include "backend_cpu/parallel.h"
+#include "backend_cpu/small_matmul.h"
 
 namespace lina::cpu {
 
 namespace {
 
-constexpr int64_t kTile = 64;  // query rows (forward) or keys (dk, dv) per block
+// Query rows (forward, dq) or keys (dk, dv) per block: row r0 … r0+15 sees
+// keys up to r0+15+offset, so the masked triangle is skipped 16 rows at a
+// time.
+constexpr int64_t kTile = 16;
 
-// y[0, n) = softmax(y[0, n)) in place, stable (the maximum subtracted first).
+// y[0, n) = softmax(scale · y[0, n)) in place, stable (the maximum subtracted
+// first), in whole SIMD packets: y[n, room) belongs to masked keys, which
+// the caller zeroes afterwards, so the last packet may run into it, with
+// −∞ there (exp gives 0 and the sum is unchanged). Eigen's own array exp
+// over a short unaligned row would take the ends one scalar expf at a time,
+// which at rows of ~32 keys costs more than the packets.
 template <class T>
-void softmax_in_place(T* y, int64_t n) {
-  T m = *std::max_element(y, y + n);
-  // Eigen's vectorised exp, called directly: this runs inside the parallel
-  // loop over heads, where even an empty OpenMP region per row would cost
-  // more than the row.
-  Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>> row(y, n);
-  row = (row - m).exp();
-  T s = 0;
-  for (int64_t j = 0; j < n; ++j) s += y[j];
-  const T inv = T(1) / s;
-  for (int64_t j = 0; j < n; ++j) y[j] *= inv;
+void scaled_softmax_in_place(T* y, int64_t n, int64_t room, T scale) {
+  namespace ei = Eigen::internal;
+  using Packet = typename ei::packet_traits<T>::type;
+  constexpr int64_t L = ei::packet_traits<T>::size;
+  const int64_t padded = (n + L - 1) / L * L;
+  if (padded > room || !ei::packet_traits<T>::HasExp) {  // no room for a last packet: scalar
+    T m = -std::numeric_limits<T>::infinity(), sum = 0;
+    for (int64_t j = 0; j < n; ++j) m = std::max(m, y[j] *= scale);
+    for (int64_t j = 0; j < n; ++j) sum += y[j] = std::exp(y[j] - m);
+    for (int64_t j = 0; j < n; ++j) y[j] /= sum;
+    return;
+  }
+  std::fill(y + n, y + padded, -std::numeric_limits<T>::infinity());
+  const Packet scale_p = ei::pset1<Packet>(scale);
+  Packet m = ei::pset1<Packet>(-std::numeric_limits<T>::infinity());
+  for (int64_t j = 0; j < padded; j += L) {
+    const Packet x = ei::pmul(ei::ploadu<Packet>(y + j), scale_p);
+    ei::pstoreu(y + j, x);
+    m = ei::pmax(m, x);
+  }
+  const Packet max_p = ei::pset1<Packet>(ei::predux_max(m));
+  Packet sum = ei::pset1<Packet>(T(0));
+  for (int64_t j = 0; j < padded; j += L) {
+    const Packet e = ei::pexp(ei::psub(ei::ploadu<Packet>(y + j), max_p));
+    ei::pstoreu(y + j, e);
+    sum = ei::padd(sum, e);
+  }
+  const Packet inv = ei::pset1<Packet>(T(1) / ei::predux(sum));
+  for (int64_t j = 0; j < padded; j += L) ei::pstoreu(y + j, ei::pmul(ei::ploadu<Packet>(y + j), inv));
+}
+
+// At [d, T] = Aᵀ of A's rows (T rows of d, `stride` apart): one head's keys or
+// values laid out so that a row of q kᵀ (or dout vᵀ) is a sum of rows of At.
+template <class T>
+void transpose_rows(const T* A, int64_t rows, int64_t d, int64_t stride, std::vector<T>& At) {
+  At.resize(size_t(rows * d));
+  for (int64_t j = 0; j < rows; ++j)
+    for (int64_t c = 0; c < d; ++c) At[size_t(c * rows + j)] = A[j * stride + c];
 }
 
 // The views of one (batch, head) of the [B, T, heads, d] tensors.
@@ -64,31 +103,32 @@ HeadViews<T> head_views(const AttentionShape& s, int64_t bh, const T* q, const T
 
 }  // namespace
 
+// Every product below is small::matmul_dynamic: C (M×N) = A (M×K) · B (K×N),
+// with (M, N, K, A, lda, B, ldb, C, ldc) as its arguments.
 template <class T>
 void attention_forward(const AttentionShape& s, const T* q, const T* k, const T* v, T* probs,
                        T* out) {
   const int64_t offset = s.Tk - s.Tq;  // query i sees keys j <= i + offset
-  const T scale = T(s.scale);
+  const int qs = int(s.H * s.d), kvs = int(s.Hkv * s.d), Tk = int(s.Tk), d = int(s.d);
   LINA_PARALLEL_FOR_IF(s.B * s.H > 1 && s.B * s.H * s.Tq * s.Tk > kParallelMin)
   for (int64_t bh = 0; bh < s.B * s.H; ++bh) {
-    HeadViews<T> hv = head_views(s, bh, q, k, v);
-    ConstRowsMap<T> Q(hv.q, s.Tq, s.d, Eigen::OuterStride<>(s.H * s.d));      // [Tq, d]
-    ConstRowsMap<T> K(hv.k, s.Tk, s.d, Eigen::OuterStride<>(s.Hkv * s.d));    // [Tk, d]
-    ConstRowsMap<T> V(hv.v, s.Tk, s.d, Eigen::OuterStride<>(s.Hkv * s.d));    // [Tk, d]
-    MatrixMap<T> P(probs + bh * s.Tq * s.Tk, s.Tq, s.Tk);                     // [Tq, Tk]
-    RowsMap<T> O(out + hv.row0, s.Tq, s.d, Eigen::OuterStride<>(s.H * s.d));
+    const HeadViews<T> hv = head_views(s, bh, q, k, v);
+    thread_local std::vector<T> kt;  // [d, Tk]: this head's keys, transposed
+    transpose_rows(hv.k, s.Tk, s.d, kvs, kt);
+    T* P = probs + bh * s.Tq * s.Tk;  // [Tq, Tk]
+    T* O = out + hv.row0;             // row i at O + i·qs
     for (int64_t r0 = 0; r0 < s.Tq; r0 += kTile) {
-      const int64_t rows = std::min(kTile, s.Tq - r0);
-      const int64_t keys = std::min(s.Tk, r0 + rows + offset);  // the tile's last row sees these
-      auto scores = P.block(r0, 0, rows, keys);
-      scores.noalias() = scale * Q.middleRows(r0, rows) * K.topRows(keys).transpose();
+      const int rows = int(std::min(kTile, s.Tq - r0));
+      const int keys = int(std::min(s.Tk, r0 + rows + offset));  // the tile's last row sees these
+      T* scores = P + r0 * Tk;                                    // [rows, keys] of [rows, Tk]
+      small::matmul_dynamic(rows, keys, d, hv.q + r0 * qs, qs, kt.data(), Tk, scores, Tk);  // q kᵀ
       for (int64_t i = r0; i < r0 + rows; ++i) {
         const int64_t visible = i + offset + 1;
-        T* row = &P(i, 0);
-        softmax_in_place(row, visible);
+        T* row = P + i * Tk;
+        scaled_softmax_in_place(row, visible, s.Tk, T(s.scale));
         std::fill(row + visible, row + s.Tk, T(0));
       }
-      O.middleRows(r0, rows).noalias() = scores * V.topRows(keys);
+      small::matmul_dynamic(rows, d, keys, scores, Tk, hv.v, kvs, O + r0 * qs, qs);  // P v
     }
   }
 }
@@ -99,34 +139,33 @@ void attention_backward(const AttentionShape& s, const T* q, const T* k, const T
   const int64_t offset = s.Tk - s.Tq;
   const int64_t group = s.H / s.Hkv;
   const T scale = T(s.scale);
-  const auto q_stride = Eigen::OuterStride<>(s.H * s.d), kv_stride = Eigen::OuterStride<>(s.Hkv * s.d);
+  const int qs = int(s.H * s.d), kvs = int(s.Hkv * s.d), Tk = int(s.Tk), d = int(s.d);
   const bool threaded = s.B * s.H > 1 && s.B * s.H * s.Tq * s.Tk > kParallelMin;
 
   // Pass 1, per (batch, query head): dS, and dq = dS k.
   LINA_PARALLEL_FOR_IF(threaded)
   for (int64_t bh = 0; bh < s.B * s.H; ++bh) {
-    HeadViews<T> hv = head_views(s, bh, q, k, v);
-    ConstRowsMap<T> K(hv.k, s.Tk, s.d, kv_stride);
-    ConstRowsMap<T> V(hv.v, s.Tk, s.d, kv_stride);
-    ConstRowsMap<T> dO(dout + hv.row0, s.Tq, s.d, q_stride);
-    RowsMap<T> dQ(dq + hv.row0, s.Tq, s.d, q_stride);
-    ConstMatrixMap<T> P(probs + bh * s.Tq * s.Tk, s.Tq, s.Tk);
-    MatrixMap<T> dS(dscores + bh * s.Tq * s.Tk, s.Tq, s.Tk);
+    const HeadViews<T> hv = head_views(s, bh, q, k, v);
+    thread_local std::vector<T> vt;  // [d, Tk]: this head's values, transposed
+    transpose_rows(hv.v, s.Tk, s.d, kvs, vt);
+    const T* P = probs + bh * s.Tq * s.Tk;  // [Tq, Tk]
+    T* dS = dscores + bh * s.Tq * s.Tk;     // [Tq, Tk]
     for (int64_t r0 = 0; r0 < s.Tq; r0 += kTile) {
-      const int64_t rows = std::min(kTile, s.Tq - r0);
-      const int64_t keys = std::min(s.Tk, r0 + rows + offset);
-      auto block = dS.block(r0, 0, rows, keys);
-      block.noalias() = dO.middleRows(r0, rows) * V.topRows(keys).transpose();  // dP
+      const int rows = int(std::min(kTile, s.Tq - r0));
+      const int keys = int(std::min(s.Tk, r0 + rows + offset));
+      T* block = dS + r0 * Tk;  // [rows, keys] of [rows, Tk]
+      small::matmul_dynamic(rows, keys, d, dout + hv.row0 + r0 * qs, qs, vt.data(), Tk, block,
+                            Tk);  // dP = dout vᵀ
       for (int64_t i = r0; i < r0 + rows; ++i) {
         const int64_t visible = i + offset + 1;
-        const T* p = P.data() + i * s.Tk;
-        T* d = &dS(i, 0);
+        const T* p = P + i * s.Tk;
+        T* ds = dS + i * s.Tk;
         T D = 0;  // Σ_j P_ij dP_ij
-        for (int64_t j = 0; j < visible; ++j) D += p[j] * d[j];
-        for (int64_t j = 0; j < visible; ++j) d[j] = scale * p[j] * (d[j] - D);
-        std::fill(d + visible, d + s.Tk, T(0));
+        for (int64_t j = 0; j < visible; ++j) D += p[j] * ds[j];
+        for (int64_t j = 0; j < visible; ++j) ds[j] = scale * p[j] * (ds[j] - D);
+        std::fill(ds + visible, ds + s.Tk, T(0));
       }
-      dQ.middleRows(r0, rows).noalias() = block * K.topRows(keys);
+      small::matmul_dynamic(rows, d, keys, block, Tk, hv.k, kvs, dq + hv.row0 + r0 * qs, qs);  // dS k
     }
   }
 
@@ -135,27 +174,27 @@ void attention_backward(const AttentionShape& s, const T* q, const T* k, const T
   LINA_PARALLEL_FOR_IF(threaded)
   for (int64_t bkv = 0; bkv < s.B * s.Hkv; ++bkv) {
     const int64_t b = bkv / s.Hkv, kvh = bkv % s.Hkv;
-    const int64_t kv0 = (b * s.Tk * s.Hkv + kvh) * s.d;
-    RowsMap<T> dK(dk + kv0, s.Tk, s.d, kv_stride);
-    RowsMap<T> dV(dv + kv0, s.Tk, s.d, kv_stride);
-    dK.setZero();
-    dV.setZero();
+    T* dK = dk + (b * s.Tk * s.Hkv + kvh) * s.d;  // row j at dK + j·kvs
+    T* dV = dv + (b * s.Tk * s.Hkv + kvh) * s.d;
+    for (int64_t j = 0; j < s.Tk; ++j) {
+      std::fill(dK + j * kvs, dK + j * kvs + d, T(0));
+      std::fill(dV + j * kvs, dV + j * kvs + d, T(0));
+    }
     for (int64_t g = 0; g < group; ++g) {
       const int64_t bh = b * s.H + kvh * group + g;
       const HeadViews<T> hv = head_views(s, bh, q, k, v);
-      ConstRowsMap<T> Q(hv.q, s.Tq, s.d, q_stride);
-      ConstRowsMap<T> dO(dout + hv.row0, s.Tq, s.d, q_stride);
-      ConstMatrixMap<T> P(probs + bh * s.Tq * s.Tk, s.Tq, s.Tk);
-      ConstMatrixMap<T> dS(dscores + bh * s.Tq * s.Tk, s.Tq, s.Tk);
+      const T* P = probs + bh * s.Tq * s.Tk;
+      const T* dS = dscores + bh * s.Tq * s.Tk;
       for (int64_t c0 = 0; c0 < s.Tk; c0 += kTile) {
-        const int64_t cols = std::min(kTile, s.Tk - c0);
+        const int cols = int(std::min(kTile, s.Tk - c0));
         const int64_t i0 = std::max<int64_t>(0, c0 - offset);  // first query that sees key c0
         if (i0 >= s.Tq) break;
-        const int64_t n = s.Tq - i0;
-        dK.middleRows(c0, cols).noalias() +=
-            dS.block(i0, c0, n, cols).transpose() * Q.middleRows(i0, n);
-        dV.middleRows(c0, cols).noalias() +=
-            P.block(i0, c0, n, cols).transpose() * dO.middleRows(i0, n);
+        const int n = int(s.Tq - i0);
+        small::matmul_dynamic<true, small::Store::Add>(cols, d, n, dS + i0 * Tk + c0, Tk,
+                                                       hv.q + i0 * qs, qs, dK + c0 * kvs, kvs);
+        small::matmul_dynamic<true, small::Store::Add>(cols, d, n, P + i0 * Tk + c0, Tk,
+                                                       dout + hv.row0 + i0 * qs, qs, dV + c0 * kvs,
+                                                       kvs);
       }
     }
   }

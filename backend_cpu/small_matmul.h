@@ -86,6 +86,72 @@ inline void matmul(const T* A, int lda, const T* B, int ldb, T* C, int ldc) {
   }
 }
 
+// matmul with M, N and K known only at run time (attention's query rows ×
+// keys × head size, where the keys grow with the context). The same
+// register blocks as above, R rows × NB vectors of C (8 sums with AVX2, 16
+// with AVX-512), walked over C at run time; leftover rows go one at a time,
+// leftover vectors one at a time, and the last N mod L columns are plain
+// scalar sums. B's rows are read in place: no packing, so this is for
+// operands that fit in L1/L2, not a general GEMM.
+namespace detail {
+template <int R, int NB, bool TransposeA, Store store_as, class T>
+inline void block_dynamic(int i0, int j0, int K, const T* A, int lda, const T* B, int ldb, T* C,
+                          int ldc) {
+  constexpr int L = kLanes<T>;
+  Vec<T> sums[R][NB] = {};  // C[i0 … i0+R−1, j0 … j0+NB·L−1]
+  for (int k = 0; k < K; ++k) {
+    Vec<T> b[NB];
+#pragma GCC unroll 8
+    for (int v = 0; v < NB; ++v) b[v] = load(B + k * ldb + j0 + v * L);
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) {
+      const T a = TransposeA ? A[k * lda + i0 + r] : A[(i0 + r) * lda + k];
+#pragma GCC unroll 8
+      for (int v = 0; v < NB; ++v) sums[r][v] += a * b[v];
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int v = 0; v < NB; ++v) {
+      T* c = C + (i0 + r) * ldc + j0 + v * L;
+      if constexpr (store_as == Store::Set) store(c, sums[r][v]);
+      if constexpr (store_as == Store::Add) store(c, load(c) + sums[r][v]);
+      if constexpr (store_as == Store::Sub) store(c, load(c) - sums[r][v]);
+    }
+}
+
+// Rows i0 … i0+R−1 of C, every column.
+template <int R, bool TransposeA, Store store_as, class T>
+inline void rows_dynamic(int i0, int N, int K, const T* A, int lda, const T* B, int ldb, T* C,
+                         int ldc) {
+  constexpr int L = kLanes<T>, NB = 2;
+  int j0 = 0;
+  for (; j0 + NB * L <= N; j0 += NB * L)
+    block_dynamic<R, NB, TransposeA, store_as>(i0, j0, K, A, lda, B, ldb, C, ldc);
+  for (; j0 + L <= N; j0 += L)
+    block_dynamic<R, 1, TransposeA, store_as>(i0, j0, K, A, lda, B, ldb, C, ldc);
+  for (int i = i0; i < i0 + R; ++i)
+    for (int j = j0; j < N; ++j) {  // the last N mod L columns
+      T sum = 0;
+      for (int k = 0; k < K; ++k) sum += (TransposeA ? A[k * lda + i] : A[i * lda + k]) * B[k * ldb + j];
+      T& c = C[i * ldc + j];
+      if constexpr (store_as == Store::Set) c = sum;
+      if constexpr (store_as == Store::Add) c += sum;
+      if constexpr (store_as == Store::Sub) c -= sum;
+    }
+}
+}  // namespace detail
+
+template <bool TransposeA = false, Store store_as = Store::Set, class T>
+inline void matmul_dynamic(int M, int N, int K, const T* A, int lda, const T* B, int ldb, T* C,
+                           int ldc) {
+  constexpr int R = kVectorRegisters / 4;  // × 2 vectors = half the registers
+  int i0 = 0;
+  for (; i0 + R <= M; i0 += R)
+    detail::rows_dynamic<R, TransposeA, store_as>(i0, N, K, A, lda, B, ldb, C, ldc);
+  for (; i0 < M; ++i0)
+    detail::rows_dynamic<1, TransposeA, store_as>(i0, N, K, A, lda, B, ldb, C, ldc);
+}
+
 // (I + A) X = B in place (X holds B on entry), A strictly lower triangular
 // C×C, X C×N: forward substitution, x_r = b_r − Σ_{i<r} A_ri x_i, each row
 // summed in registers.

@@ -4,7 +4,8 @@
 // state, saved chunk states and every gradient, in float32 and float64, for
 // every rule it serves, at the model's head size, for the chunk lengths it is
 // compiled for, with T a multiple of C, not a multiple, and shorter than C.
-// Also the small products it is built from against plain loops.
+// Also the small products it is built from, and the run-time-size product
+// of backend_cpu/attention.cpp, against plain loops.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -92,6 +93,37 @@ TEST_CASE("fixed-size chunked scan: compiled for the model's head size, chunk le
   CHECK_FALSE(fixed_forward<float>(ScanShape{1, 8, 1, 32, ScanRule::Gla}, 16,
                                    none, nullptr, nullptr, nullptr, nullptr));
   CHECK_FALSE(fixed_backward<float>(s, 32, none, nullptr, nullptr, nullptr, {}));
+}
+
+TEST_CASE("small products with run-time sizes: every remainder of rows, vectors and columns against plain loops") {
+  Rng rng(6);
+  // (M, N, K): whole blocks; leftover rows, vectors and columns; one row; N below one vector
+  const int sizes[][3] = {{16, 32, 32}, {7, 45, 13}, {1, 64, 5}, {9, 3, 17}, {16, 19, 64}};
+  for (const auto& size : sizes) {
+    const int M = size[0], N = size[1], K = size[2], lda = K + 3, lda_t = M + 2, ldb = N + 5, ldc = N + 1;
+    INFO("M " << M << " N " << N << " K " << K);
+    const std::vector<float> A = random_vector<float>(M * lda, rng, -1, 1),
+                             At = random_vector<float>(K * lda_t, rng, -1, 1),
+                             B = random_vector<float>(K * ldb, rng, -1, 1),
+                             C0 = random_vector<float>(M * ldc, rng, -1, 1);
+    std::vector<float> want = C0, want_t = C0;  // A B, and C0 + Aᵀ B with At read as K×M
+    for (int i = 0; i < M; ++i)
+      for (int j = 0; j < N; ++j) {
+        double p = 0, pt = 0;
+        for (int k = 0; k < K; ++k) {
+          p += double(A[i * lda + k]) * B[k * ldb + j];
+          pt += double(At[k * lda_t + i]) * B[k * ldb + j];
+        }
+        want[size_t(i * ldc + j)] = float(p);
+        want_t[size_t(i * ldc + j)] = float(C0[size_t(i * ldc + j)] + pt);
+      }
+    std::vector<float> got = C0, got_t = C0;  // columns past N must stay C0's
+    cpu::small::matmul_dynamic(M, N, K, A.data(), lda, B.data(), ldb, got.data(), ldc);
+    cpu::small::matmul_dynamic<true, cpu::small::Store::Add>(M, N, K, At.data(), lda_t, B.data(), ldb,
+                                                            got_t.data(), ldc);
+    check_close("A B", got, want, 1e-5);
+    check_close("C + Aᵀ B", got_t, want_t, 1e-5);
+  }
 }
 
 TEST_CASE("small products: matmul, transposed matmul, triangular solves, lane sums and transpose against plain loops") {
