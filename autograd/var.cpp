@@ -74,23 +74,44 @@ const char* Var::display_name() const { return impl_ ? lina::display_name(*impl_
 
 // The Vars made by the ops `root` depends on (root included), newest op
 // first. An op's output can only feed ops recorded after it, so once every
-// later op has run, the gradient of its output is complete.
-static std::vector<VarImpl*> ops_newest_first(VarImpl* root) {
-  std::vector<VarImpl*> ops;
-  std::unordered_set<VarImpl*> seen{root};
-  std::vector<VarImpl*> todo{root};
+// later op has run, the gradient of its output is complete. Held by
+// shared_ptr: with Graph::free an op that has run drops its inputs, and
+// they must live until their own turn.
+static std::vector<std::shared_ptr<VarImpl>> ops_newest_first(const std::shared_ptr<VarImpl>& root) {
+  std::vector<std::shared_ptr<VarImpl>> ops;
+  std::unordered_set<VarImpl*> seen{root.get()};
+  std::vector<std::shared_ptr<VarImpl>> todo{root};
   while (!todo.empty()) {
-    VarImpl* v = todo.back();
+    std::shared_ptr<VarImpl> v = std::move(todo.back());
     todo.pop_back();
+    check(!v->graph_freed, "backward: part of this graph was freed by an earlier "
+                           "backward(Graph::free); run the forward again");
     if (!v->grad_fn) continue;  // a leaf
-    ops.push_back(v);
     for (const Var& in : v->grad_fn->inputs)
-      if (in.requires_grad() && seen.insert(in.impl()).second) todo.push_back(in.impl());
+      if (in.requires_grad() && seen.insert(in.impl()).second) todo.push_back(in.impl_ptr());
+    ops.push_back(std::move(v));
   }
-  std::sort(ops.begin(), ops.end(), [](const VarImpl* a, const VarImpl* b) {
+  std::sort(ops.begin(), ops.end(), [](const auto& a, const auto& b) {
     return a->grad_fn->sequence > b->grad_fn->sequence;
   });
   return ops;
+}
+
+// Before a freeing backward: the outputs that only the graph holds (no
+// caller's Var) and that no op saved for its backward (their buffer has no
+// other owner) are not read again, so they go first, and the gradients the
+// backward is about to allocate can take their buffers. Such outputs are
+// those whose reader's backward needs only the gradient: a projection that
+// feeds RoPE or a reshape, the MLP's output that feeds the residual add.
+static void release_outputs_no_backward_reads(const std::vector<std::shared_ptr<VarImpl>>& ops) {
+  std::unordered_map<const VarImpl*, long> edges;  // how many inputs lists hold each Var
+  for (const auto& op : ops)
+    for (const Var& in : op->grad_fn->inputs) ++edges[in.impl()];
+  for (const auto& op : ops) {
+    const long graph_holds = edges[op.get()] + 1;  // the inputs lists and `ops`
+    if (op.use_count() == graph_holds && op->data.sole_owner())
+      op->data.release_buffer();  // the shape stays: backward ops read their inputs' shapes
+  }
 }
 
 static void accumulate(VarImpl* v, const Tensor& g) {
@@ -114,34 +135,50 @@ static std::vector<Tensor*> sums_to_add_into(const std::vector<Var>& ins,
   return sums;
 }
 
-void Var::backward() const {
+void Var::backward(Graph after) const {
   check(impl_ && impl_->requires_grad, "backward: this Var does not require grad");
   check(data().numel() == 1, "backward: needs a scalar, got " + data().describe());
+  check(!impl_->graph_freed, "backward: this graph was freed by an earlier backward(Graph::free); "
+                             "run the forward again");
   profile::PhaseScope backward_phase(profile::Phase::Backward);  // kernel profiling: "backward"
   Tensor seed = Tensor::ones(data().shape(), dtype(), device());  // dL/dL = 1
   if (!impl_->grad_fn) return accumulate(impl_.get(), seed);     // a leaf: L is the parameter
   if (trace::active()) trace::on_backward_start();
   std::unordered_map<VarImpl*, Tensor> pending;  // gradients of op outputs, still being summed
   pending[impl_.get()] = seed;
-  for (VarImpl* v : ops_newest_first(impl_.get())) {
+  std::vector<std::shared_ptr<VarImpl>> ops = ops_newest_first(impl_);
+  if (after == Graph::free && !trace::active()) release_outputs_no_backward_reads(ops);
+  for (std::shared_ptr<VarImpl>& op : ops) {
+    VarImpl* v = op.get();
     Tensor g = std::move(pending[v]);  // complete: every later op has sent its part
     pending.erase(v);
     if (trace::active()) trace::on_backward_op(*v, g);
-    if (!g.defined()) continue;
-    std::vector<Var>& ins = v->grad_fn->inputs;
-    std::vector<Tensor> input_grads = v->grad_fn->adds_into_sums
-                                          ? v->grad_fn->backward_into(g, sums_to_add_into(ins, pending))
-                                          : v->grad_fn->backward(g);
-    for (size_t i = 0; i < ins.size(); ++i) {
-      if (!ins[i].requires_grad() || !input_grads[i].defined()) continue;
-      if (ins[i].grad_fn() == nullptr) {  // a leaf keeps its gradient
-        accumulate(ins[i].impl(), input_grads[i]);
-        continue;
+    if (g.defined()) {
+      std::vector<Var>& ins = v->grad_fn->inputs;
+      std::vector<Tensor> input_grads =
+          v->grad_fn->adds_into_sums ? v->grad_fn->backward_into(g, sums_to_add_into(ins, pending))
+                                     : v->grad_fn->backward(g);
+      for (size_t i = 0; i < ins.size(); ++i) {
+        if (!ins[i].requires_grad() || !input_grads[i].defined()) continue;
+        if (ins[i].grad_fn() == nullptr) {  // a leaf keeps its gradient
+          accumulate(ins[i].impl(), input_grads[i]);
+          continue;
+        }
+        Tensor& slot = pending[ins[i].impl()];
+        if (!slot.defined()) slot = input_grads[i];
+        else if (slot.sole_owner()) kernels::add_inplace(slot, input_grads[i]);  // no new buffer
+        else slot = kernels::binary(BinaryFn::Add, slot, input_grads[i]);
       }
-      Tensor& slot = pending[ins[i].impl()];
-      if (!slot.defined()) slot = input_grads[i];
-      else if (slot.sole_owner()) kernels::add_inplace(slot, input_grads[i]);  // no new buffer
-      else slot = kernels::binary(BinaryFn::Add, slot, input_grads[i]);
+    }
+    if (after == Graph::free && v != impl_.get()) {
+      // The op has run: what it saved and its hold on its inputs go now. Its
+      // output goes too unless someone else holds it (the caller's logits):
+      // every op that read it ran before this one and has been dropped. The
+      // root's own op stays (the caller holds it, and a debugger shows the
+      // loss as made by it); a second backward stops at its freed inputs.
+      v->grad_fn.reset();
+      v->graph_freed = true;
+      op.reset();
     }
   }
 }

@@ -8,7 +8,12 @@
 //
 // backward() runs the backward of every op the scalar depends on once, in
 // the reverse of the order the forward recorded them, and accumulates (+=)
-// into the .grad of every leaf Var that requires grad.
+// into the .grad of every leaf Var that requires grad. By default the graph
+// stays as it was (graph_dot can draw it, a debugger can look at it);
+// backward(Graph::free) drops each op, with what it saved, as soon as its
+// backward has run, and each op's output that nothing else holds, as a
+// training step does: the step's memory then shrinks through the backward
+// instead of growing.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -23,11 +28,15 @@ namespace lina {
 
 struct Node;
 
+// What backward() leaves of the graph: all of it, or nothing (see above).
+enum class Graph { keep, free };
+
 struct VarImpl {
   Tensor data;
   Tensor grad;                     // undefined until a gradient arrives
   bool requires_grad = false;
   std::shared_ptr<Node> grad_fn;   // the op that made this Var; null for leaves
+  bool graph_freed = false;        // made by an op that backward(Graph::free) dropped
   std::string name;                // a leaf's name ("layers.0.mixer.wq.weight"), optional
 };
 
@@ -57,7 +66,7 @@ class Var {
   double item() const { return impl_->data.item(); }
 
   // Runs the backward pass from this scalar (its gradient seeded with 1).
-  void backward() const;
+  void backward(Graph after = Graph::keep) const;
   // Forgets this Var's gradient (leaves' grads are accumulated otherwise).
   void zero_grad() { impl_->grad = Tensor(); }
 

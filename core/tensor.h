@@ -68,6 +68,13 @@ class Tensor {
   // No other Tensor shares this one's storage (so writing it in place
   // changes nothing anyone else can see).
   bool sole_owner() const { return storage_ && storage_.use_count() == 1; }
+  // Lets go of the buffer and keeps the description: shape(), dtype() and
+  // device() stay, defined() turns false and the data can no longer be read.
+  // What autograd leaves of an op's output that no backward reads.
+  void release_buffer() {
+    storage_.reset();
+    offset_ = 0;
+  }
 
   Tensor to(Device device) const;       // copy to a device (same dtype)
   Tensor to(DType dtype) const;         // cast (copies through the host)

@@ -44,7 +44,7 @@ Tensor random_ids(Rng& rng, int64_t batch, int64_t context) {
 void train_step(LanguageModel& model, AdamW& opt, const Tensor& x, const Tensor& y) {
   model.params().zero_grad();
   Var loss = cross_entropy(model.forward(x), y);
-  loss.backward();
+  loss.backward(Graph::free);
   profile::PhaseScope optimizer_phase(profile::Phase::Optimizer);
   clip_grad_norm(model.params(), 1.0);
   (void)loss.item();

@@ -278,7 +278,7 @@ void TrainingRun::train_one_step() {
   model_->params().zero_grad();
   trace::Scope tracing(o_.trace && step_ == first_step_);  // --trace: the first update, op by op
   Var loss = named(cross_entropy(model_->forward(b.x), b.y, b.mask), "loss");
-  loss.backward();
+  loss.backward(Graph::free);  // each op's saved tensors go as soon as its backward has run
   fault_.fail_if_due(step_ + 1);  // LINA_INJECT_CUDA_STATUS (tests only)
   double lr = schedule_.lr(step_);
   double grad_norm = clip_grad_norm(model_->params(), o_.clip);

@@ -112,6 +112,26 @@ TEST_CASE("inputs without requires_grad get no gradient, and backward needs a sc
   CHECK_THROWS_AS(leaf.backward(), Error);
 }
 
+TEST_CASE("backward(Graph::free): outputs a caller holds keep their data, the rest goes, and a second backward is an error") {
+  Var x(Tensor::from_vector<double>({1.0, -2.0, 3.0}, {3}), true, "x");
+  Var h = mul_scalar(x, 2.0);                // held here: must stay readable
+  Var loss = sum_all(exp(add_scalar(h, 1.0)));  // add_scalar's output: only the graph holds it
+  Node* exp_node = loss.grad_fn()->inputs[0].grad_fn();
+  Var shifted = exp_node->inputs[0];  // what exp read: after the line below, only the graph holds it
+  const std::weak_ptr<VarImpl> shifted_impl = shifted.impl_ptr();
+  shifted = Var();
+  loss.backward(Graph::free);
+  for (int i = 0; i < 3; ++i) CHECK(x.grad().at(i) == doctest::Approx(2.0 * std::exp(2.0 * x.data().at(i) + 1.0)));
+  CHECK(h.data().to_vector<double>() == std::vector<double>{2.0, -4.0, 6.0});
+  CHECK(loss.item() == doctest::Approx(std::exp(3.0) + std::exp(-3.0) + std::exp(7.0)));
+  CHECK(shifted_impl.expired());  // gone with the graph
+  CHECK(loss.grad_fn() != nullptr);  // the root keeps its op; the ops below it are gone
+  CHECK(h.grad_fn() == nullptr);
+  CHECK_THROWS_WITH_AS(loss.backward(), doctest::Contains("freed by an earlier backward"), Error);
+  // h's op was dropped too: a new graph through h cannot reach x any more.
+  CHECK_THROWS_WITH_AS(sum_all(h).backward(), doctest::Contains("freed by an earlier backward"), Error);
+}
+
 TEST_CASE("graph_dot names every op and shape") {
   Var x(Tensor::ones({2, 3}, DType::f64), true, "x");
   Var w(Tensor::ones({3, 4}, DType::f64), true, "w");

@@ -235,13 +235,13 @@ struct StepResult {
   double loss = 0;
   std::vector<Tensor> grads;
 };
-StepResult one_step(const ModelConfig& c) {
+StepResult one_step(const ModelConfig& c, Graph after = Graph::keep) {
   LanguageModel m(c, 3, DType::f64);
   perturb_all(m, 4);
   Tensor x = random_ids(2, 7, c.vocab, 5), y = random_ids(2, 7, c.vocab, 6);
   m.params().zero_grad();
   Var loss = cross_entropy(m.forward(x), y);
-  loss.backward();
+  loss.backward(after);
   StepResult r;
   r.loss = loss.data().at(0);
   for (const Parameter& p : m.params().parameters()) r.grads.push_back(p.var.grad().clone());
@@ -257,6 +257,21 @@ void check_same_step(const ModelConfig& fused, const ModelConfig& composed, cons
   CHECK(std::fabs(a.loss - b.loss) < 1e-12);
   REQUIRE(a.grads.size() == b.grads.size());
   for (size_t i = 0; i < a.grads.size(); ++i) CHECK(test::max_abs_diff(a.grads[i], b.grads[i]) < 1e-12);
+}
+
+TEST_CASE("a backward that frees the graph as it goes gives the same gradients, every preset") {
+  // Graph::free drops each op's saved tensors after its backward and, first,
+  // the outputs no backward reads: if any op's backward read one of those,
+  // its gradients would differ (or it would throw on a released buffer).
+  for (const Variant& v : kVariants) {
+    ModelConfig c = tiny_config(v.preset);
+    c.feature_map = v.feature_map;
+    StepResult kept = one_step(c, Graph::keep), freed = one_step(c, Graph::free);
+    INFO(v.preset);
+    CHECK(kept.loss == freed.loss);
+    REQUIRE(kept.grads.size() == freed.grads.size());
+    for (size_t i = 0; i < kept.grads.size(); ++i) CHECK(test::max_abs_diff(kept.grads[i], freed.grads[i]) == 0.0);
+  }
 }
 
 TEST_CASE("fused and composed attention: the same loss and parameter gradients") {

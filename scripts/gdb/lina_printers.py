@@ -61,19 +61,21 @@ def fmt(x):
 def tensor_info(val):
     """(description, values or None, norm or None) of a lina::Tensor."""
     storage = shared_ptr(val["storage_"])
-    if int(storage) == 0:
-        return "undefined", None, None
     # A Tensor whose constructor has not run yet holds whatever was in memory.
     impl = val["shape_"]["_M_impl"]
     ndim = int(impl["_M_finish"] - impl["_M_start"])
     if not 0 <= ndim <= 8 or int(val["dtype_"]) not in DTYPES or int(val["device_"]) not in DEVICES:
-        return "(not constructed yet)", None, None
+        return ("undefined" if int(storage) == 0 else "(not constructed yet)"), None, None
     shape = [int(d) for d in std_vector(val["shape_"])]
     if any(d < 0 for d in shape):
         return "(not constructed yet)", None, None
     name, code, size = DTYPES[int(val["dtype_"])]
     device = DEVICES[int(val["device_"])]
     desc = "%s%s %s" % (name, shape, device)
+    if int(storage) == 0:
+        # Tensor() has no shape; release_buffer() keeps it (an op's output
+        # that backward(Graph::free) let go of, as no backward reads it).
+        return ("%s (buffer released)" % desc if ndim > 0 else "undefined"), None, None
     if device != "cpu":
         return desc, None, None
     numel = 1
