@@ -99,7 +99,7 @@ def write_report(runs, out, course):
     md += runs_table(runs)
     md += ["", "## Noise", ""] + seeds.section(noise, course["lm"]["noise"])
     md += ["", "## Findings (generated from the numbers)", ""]
-    md += findings.lm_findings(runs, noise) + findings.recall_findings(runs)
+    md += findings.lm_findings(runs, noise) + findings.recall_findings(runs) + findings.answer_lines(runs)
     ladder = findings.decay_ladder(runs, noise)
     if ladder:
         md += ["", "### The decay ladder: no decay → fixed → learned → per channel", ""] + ladder

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """ctest report_lib: scripts/report.py on synthetic run jsons (no lina binary,
 no browser): seeds, best-val steps, recall capacity, main runs only in the
-course comparison, "indicative only" per row. The runs are copies of one
+course comparison, "indicative only" per row, what recall answers look like
+(frequencies or binding). The runs are copies of one
 real lm json and one real recall json from results/ with their numbers
 changed; every expected number is computed here, not by the report's code.
 Prints "SKIPPED: ..." (ctest: skipped) without matplotlib.
@@ -260,6 +261,22 @@ def check_partial(work, runs):
     check("| lm hybrid val loss (200 batches) | 1.5446 | 1.9999 |" in md, "partial set: the only hybrid seed is its main run")
 
 
+def check_answer_habits():
+    """findings.answer_habits on two hand-made sequences of 4 pairs: the values
+    are 70, 70, 71, 72 (70 the most frequent), then 4 queries."""
+    sys.path.insert(0, os.path.join(ROOT, "scripts"))
+    from report_lib import findings
+    pairs = [1, 70, 2, 70, 3, 71, 4, 72]
+    queries = [3, 71, 1, 70, 4, 72, 2, 70]
+    frequency = {"tokens": pairs + queries, "targets": [71, 70, 72, 70], "answers": [70, 70, 70, 70]}
+    binding = {"tokens": pairs + queries, "targets": [71, 70, 72, 70], "answers": [71, 70, 72, 70]}
+    n, frequent, frequent_targets, distinct = findings.answer_habits({"examples": [frequency, binding]})
+    check((n, frequent, frequent_targets, distinct) == (8, 6 / 8, 4 / 8, 2.0),
+          f"answer_habits: 8 positions, 6/8 answers a most frequent value, 4/8 targets, 2 distinct per sequence (1 and 3) "
+          f"(got {n}, {frequent}, {frequent_targets}, {distinct})")
+    check(findings.answer_habits({"examples": []}) is None, "answer_habits: no examples, no numbers")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--work", help="folder for the runs and reports (emptied first; default: a temp folder)")
@@ -281,6 +298,7 @@ def main():
     check_explorer(out)
     check_bad_input(work)
     check_partial(work, runs)
+    check_answer_habits()
     if FAILURES:
         print(f"{len(FAILURES)} FAILED; report in {out}")
         return 1

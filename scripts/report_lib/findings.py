@@ -154,6 +154,50 @@ def recall_findings(runs):
     return out
 
 
+def answer_habits(pred):
+    """From a recall predictions file: (positions, share of answers that are a
+    most frequent value of their sequence, the same share of the targets,
+    distinct answers per sequence), or None. A sequence's values are the tokens after its keys in the first
+    half (the pairs as written: key, value, key, value, ...)."""
+    examples = (pred or {}).get("examples") or []
+    n = frequent = frequent_targets = distinct = 0
+    for e in examples:
+        half = len(e["tokens"]) // 2
+        values = e["tokens"][1:half:2]
+        counts = {}
+        for v in values:
+            counts[v] = counts.get(v, 0) + 1
+        if not counts:
+            continue
+        top = max(counts.values())
+        for a, t in zip(e["answers"], e["targets"]):
+            n += 1
+            frequent += counts.get(a, 0) == top
+            frequent_targets += counts.get(t, 0) == top
+        distinct += len(set(e["answers"]))
+    if not n:
+        return None
+    return n, frequent / n, frequent_targets / n, distinct / len(examples)
+
+
+def answer_lines(runs):
+    """What each main recall run answers on its predictions file's sequences:
+    the binding (many distinct answers) or the values' frequencies (the
+    sequence's commonest value, whatever the key)."""
+    out = []
+    for r in by_preset(runs, "recall").values():
+        pred = r.get("_predictions")
+        h = answer_habits(pred)
+        if h is None:
+            continue
+        n, frequent, frequent_targets, distinct = h
+        out.append(f"- recall {r['preset']}, answers on the {n} scored positions of {len(pred['examples'])} held-out "
+                   f"sequences ({r['_label']}.predictions.json): a most frequent value of the sequence {frequent:.0%} "
+                   f"of the time (the targets {frequent_targets:.0%}), {distinct:.1f} distinct answers per sequence of {pred.get('pairs')} queries"
+                   + (" — the values' frequencies, not the key→value binding" if frequent > max(0.5, 2 * frequent_targets) else "") + ".")
+    return out
+
+
 def verdict_signed(course_diff, diff, a, b):
     """course_diff and diff.d: loss(a) − loss(b)."""
     if diff is None:
