@@ -282,10 +282,14 @@ def course_rows(runs, course, noise):
     t = c["train_seconds"]
     if "attn" in lm and "gdn" in lm and lm["attn"].get("ms_per_step") and lm["gdn"].get("ms_per_step"):
         ratio = lm["gdn"]["ms_per_step"] / lm["attn"]["ms_per_step"]
+        commits = (lm["attn"].get("git_commit"), lm["gdn"].get("git_commit"))
+        if commits[0] != commits[1]:  # other binaries, likely other machines or loads: not one ratio
+            verdict = f"not compared: the runs come from different commits ({commits[0]}, {commits[1]})"
+        else:
+            verdict = ("lina's chunked scan is faster relative to attn" if ratio < t["gdn"] / t["attn"]
+                       else "lina is relatively slower")
         rows.append(("lm training time gdn / attn", f"{t['gdn'] / t['attn']:.2f}× ({t['gdn']} s / {t['attn']} s, Python loop)",
-                     f"{ratio:.2f}× (ms/step, {lm['gdn'].get('device')})",
-                     "lina's chunked scan is faster relative to attn" if ratio < t["gdn"] / t["attn"] else "lina is relatively slower",
-                     [lm["attn"], lm["gdn"]]))
+                     f"{ratio:.2f}× (ms/step, {lm['gdn'].get('device')})", verdict, [lm["attn"], lm["gdn"]]))
     g = lm.get("gdn")
     a0 = next((l["mean_alpha"] for l in (g or {}).get("alpha") or [] if l.get("layer") == 0), None)
     lo, hi = c["alpha_layer1_range"]
