@@ -46,57 +46,14 @@ template <class T> inline Vec<T> load(const T* p) {
 }
 template <class T> inline void store(T* p, const Vec<T>& v) { __builtin_memcpy(p, &v, sizeof v); }
 
-// C (Store) P with P = A·B (A is M×K) or, with TransposeA, P = Aᵀ·B (A is K×M);
-// B is K×N, C is M×N; N a multiple of kLanes<T>.
-//
-// R rows of P are formed together: each row of B is loaded once for all R,
-// and the R·N/L sums are independent, so consecutive FMAs do not wait on
-// each other (one accumulator alone would wait the FMA's latency, ~4 cycles,
-// at every step of k). R·N/L = half the registers where M allows (16 sums
-// with AVX-512, 8 with AVX2): with two FMA units that is 8 (4) cycles of
-// work between an FMA and the next on the same sum, and the other half of
-// the registers holds the row of B and the broadcast entry of A.
-template <int M, int N, int K, bool TransposeA = false, Store store_as = Store::Set, class T>
-inline void matmul(const T* A, int lda, const T* B, int ldb, T* C, int ldc) {
-  constexpr int L = kLanes<T>, NV = N / L;
-  constexpr int sums = kVectorRegisters / 2, want = sums >= 2 * NV ? sums / NV : 1;
-  constexpr int R = want <= M && M % want == 0 ? want : (M % 4 == 0 ? 4 : 1);
-  static_assert(N % L == 0, "small::matmul: N must be a whole number of vectors");
-  static_assert(M % R == 0, "small::matmul: M must be a multiple of the rows done together");
-  for (int i0 = 0; i0 < M; i0 += R) {
-    Vec<T> rows[R][NV] = {};  // rows i0 … i0 + R − 1 of P
-    for (int k = 0; k < K; ++k) {
-      Vec<T> b[NV];
-#pragma GCC unroll 8
-      for (int v = 0; v < NV; ++v) b[v] = load(B + k * ldb + v * L);
-#pragma GCC unroll 16
-      for (int r = 0; r < R; ++r) {
-        const T a = TransposeA ? A[k * lda + i0 + r] : A[(i0 + r) * lda + k];
-#pragma GCC unroll 8
-        for (int v = 0; v < NV; ++v) rows[r][v] += a * b[v];
-      }
-    }
-    for (int r = 0; r < R; ++r)
-      for (int v = 0; v < NV; ++v) {
-        T* c = C + (i0 + r) * ldc + v * L;
-        if constexpr (store_as == Store::Set) store(c, rows[r][v]);
-        if constexpr (store_as == Store::Add) store(c, load(c) + rows[r][v]);
-        if constexpr (store_as == Store::Sub) store(c, load(c) - rows[r][v]);
-      }
-  }
-}
-
-// matmul with M, N and K known only at run time (attention's query rows ×
-// keys × head size, where the keys grow with the context). The same
-// register blocks as above, R rows × NB vectors of C (8 sums with AVX2, 16
-// with AVX-512), walked over C at run time; leftover rows go one at a time,
-// leftover vectors one at a time, and the last N mod L columns are plain
-// scalar sums. B's rows are read in place: no packing, so this is for
-// operands that fit in L1/L2, not a general GEMM.
 namespace detail {
+// C[i0 … i0+R−1, j0 … j0+NB·L−1] (Store) the same rows and columns of P:
+// R·NB sums held in registers while K rows of B (NB vectors each), each
+// scaled by one entry of A per row, are added into them. Always inlined,
+// so that a compile-time K unrolls as if written out.
 template <int R, int NB, bool TransposeA, Store store_as, class T>
-inline void block_dynamic(int i0, int j0, int K, const T* A, int lda, const T* B, int ldb, T* C,
-                          int ldc) {
+[[gnu::always_inline]] inline void block(int i0, int j0, int K, const T* A, int lda, const T* B,
+                                         int ldb, T* C, int ldc) {
   constexpr int L = kLanes<T>;
   Vec<T> sums[R][NB] = {};  // C[i0 … i0+R−1, j0 … j0+NB·L−1]
   for (int k = 0; k < K; ++k) {
@@ -118,7 +75,37 @@ inline void block_dynamic(int i0, int j0, int K, const T* A, int lda, const T* B
       if constexpr (store_as == Store::Sub) store(c, load(c) - sums[r][v]);
     }
 }
+}  // namespace detail
 
+// C (Store) P with P = A·B (A is M×K) or, with TransposeA, P = Aᵀ·B (A is K×M);
+// B is K×N, C is M×N; N a multiple of kLanes<T>.
+//
+// R rows of P are formed together: each row of B is loaded once for all R,
+// and the R·N/L sums are independent, so consecutive FMAs do not wait on
+// each other (one accumulator alone would wait the FMA's latency, ~4 cycles,
+// at every step of k). R·N/L = half the registers where M allows (16 sums
+// with AVX-512, 8 with AVX2): with two FMA units that is 8 (4) cycles of
+// work between an FMA and the next on the same sum, and the other half of
+// the registers holds the row of B and the broadcast entry of A.
+template <int M, int N, int K, bool TransposeA = false, Store store_as = Store::Set, class T>
+inline void matmul(const T* A, int lda, const T* B, int ldb, T* C, int ldc) {
+  constexpr int L = kLanes<T>, NV = N / L;
+  constexpr int sums = kVectorRegisters / 2, want = sums >= 2 * NV ? sums / NV : 1;
+  constexpr int R = want <= M && M % want == 0 ? want : (M % 4 == 0 ? 4 : 1);
+  static_assert(N % L == 0, "small::matmul: N must be a whole number of vectors");
+  static_assert(M % R == 0, "small::matmul: M must be a multiple of the rows done together");
+  for (int i0 = 0; i0 < M; i0 += R)
+    detail::block<R, NV, TransposeA, store_as>(i0, 0, K, A, lda, B, ldb, C, ldc);
+}
+
+// matmul with M, N and K known only at run time (attention's query rows ×
+// keys × head size, where the keys grow with the context). The same
+// register blocks as above, R rows × NB vectors of C (8 sums with AVX2, 16
+// with AVX-512), walked over C at run time; leftover rows go one at a time,
+// leftover vectors one at a time, and the last N mod L columns are plain
+// scalar sums. B's rows are read in place: no packing, so this is for
+// operands that fit in L1/L2, not a general GEMM.
+namespace detail {
 // Rows i0 … i0+R−1 of C, every column.
 template <int R, bool TransposeA, Store store_as, class T>
 inline void rows_dynamic(int i0, int N, int K, const T* A, int lda, const T* B, int ldb, T* C,
@@ -126,9 +113,9 @@ inline void rows_dynamic(int i0, int N, int K, const T* A, int lda, const T* B, 
   constexpr int L = kLanes<T>, NB = 2;
   int j0 = 0;
   for (; j0 + NB * L <= N; j0 += NB * L)
-    block_dynamic<R, NB, TransposeA, store_as>(i0, j0, K, A, lda, B, ldb, C, ldc);
+    block<R, NB, TransposeA, store_as>(i0, j0, K, A, lda, B, ldb, C, ldc);
   for (; j0 + L <= N; j0 += L)
-    block_dynamic<R, 1, TransposeA, store_as>(i0, j0, K, A, lda, B, ldb, C, ldc);
+    block<R, 1, TransposeA, store_as>(i0, j0, K, A, lda, B, ldb, C, ldc);
   for (int i = i0; i < i0 + R; ++i)
     for (int j = j0; j < N; ++j) {  // the last N mod L columns
       T sum = 0;
