@@ -47,6 +47,19 @@ template <class T> inline Vec<T> load(const T* p) {
 template <class T> inline void store(T* p, const Vec<T>& v) { __builtin_memcpy(p, &v, sizeof v); }
 
 namespace detail {
+// Makes the compiler hold v in a SIMD register from here on: an empty asm
+// statement that claims to read and change it. Left to itself, GCC folds
+// the load of a row of B into every FMA that reads it (a memory operand),
+// so each k costs R·NB loads of B instead of NB, more than the load ports
+// serve beside the FMAs (docs/performance.md, "Rows of B held in registers").
+template <class V> [[gnu::always_inline]] inline void keep_in_register(V& v) {
+#if defined(__x86_64__) || defined(__i386__)
+  asm("" : "+v"(v));
+#else
+  (void)v;
+#endif
+}
+
 // C[i0 … i0+R−1, j0 … j0+NB·L−1] (Store) the same rows and columns of P:
 // R·NB sums held in registers while K rows of B (NB vectors each), each
 // scaled by one entry of A per row, are added into them. Always inlined,
@@ -59,7 +72,10 @@ template <int R, int NB, bool TransposeA, Store store_as, class T>
   for (int k = 0; k < K; ++k) {
     Vec<T> b[NB];
 #pragma GCC unroll 8
-    for (int v = 0; v < NB; ++v) b[v] = load(B + k * ldb + j0 + v * L);
+    for (int v = 0; v < NB; ++v) {
+      b[v] = load(B + k * ldb + j0 + v * L);
+      keep_in_register(b[v]);
+    }
 #pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
       const T a = TransposeA ? A[k * lda + i0 + r] : A[(i0 + r) * lda + k];
