@@ -22,9 +22,7 @@
 #include "experiments/resident_memory.h"
 #include "models/optim.h"
 
-#ifndef LINA_GIT_COMMIT
-#define LINA_GIT_COMMIT "unknown"
-#endif
+#include "lina_git_commit.h"  // LINA_GIT_COMMIT, written at build time (third_party/GitCommit.cmake)
 
 namespace lina {
 
