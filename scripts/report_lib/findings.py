@@ -123,7 +123,7 @@ def decay_ladder(runs, noise):
             dacc = final(rc[b], "val_accuracy") - final(rc[a], "val_accuracy")
             n = acc_noise(rc[a], rc[b])
             parts.append(f"recall accuracy {final(rc[a], 'val_accuracy'):.3f} → {final(rc[b], 'val_accuracy'):.3f} "
-                         f"({dacc:+.3f}, {'noise' if abs(dacc) <= n else 'above noise'}, noise {n:.3f})")
+                         f"({dacc:+.4f}, {'noise' if abs(dacc) <= n else 'above noise'}, noise {n:.4f})")
         if parts:
             unfinished = sorted({f"{r['_label']} at step {r.get('steps_done')}"
                                  for t in (lm, rc) if a in t and b in t for p in (a, b)
@@ -144,7 +144,7 @@ def recall_findings(runs):
     for r in rec[1:]:
         d = final(best, "val_accuracy") - final(r, "val_accuracy")
         n = acc_noise(best, r)
-        parts.append(f"{r['preset']} −{d:.3f} ({'noise' if d <= n else 'above noise'}, noise {n:.3f})")
+        parts.append(f"{r['preset']} −{d:.4f} ({'noise' if d <= n else 'above noise'}, noise {n:.4f})")
     out = [f"- recall (main runs, 32 pairs of 64 keys): highest held-out accuracy {best['preset']} "
            f"{final(best, 'val_accuracy'):.3f}; " + ("; ".join(parts) if parts else "no other recall run") + "."]
     for r in rec:
