@@ -316,7 +316,8 @@ def recall_rows(rc, course):
         s = drop_step(r) if r else None
         rows.append((f"recall {p}: sudden drop", "yes (no step given)",
                      "—" if not r else ("accuracy ≥ 0.5 at step %d" % s if s else f"no drop in {r.get('steps_done')} steps"),
-                     "not measured" if not r else ("agrees" if s else "DISAGREES (so far: maybe too few steps)"),
+                     "not measured" if not r else ("agrees" if s else "DISAGREES" if r.get("finished") else
+                                                   f"DISAGREES so far (unfinished, at step {r.get('steps_done')})"),
                      [r] if r else []))
     return rows
 
