@@ -19,9 +19,8 @@ struct Result {
   double peak_rss_mb = 0;  // the child's peak resident memory
 };
 
-// Runs `lina <args>` through the shell with `env` (e.g. "A=1 B=2") in front.
-inline Result run(const std::string& args, const std::string& env = "") {
-  std::string cmd = env + (env.empty() ? "" : " ") + std::string(LINA_BINARY) + " " + args + " 2>&1";
+// Runs a shell command line: its stdout (and whatever it redirects there) and exit code.
+inline Result run_command(const std::string& cmd) {
   Result r;
   FILE* p = popen(cmd.c_str(), "r");
   REQUIRE(p != nullptr);
@@ -30,6 +29,11 @@ inline Result run(const std::string& args, const std::string& env = "") {
   int status = pclose(p);
   r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   return r;
+}
+
+// Runs `lina <args>` through the shell with `env` (e.g. "A=1 B=2") in front.
+inline Result run(const std::string& args, const std::string& env = "") {
+  return run_command(env + (env.empty() ? "" : " ") + std::string(LINA_BINARY) + " " + args + " 2>&1");
 }
 
 // Runs lina directly (no shell) to read its own peak resident memory.

@@ -337,11 +337,7 @@ TEST_CASE("a short run writes json and checkpoint, and bad checkpoints are refus
   CHECK(j["loss_curve"].size() == 4);
   CHECK(j["final"].contains("val_accuracy"));
   {  // the commit is the one built (third_party/GitCommit.cmake runs at every build), not the one configured
-    std::string head;
-    FILE* git = popen("git -C '" LINA_SOURCE_DIR "' rev-parse --short=12 HEAD 2>/dev/null", "r");
-    std::array<char, 64> buf{};
-    if (git && fgets(buf.data(), int(buf.size()), git)) head = buf.data();
-    if (git) pclose(git);
+    std::string head = run_command("git -C '" LINA_SOURCE_DIR "' rev-parse --short=12 HEAD 2>/dev/null").output;
     while (!head.empty() && (head.back() == '\n' || head.back() == ' ')) head.pop_back();
     if (head.empty()) MESSAGE("not a git checkout: git_commit is \"unknown\"");
     CHECK(j["git_commit"] == (head.empty() ? std::string("unknown") : head));
