@@ -124,6 +124,7 @@ int main(int argc, char** argv) {
   train->add_option("--feature-map", feature_map, "linear layers' feature map: elu1 (default, elu(x)+1) | relu (relu(x)+1e-5) | sigmoid (sigmoid(x)+1e-5)");
   train->add_option("--lr", t.lr, "peak learning rate (the cosine ends at lr/10)")->check(within(1e-12, 1e6));
   train->add_option("--warmup", t.warmup, "warm-up updates")->check(within(0, kMaxSteps));
+  train->add_option("--weight-decay", t.weight_decay, "AdamW's decoupled weight decay on every parameter of two or more dimensions (default 0.1)")->check(within(0, 1e3));
   train->add_option("--seed", t.seed, "seed of every random choice")->check(not_negative());
   train->add_option("--data", t.data, "tiny shakespeare text (lm)");
   train->add_option("--out", t.out, "output folder: writes <out>/<device>/<task>_<preset>.json");

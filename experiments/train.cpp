@@ -120,7 +120,7 @@ json options_json(const TrainOptions& o) {
           {"checkpoint_every", o.checkpoint_every}, {"pairs", o.pairs}, {"keys", o.keys},
           {"scan_form", o.scan_form}, {"scan_chunk", o.scan_chunk}, {"feature_map", o.feature_map},
           {"attention", o.attention}, {"conv", o.conv},
-          {"weight_decay", 0.1}, {"betas", {0.9, 0.99}}, {"eps", 1e-8}};
+          {"weight_decay", o.weight_decay}, {"betas", {0.9, 0.99}}, {"eps", 1e-8}};
 }
 
 json model_json(const ModelConfig& c) {
@@ -209,7 +209,7 @@ TrainResult TrainingRun::run() {
   config.attention = o_.attention;
   config.conv = o_.conv;
   model_ = std::make_unique<LanguageModel>(config, o_.seed, DType::f32, o_.device);
-  optimizer_ = std::make_unique<AdamW>(model_->params(), AdamWConfig{o_.lr, 0.9, 0.99, 1e-8, 0.1});
+  optimizer_ = std::make_unique<AdamW>(model_->params(), AdamWConfig{o_.lr, 0.9, 0.99, 1e-8, o_.weight_decay});
   rng_ = Rng(o_.seed);
   vocab_chars_ = task_.text ? task_.text->vocab() : std::string();
   schedule_.add(0, o_.steps, o_.lr, o_.warmup);

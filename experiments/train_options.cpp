@@ -1,6 +1,7 @@
 #include "experiments/train_options.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cmath>
 #include <filesystem>
 #include <optional>
@@ -26,6 +27,11 @@ std::string run_name(const TrainOptions& o) {
   if (o.task == "recall" && o.pairs != RecallTask::kDefaultPairs) name += "_p" + std::to_string(o.pairs);
   if (o.task == "recall" && o.keys != RecallTask::kDefaultKeys) name += "_k" + std::to_string(o.keys);
   if (o.seed != TrainOptions{}.seed) name += "_s" + std::to_string(o.seed);  // runs of other seeds sit side by side
+  if (o.weight_decay != TrainOptions{}.weight_decay) {  // an ablation sits beside the run it varies
+    char wd[32];
+    std::snprintf(wd, sizeof wd, "_wd%g", o.weight_decay);
+    name += wd;
+  }
   return name;
 }
 
@@ -52,6 +58,7 @@ void validate(TrainOptions& o) {
   if (o.task == "recall") (void)RecallTask(o.pairs, o.keys);  // throws for impossible sizes
   check(o.lr > 0 && std::isfinite(o.lr), "--lr must be a positive number");
   check(o.warmup >= 0, "--warmup must not be negative");
+  check(o.weight_decay >= 0 && std::isfinite(o.weight_decay), "--weight-decay must not be negative");
   if (o.eval_every <= 0) o.eval_every = o.task == "lm" ? 500 : 100;
   if (o.eval_batches <= 0) o.eval_batches = o.task == "lm" ? 200 : 8;
   if (o.checkpoint_every <= 0) o.checkpoint_every = o.eval_every;
@@ -110,6 +117,7 @@ void adopt_checkpoint_options(TrainOptions& o, const CheckpointInfo& info, const
   adopt("--conv", "conv", o.conv, Fusion::Fused);  // the same maths; one op since the option
   adopt("--keys", "keys", o.keys);
   adopt("--warmup", "warmup", o.warmup);
+  adopt("--weight-decay", "weight_decay", o.weight_decay, 0.1);  // 0.1 before the option
   adopt("--seed", "seed", o.seed);
   adopt("--eval-every", "eval_every", o.eval_every);
   adopt("--eval-batches", "eval_batches", o.eval_batches);

@@ -29,6 +29,7 @@ struct TrainOptions {
   double lr = 1e-3;    // peak; the cosine ends at lr / 10 (1e-4 at the default)
   int warmup = 100;
   double clip = 1.0;
+  double weight_decay = 0.1;  // AdamW's decoupled decay, on parameters of two or more dimensions
   uint64_t seed = 1337;
   std::string data = "data/tinyshakespeare.txt";
   std::string out = "runs";

@@ -49,6 +49,7 @@ TEST_CASE("bad numbers: every numeric flag refuses values out of its range") {
       {train, "--scan-chunk", {"-1", "0", "99999"}},
       {train, "--lr", {"-0.1", "0", "1e9"}},
       {train, "--warmup", {"-1", "1e12"}},
+      {train, "--weight-decay", {"-0.1", "1e9"}},  // 0: no decay
       {train, "--extend-to", {"-1", "0", "1e12"}},
       {train, "--checkpoint-every", {"-1", "0", "1e12"}},
       {train, "--stop-at", {"-1", "0", "1e12"}},
@@ -301,6 +302,32 @@ TEST_CASE("--feature-map: in the run's name and json, checked on resume and eval
   CHECK(e.code == 0);
   nlohmann::json p = nlohmann::json::parse(std::ifstream(d / "p.json"));
   CHECK(p["accuracy"].get<double>() == doctest::Approx(j["final"]["val_accuracy"].get<double>()));
+}
+
+TEST_CASE("--weight-decay: in the run's name and json, applied, checked on resume") {
+  fs::path d = temp_dir("weight_decay");
+  // lr 0.1 from the first update, so that one update's decay (p −= lr·wd·p)
+  // moves the second update's loss
+  const std::string base = "train --preset gdn --task recall --steps 2 --batch 2 --warmup 0 --lr 0.1 "
+                           "--eval-every 2 --eval-batches 1 --quiet --out " + d.string();
+  std::vector<nlohmann::json> runs;
+  for (const char* wd : {"0.1", "0", "1"}) {
+    Result r = run(base + " --weight-decay " + wd);
+    INFO(r.output);
+    REQUIRE(r.code == 0);
+    const std::string name = std::string(wd) == "0.1" ? "recall_gdn" : std::string("recall_gdn_wd") + wd;
+    const fs::path json_path = d / "cpu" / (name + ".json");
+    REQUIRE(fs::exists(json_path));
+    runs.push_back(nlohmann::json::parse(std::ifstream(json_path)));
+    CHECK(runs.back()["config"]["train"]["weight_decay"].get<double>() == std::stod(wd));
+  }
+  auto loss = [](const nlohmann::json& j, int step) { return j["loss_curve"][step]["loss"].get<double>(); };
+  CHECK(loss(runs[0], 0) == loss(runs[1], 0));  // the same first update's loss
+  CHECK(loss(runs[0], 1) != loss(runs[1], 1));  // the decay moved the weights
+  CHECK(loss(runs[1], 1) != loss(runs[2], 1));
+  expect_error("train --resume " + (d / "cpu" / "recall_gdn_wd0.safetensors").string() +
+                   " --weight-decay 0.1 --extend-to 4 --quiet",
+               "--weight-decay 0.1 differs from the 0.0 of checkpoint");
 }
 
 TEST_CASE("state-size prints spec 1.3's numbers") {
