@@ -32,6 +32,8 @@ LM_FINAL = {"attn": {7: 1.5440, 1337: 1.5390, 1338: 1.5500},
             "gdn": {1337: 1.5680, 1338: 1.5600, 1339: 1.5720},
             "linear": {1337: 1.5553}, "delta": {1337: 1.5874}, "hybrid": {1337: 1.5431}}
 ATTN_BEST = (1.5100, 4000)      # lm_attn (seed 1337) had its lowest val loss at step 4000
+# lm: training loss over the last 500 updates (the main runs; attn, the one that overfits late, fits closest)
+TRAIN_END = {"attn": 1.1500, "gdn": 1.1900, "linear": 1.2800, "delta": 1.2000, "hybrid": 1.1700}
 HYBRID_UNFINISHED = 1.9999      # lm_hybrid_s1338: stopped at step 2500, a distinctive number
 # recall: final held-out accuracy per preset and pairs (64 keys, seed 1337); 32 is the main run
 RECALL_ACC = {"gdn": {8: 1.0, 16: 0.98, 32: 0.95, 48: 0.40},
@@ -69,7 +71,8 @@ def lm_run(template, preset, seed, final, steps=5000, done=None, best=None):
              final={"step": done, "train_loss": final - 0.2, "val_loss": final},
              extrapolation=[{"context": c, "val_loss": final + 0.004 + 0.01 * i}
                             for i, c in enumerate((64, 128, 256, 512))],
-             loss_curve=[p for p in template["loss_curve"] if p["step"] <= done][::100])
+             loss_curve=[dict(p, loss=TRAIN_END[preset] if p["step"] > done - 500 else p["loss"])
+                         for p in template["loss_curve"] if p["step"] <= done][::100])
     r["config"]["train"].update(seed=seed, steps=steps, preset=preset)
     r["config"]["model"].update(preset=preset, layers=LAYERS[preset])
     r.update(memory_fields(preset))
@@ -190,6 +193,11 @@ def check_runs_table(md, single):
     line = f"- lm_attn overfits late: best {best:.4f} at step {step}, final {fin:.4f}"
     check(fin - best > single and line in md, f"overfit note for lm_attn (+{fin - best:.4f} above the noise {single:.4f})")
     check("lm_gdn overfits late" not in md, "no overfit note for lm_gdn")
+    order = sorted(TRAIN_END, key=TRAIN_END.get)
+    fit = ("- Training loss (mean of the last 500 updates), lowest first, and its gap to the final val loss: "
+           + ", ".join(f"{p} {TRAIN_END[p]:.4f} (gap {LM_FINAL[p][1337] - TRAIN_END[p]:.4f})" for p in order)
+           + ". The runs that overfit late (attn) end with a lower training loss than every run that does not.")
+    check(fit in md, "training loss at the end against final val loss, lowest first; attn overfits and fits closest")
 
 
 def check_capacity(md, out):

@@ -65,22 +65,55 @@ def lm_findings(runs, noise):
                    + (" (within noise of the next)" if n is not None and len(rises) > 1
                       and rises[1][1] - rises[0][1] <= n else "") + ".")
     out += overfit_lines([r for r in runs if r["task"] == "lm"], n)
+    out += fit_lines(lm, n)
     mains = lm + list(by_preset(runs, "recall").values())
     out += alpha_lines(mains)
     return out
 
 
+def overfits_late(r, noise):
+    """Whether the run's final val loss is above its best by more than the noise."""
+    best, fin = best_val(r)[0], final(r, "val_loss")
+    return noise is not None and best is not None and fin is not None and fin - best > noise
+
+
 def overfit_lines(lm_runs, noise):
     """'overfits late' for every lm run whose final val loss is above its best by more than the noise."""
     out = []
-    if noise is None:
-        return out
     for r in lm_runs:
-        (best, step), fin = best_val(r), final(r, "val_loss")
-        if best is not None and fin is not None and fin - best > noise:
+        if overfits_late(r, noise):
+            (best, step), fin = best_val(r), final(r, "val_loss")
             out.append(f"- {r['_label']} overfits late: best {best:.4f} at step {step}, final {fin:.4f} "
                        f"(+{fin - best:.4f}, noise {noise:.4f}).")
     return out
+
+
+def train_tail(r, updates=500):
+    """Mean training loss over the run's last `updates` updates (the loss_curve entries there), or None."""
+    done = number(r.get("steps_done"), 0)
+    tail = [p["loss"] for p in r.get("loss_curve") or [] if number(p.get("step"), 0) > done - updates
+            and p.get("loss") is not None]
+    return sum(tail) / len(tail) if tail else None
+
+
+def fit_lines(lm_main, noise):
+    """Training loss at the end against final val loss, lowest training loss first, and whether
+    the runs that overfit late are the ones that fit the training text most closely."""
+    rows = [(r["preset"], train_tail(r), final(r, "val_loss"), overfits_late(r, noise)) for r in lm_main]
+    rows = sorted((x for x in rows if x[1] is not None and x[2] is not None), key=lambda x: x[1])
+    if not rows:
+        return []
+    line = ("- Training loss (mean of the last 500 updates), lowest first, and its gap to the final val loss: "
+            + ", ".join(f"{p} {t:.4f} (gap {v - t:.4f})" for p, t, v, _ in rows) + ".")
+    late = [p for p, _, _, o in rows if o]
+    if late and len(late) < len(rows):
+        if max(t for _, t, _, o in rows if o) < min(t for _, t, _, o in rows if not o):
+            line += (f" The runs that overfit late ({', '.join(late)}) end with a lower training loss "
+                     "than every run that does not.")
+        else:
+            line += (f" The runs that overfit late ({', '.join(late)}) are not simply the ones with the "
+                     "lowest training loss.")
+    return [line]
 
 
 def alpha_lines(runs):
