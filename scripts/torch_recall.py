@@ -5,6 +5,8 @@ the spec's model and schedule do (another implementation, other random
 streams). Not part of lina.
 
     /usr/bin/python3 scripts/torch_recall.py --preset attn --steps 2000 --json out.json
+    /usr/bin/python3 scripts/torch_recall.py --preset gdn --stop-at 600 ...   (a 2000-update
+                                              schedule, stopped early: where gdn drops)
 
 Batch 64 of 32 pairs of 64 keys (128 tokens, 127 inputs), fresh every step;
 loss on the 32 value targets of the second half; AdamW as lina's (lr 1e-3,
@@ -61,15 +63,16 @@ def lr_at(step, steps, peak, warmup=100):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--preset", default="attn", choices=sorted(ref.MIXERS))
-    ap.add_argument("--steps", type=int, default=2000)
+    ap.add_argument("--steps", type=int, default=2000, help="updates of the schedule")
+    ap.add_argument("--stop-at", type=int, help="stop after this many updates (the schedule stays --steps long)")
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--seed", type=int, default=1337)
     ap.add_argument("--threads", type=int, default=os.cpu_count())
     ap.add_argument("--json")
     a = ap.parse_args()
-    if a.steps < 1 or a.batch < 1 or not a.lr > 0:
-        sys.exit("torch_recall.py: --steps and --batch must be positive, --lr above 0")
+    if a.steps < 1 or a.batch < 1 or not a.lr > 0 or (a.stop_at is not None and a.stop_at < 1):
+        sys.exit("torch_recall.py: --steps, --stop-at and --batch must be positive, --lr above 0")
     torch.set_num_threads(a.threads)
     torch.manual_seed(a.seed)
     ref.VOCAB = VOCAB  # the model's embedding and head take the recall vocabulary
@@ -78,7 +81,8 @@ def main():
     train_gen = torch.Generator().manual_seed(a.seed)
     held_out = [batch(a.batch, torch.Generator().manual_seed(a.seed + 1000 + i)) for i in range(8)]
     evals, t0 = [], time.time()
-    for step in range(1, a.steps + 1):
+    last = min(a.steps, a.stop_at or a.steps)
+    for step in range(1, last + 1):
         for g in opt.param_groups:
             g["lr"] = lr_at(step, a.steps, a.lr)
         x, y, m = batch(a.batch, train_gen)
@@ -87,7 +91,7 @@ def main():
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
-        if step % 100 == 0 or step == a.steps:
+        if step % 100 == 0 or step == last:
             with torch.no_grad():
                 losses, right, n = [], 0, 0
                 for hx, hy, hm in held_out:
@@ -103,7 +107,7 @@ def main():
         with open(a.json, "w") as f:
             json.dump({"implementation": "PyTorch " + torch.__version__ + " (scripts/torch_recall.py)",
                        "preset": a.preset, "task": "recall", "steps": a.steps, "batch": a.batch,
-                       "lr": a.lr, "seed": a.seed, "pairs": PAIRS, "keys": KEYS,
+                       "steps_done": last, "lr": a.lr, "seed": a.seed, "pairs": PAIRS, "keys": KEYS,
                        "wall_time_s": time.time() - t0, "eval": evals}, f, indent=1)
 
 
