@@ -54,7 +54,7 @@ struct TrainOptions {
 // defaults (steps, evaluation) where an option was not given.
 void validate(TrainOptions& options);
 
-// lina's name for the run: <task>_<preset>[-<feature map>][_p<pairs>][_k<keys>][_s<seed>],
+// lina's name for the run: <task>_<preset>[-<feature map>][_p<pairs>][_k<keys>][_s<seed>][_wd<decay>],
 // the non-default parts only.
 std::string run_name(const TrainOptions& options);
 
