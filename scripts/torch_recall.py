@@ -33,7 +33,9 @@ VOCAB = KEYS + VALUES  # keys 0..63, values 64..79
 def batch(B, gen):
     """(inputs [B, 127], targets [B, 127], mask [B, 127]): 32 distinct keys each followed by its
     value, then the same keys in a new order, each followed by its value; the loss only where
-    the target is a value of the second half."""
+    the target is a value of the second half. The inputs are returned as all 128 tokens: the
+    model is causal, so the first 127 outputs are those of the 127 inputs, and 128 tokens are a
+    whole number of the chunked scan's chunks of 16."""
     keys = torch.argsort(torch.rand(B, KEYS, generator=gen), dim=1)[:, :PAIRS]
     vals = torch.randint(0, VALUES, (B, PAIRS), generator=gen) + KEYS
     order = torch.argsort(torch.rand(B, PAIRS, generator=gen), dim=1)
@@ -42,14 +44,15 @@ def batch(B, gen):
     seq = torch.cat([first, second], dim=1)  # [B, 128]
     mask = torch.zeros(B, 4 * PAIRS - 1, dtype=torch.bool)
     mask[:, 2 * PAIRS::2] = True  # targets at sequence positions 65, 67, …, 127: the second half's values
-    return seq[:, :-1], seq[:, 1:], mask
+    return seq, seq[:, 1:], mask
 
 
-def logits(model, idx):
-    x = model.tok_emb(idx)
+def logits(model, seq):
+    """The logits [B, 127, vocab] at the first 127 positions of seq [B, 128]."""
+    x = model.tok_emb(seq)
     for layer in model.layers:
         x = layer(x)
-    return model.head(model.norm_f(x))
+    return model.head(model.norm_f(x))[:, :-1]
 
 
 def lr_at(step, steps, peak, warmup=100):

@@ -17,9 +17,10 @@ import sys
 sys.path.insert(0, sys.argv[1])
 import torch, torch_recall as tr
 x, y, m = tr.batch(16, torch.Generator().manual_seed(3))
-seq = torch.cat([x[:, :1], y], dim=1)  # the 128 tokens
+seq = x  # the 128 tokens (the model reads all 128 and keeps the first 127 outputs)
 bad = []
-if tuple(x.shape) != (16, 127) or tuple(m.shape) != (16, 127): bad.append("shapes")
+if tuple(x.shape) != (16, 128) or tuple(y.shape) != (16, 127) or tuple(m.shape) != (16, 127): bad.append("shapes")
+if not torch.equal(x[:, 1:], y): bad.append("targets are the inputs shifted by one")
 if int(m.sum()) != 16 * 32: bad.append("32 scored positions a sequence")
 for s in seq.tolist():
     k1, v1, k2, v2 = s[0:64:2], s[1:64:2], s[64::2], s[65::2]
@@ -45,8 +46,8 @@ def main():
         failures.append("the batches: " + (probe.stdout.strip() or probe.stderr.strip()[-300:]))
     with tempfile.TemporaryDirectory() as d:
         out = os.path.join(d, "r.json")
-        run = subprocess.run([py, SCRIPT, "--steps", "2", "--batch", "4", "--threads", "1", "--json", out],
-                             capture_output=True, text=True)
+        run = subprocess.run([py, SCRIPT, "--preset", "gdn", "--steps", "2", "--batch", "4", "--threads", "1",
+                              "--json", out], capture_output=True, text=True)
         doc = json.load(open(out)) if run.returncode == 0 and os.path.exists(out) else {}
         evals = doc.get("eval", [])
         if not (len(evals) == 1 and evals[0]["step"] == 2 and 0 <= evals[0]["val_accuracy"] <= 1
