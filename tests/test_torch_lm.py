@@ -1,0 +1,62 @@
+#!/usr/bin/env python3
+"""ctest torch_lm: scripts/torch_lm.py reads tiny shakespeare as docs/spec.md
+§2.1 says (65 characters, the first 90 % to train on), its targets are the
+inputs shifted by one character, and a 3-update run writes its evaluations.
+Needs Debian's python3-torch (run under /usr/bin/python3); prints
+"SKIPPED: ..." without it."""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SCRIPT = os.path.join(ROOT, "scripts", "torch_lm.py")
+PROBE = r"""
+import sys
+sys.path.insert(0, sys.argv[1])
+import torch, torch_lm as tl
+train, val, vocab = tl.load(sys.argv[2])
+x, y = tl.batch(train, 8, 64, torch.Generator().manual_seed(3))
+bad = []
+if vocab != 65: bad.append("65 characters")
+if len(train) != int(0.9 * (len(train) + len(val))): bad.append("the first 90 % to train on")
+if tuple(x.shape) != (8, 64) or tuple(y.shape) != (8, 64): bad.append("shapes")
+if not torch.equal(x[:, 1:], y[:, :-1]): bad.append("targets are the inputs shifted by one")
+print("BAD: " + ", ".join(bad) if bad else "GOOD")
+"""
+
+
+def main():
+    py = "/usr/bin/python3"
+    if not os.path.exists(py) or subprocess.run([py, "-c", "import torch"], capture_output=True).returncode:
+        print("SKIPPED: PyTorch is not installed for /usr/bin/python3 (apt-get install python3-torch)")
+        return
+    data = os.path.join(ROOT, "data", "tinyshakespeare.txt")
+    failures = []
+    probe = subprocess.run([py, "-c", PROBE, os.path.join(ROOT, "scripts"), data], capture_output=True, text=True)
+    print(probe.stdout.strip() or probe.stderr.strip())
+    if probe.stdout.strip() != "GOOD":
+        failures.append("the data: " + (probe.stdout.strip() or probe.stderr.strip()[-300:]))
+    with tempfile.TemporaryDirectory() as d:
+        out = os.path.join(d, "l.json")
+        run = subprocess.run([py, SCRIPT, "--preset", "hybrid", "--steps", "3", "--eval-every", "2",
+                              "--eval-batches", "2", "--batch", "4", "--threads", "1", "--json", out],
+                             capture_output=True, text=True)
+        doc = json.load(open(out)) if run.returncode == 0 and os.path.exists(out) else {}
+        evals = doc.get("eval", [])
+        if not ([e["step"] for e in evals] == [2, 3] and all(3.5 < e["val_loss"] < 5.0 for e in evals)):
+            failures.append("a 3-update run's json: %r %s" % (evals, run.stderr[-300:]))  # about ln 65 = 4.17
+        for args, word in ((["--steps", "0"], "--steps"), (["--data", os.path.join(d, "none.txt")], "no text")):
+            bad = subprocess.run([py, SCRIPT] + args, capture_output=True, text=True)
+            if bad.returncode == 0 or word not in bad.stderr:
+                failures.append(" ".join(args) + " is refused with one line")
+    for f in failures:
+        print("FAILED: " + f)
+    if failures:
+        sys.exit(1)
+    print("torch_lm passed")
+
+
+if __name__ == "__main__":
+    main()
