@@ -24,7 +24,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import torch_reference as ref  # noqa: E402  (the model: docs/spec.md §1)
-from torch_recall import lr_at  # noqa: E402  (lina's schedule)
+from torch_recall import lr_at, update  # noqa: E402  (lina's schedule and update)
 import torch  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -80,14 +80,9 @@ def main():
     evals, since, t0 = [], [], time.time()
     last = min(a.steps, a.stop_at or a.steps)
     for step in range(1, last + 1):
-        for g in opt.param_groups:
-            g["lr"] = lr_at(step, a.steps, a.lr)
         x, y = batch(train, a.batch, a.context, train_gen)
         loss = model(x, y)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
+        update(model, opt, loss, lr_at(step, a.steps, a.lr))
         since.append(float(loss))
         if step % a.eval_every == 0 or step == last:
             with torch.no_grad():

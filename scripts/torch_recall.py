@@ -63,6 +63,16 @@ def lr_at(step, steps, peak, warmup=100):
     return peak / 10 + 0.5 * (peak - peak / 10) * (1 + math.cos(math.pi * t))
 
 
+def update(model, opt, loss, lr):
+    """One AdamW update as lina's: the learning rate of this step, backward, clip to norm 1."""
+    for g in opt.param_groups:
+        g["lr"] = lr
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    opt.step()
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--preset", default="attn", choices=sorted(ref.MIXERS))
@@ -86,14 +96,9 @@ def main():
     evals, t0 = [], time.time()
     last = min(a.steps, a.stop_at or a.steps)
     for step in range(1, last + 1):
-        for g in opt.param_groups:
-            g["lr"] = lr_at(step, a.steps, a.lr)
         x, y, m = batch(a.batch, train_gen)
         loss = F.cross_entropy(logits(model, x)[m], y[m])
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
+        update(model, opt, loss, lr_at(step, a.steps, a.lr))
         if step % 100 == 0 or step == last:
             with torch.no_grad():
                 losses, right, n = [], 0, 0
