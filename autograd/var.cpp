@@ -31,6 +31,22 @@ bool grad_enabled() { return t_grad_enabled; }
 NoGradGuard::NoGradGuard() : previous_(t_grad_enabled) { t_grad_enabled = false; }
 NoGradGuard::~NoGradGuard() { t_grad_enabled = previous_; }
 
+static thread_local bool t_release_unread = false;
+
+ReleaseUnreadOutputs::ReleaseUnreadOutputs() : previous_(t_release_unread) { t_release_unread = true; }
+ReleaseUnreadOutputs::~ReleaseUnreadOutputs() { t_release_unread = previous_; }
+
+// This handle and one per inputs list holding the Var: nobody else can
+// read its data again. The tracer shows every tensor, so it keeps them.
+void Var::release_if_only_graph_holds() {
+  if (!t_release_unread || !impl_ || !impl_->grad_fn || !impl_->data.defined()) return;
+  if (impl_.use_count() == impl_->graph_edges + 1 && !trace::active()) impl_->data.release_buffer();
+}
+
+Node::~Node() {
+  for (Var& in : inputs) --in.impl()->graph_edges;
+}
+
 bool needs_grad(const std::vector<Var>& inputs) {
   if (!t_grad_enabled) return false;
   for (const Var& v : inputs)
@@ -45,6 +61,7 @@ Var record(Tensor out, std::shared_ptr<Node> node, std::vector<Var> inputs) {
   Var v(std::move(out));
   if (node && needs_grad(inputs)) {
     node->inputs = std::move(inputs);
+    for (Var& in : node->inputs) ++in.impl()->graph_edges;
     node->sequence = g_next_sequence.fetch_add(1, std::memory_order_relaxed);
     v.impl()->grad_fn = std::move(node);
     v.impl()->requires_grad = true;
@@ -98,20 +115,14 @@ static std::vector<std::shared_ptr<VarImpl>> ops_newest_first(const std::shared_
 }
 
 // Before a freeing backward: the outputs that only the graph holds (no
-// caller's Var) and that no op saved for its backward (their buffer has no
-// other owner) are not read again, so they go first, and the gradients the
-// backward is about to allocate can take their buffers. Such outputs are
-// those whose reader's backward needs only the gradient: a projection that
-// feeds RoPE or a reshape, the MLP's output that feeds the residual add.
+// caller's Var) are not read again (see ReleaseUnreadOutputs), so their
+// hold on their buffers goes first, and the gradients the backward is about
+// to allocate can take the buffers that no op saved. Inside a
+// ReleaseUnreadOutputs scope the forward has done this already.
 static void release_outputs_no_backward_reads(const std::vector<std::shared_ptr<VarImpl>>& ops) {
-  std::unordered_map<const VarImpl*, long> edges;  // how many inputs lists hold each Var
   for (const auto& op : ops)
-    for (const Var& in : op->grad_fn->inputs) ++edges[in.impl()];
-  for (const auto& op : ops) {
-    const long graph_holds = edges[op.get()] + 1;  // the inputs lists and `ops`
-    if (op.use_count() == graph_holds && op->data.sole_owner())
+    if (op.use_count() == op->graph_edges + 1)  // the inputs lists and `ops`
       op->data.release_buffer();  // the shape stays: backward ops read their inputs' shapes
-  }
 }
 
 static void accumulate(VarImpl* v, const Tensor& g) {

@@ -13,7 +13,10 @@
 // backward(Graph::free) drops each op, with what it saved, as soon as its
 // backward has run, and each op's output that nothing else holds, as a
 // training step does: the step's memory then shrinks through the backward
-// instead of growing.
+// instead of growing. Inside a ReleaseUnreadOutputs scope (a training step)
+// the forward already lets go of each op output that no backward saved, as
+// soon as the caller's last Var of it goes: the step's peak is what the
+// backward needs, not every tensor the forward made.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -37,6 +40,7 @@ struct VarImpl {
   bool requires_grad = false;
   std::shared_ptr<Node> grad_fn;   // the op that made this Var; null for leaves
   bool graph_freed = false;        // made by an op that backward(Graph::free) dropped
+  long graph_edges = 0;            // how many ops' inputs lists hold this Var
   std::string name;                // a leaf's name ("layers.0.mixer.wq.weight"), optional
 };
 
@@ -44,6 +48,13 @@ class Var {
  public:
   Var() = default;
   explicit Var(Tensor data, bool requires_grad = false, std::string name = "");
+  Var(const Var&) = default;
+  Var(Var&&) noexcept = default;
+  Var& operator=(Var other) noexcept {  // the Var replaced goes as if destroyed
+    std::swap(impl_, other.impl_);
+    return *this;
+  }
+  ~Var() { release_if_only_graph_holds(); }
 
   bool defined() const { return impl_ != nullptr; }
   const Tensor& data() const { return impl_->data; }
@@ -74,6 +85,9 @@ class Var {
   const std::shared_ptr<VarImpl>& impl_ptr() const { return impl_; }
 
  private:
+  // In a ReleaseUnreadOutputs scope: when this is the last Var of an op's
+  // output outside the graph, the output's buffer goes (its shape stays).
+  void release_if_only_graph_holds();
   std::shared_ptr<VarImpl> impl_;
 };
 
@@ -84,7 +98,7 @@ using SavedTensors = std::vector<std::pair<const char*, Tensor>>;
 // save what their backward needs as named fields.
 struct Node {
   explicit Node(OpKind k) : kind(k) {}
-  virtual ~Node() = default;
+  virtual ~Node();  // lets go of its inputs (VarImpl::graph_edges)
   // Given dL/d(output), return dL/d(input i) for every input, in order; an
   // undefined Tensor means "no gradient for this input".
   virtual std::vector<Tensor> backward(const Tensor& grad_output) = 0;
@@ -126,6 +140,25 @@ class NoGradGuard {
   ~NoGradGuard();
   NoGradGuard(const NoGradGuard&) = delete;
   NoGradGuard& operator=(const NoGradGuard&) = delete;
+
+ private:
+  bool previous_;
+};
+
+// While one of these lives (on this thread), an op's output lets go of its
+// buffer as soon as only the graph holds it: the caller's last Var of it is
+// gone, so only a backward could read it, and no backward does — each op
+// keeps what its backward reads in its own fields (which share the buffer
+// and keep it alive) and reads no more than its inputs' shapes. What no
+// backward saved (a projection that feeds RoPE, a residual sum that feeds
+// only the next sum) then goes during the forward. Off by default: a debugger stepping through a graph sees every
+// tensor; the training step and the benchmark turn it on.
+class ReleaseUnreadOutputs {
+ public:
+  ReleaseUnreadOutputs();
+  ~ReleaseUnreadOutputs();
+  ReleaseUnreadOutputs(const ReleaseUnreadOutputs&) = delete;
+  ReleaseUnreadOutputs& operator=(const ReleaseUnreadOutputs&) = delete;
 
  private:
   bool previous_;

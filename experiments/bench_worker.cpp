@@ -43,6 +43,7 @@ Tensor random_ids(Rng& rng, int64_t batch, int64_t context) {
 // One update as `lina train` makes it: forward, backward, clip, AdamW.
 void train_step(LanguageModel& model, AdamW& opt, const Tensor& x, const Tensor& y) {
   model.params().zero_grad();
+  ReleaseUnreadOutputs release_unread;
   Var loss = cross_entropy(model.forward(x), y);
   loss.backward(Graph::free);
   profile::PhaseScope optimizer_phase(profile::Phase::Optimizer);

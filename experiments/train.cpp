@@ -275,6 +275,7 @@ void TrainingRun::train_one_step() {
   Batch b = task_.train_batch(o_, rng_);
   model_->params().zero_grad();
   trace::Scope tracing(o_.trace && step_ == first_step_);  // --trace: the first update, op by op
+  ReleaseUnreadOutputs release_unread;  // the forward keeps only what some backward reads
   Var loss = named(cross_entropy(model_->forward(b.x), b.y, b.mask), "loss");
   loss.backward(Graph::free);  // each op's saved tensors go as soon as its backward has run
   fault_.fail_if_due(step_ + 1);  // LINA_INJECT_CUDA_STATUS (tests only)

@@ -132,6 +132,41 @@ TEST_CASE("backward(Graph::free): outputs a caller holds keep their data, the re
   CHECK_THROWS_WITH_AS(sum_all(h).backward(), doctest::Contains("freed by an earlier backward"), Error);
 }
 
+TEST_CASE("ReleaseUnreadOutputs: an output only the graph holds goes during the forward, what a backward saved lives on in it") {
+  Var x(Tensor::from_vector<double>({1.0, -2.0, 3.0}, {3}), true, "x");
+  Var h = mul_scalar(x, 2.0);
+  {  // outside the scope nothing goes: a debugger sees every tensor of the graph
+    Var shifted = add_scalar(h, 1.0);
+    Var z = neg(shifted);
+    shifted = Var();
+    CHECK(z.grad_fn()->inputs[0].data().defined());
+  }
+  ReleaseUnreadOutputs release_unread;
+  Var shifted = add_scalar(h, 1.0);
+  Var doubled = add(shifted, shifted);  // add saves nothing: no backward reads `shifted`
+  Node* add_node = doubled.grad_fn();
+  CHECK(add_node->inputs[0].data().defined());  // still held here
+  shifted = Var();                              // the caller's last Var of it
+  CHECK_FALSE(add_node->inputs[0].data().defined());
+  CHECK(add_node->inputs[0].shape() == Shape{3});  // backward reads the shape
+  Var e = exp(doubled);                         // exp saves its output (dy/dx = y)
+  Node* exp_node = e.grad_fn();
+  Var loss = sum_all(mul(e, e));                // mul saves both inputs
+  Node* mul_node = loss.grad_fn()->inputs[0].grad_fn();
+  e = Var();
+  doubled = Var();
+  CHECK_FALSE(mul_node->inputs[0].data().defined());  // the Var's hold is gone ...
+  for (const auto& [field, saved] : mul_node->saved()) CHECK(saved.defined());  // ... not mul's copy
+  CHECK_FALSE(exp_node->inputs[0].data().defined());
+  CHECK(h.data().defined());  // a Var the caller holds keeps its data
+  loss.backward(Graph::free);
+  // loss = Σ exp(2 · (2x + 1))² = Σ exp(8x + 4): dloss/dx = 8 exp(8x + 4)
+  for (int i = 0; i < 3; ++i) {
+    const double xi = x.data().at(i);
+    CHECK(x.grad().at(i) == doctest::Approx(8.0 * std::exp(4.0 * (2.0 * xi + 1.0))));
+  }
+}
+
 TEST_CASE("graph_dot names every op and shape") {
   Var x(Tensor::ones({2, 3}, DType::f64), true, "x");
   Var w(Tensor::ones({3, 4}, DType::f64), true, "w");

@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <optional>
 
 #include "core/kernels.h"
 #include "core/layout.h"
@@ -235,11 +236,13 @@ struct StepResult {
   double loss = 0;
   std::vector<Tensor> grads;
 };
-StepResult one_step(const ModelConfig& c, Graph after = Graph::keep) {
+StepResult one_step(const ModelConfig& c, Graph after = Graph::keep, bool release_unread = false) {
   LanguageModel m(c, 3, DType::f64);
   perturb_all(m, 4);
   Tensor x = random_ids(2, 7, c.vocab, 5), y = random_ids(2, 7, c.vocab, 6);
   m.params().zero_grad();
+  std::optional<ReleaseUnreadOutputs> releasing;  // as lina train's step
+  if (release_unread) releasing.emplace();
   Var loss = cross_entropy(m.forward(x), y);
   loss.backward(after);
   StepResult r;
@@ -261,16 +264,23 @@ void check_same_step(const ModelConfig& fused, const ModelConfig& composed, cons
 
 TEST_CASE("a backward that frees the graph as it goes gives the same gradients, every preset") {
   // Graph::free drops each op's saved tensors after its backward and, first,
-  // the outputs no backward reads: if any op's backward read one of those,
-  // its gradients would differ (or it would throw on a released buffer).
+  // the outputs no backward reads; ReleaseUnreadOutputs drops those already
+  // in the forward. If any op's backward read one of them, its gradients
+  // would differ (or it would throw on a released buffer).
   for (const Variant& v : kVariants) {
     ModelConfig c = tiny_config(v.preset);
     c.feature_map = v.feature_map;
-    StepResult kept = one_step(c, Graph::keep), freed = one_step(c, Graph::free);
+    StepResult kept = one_step(c, Graph::keep), freed = one_step(c, Graph::free),
+               released = one_step(c, Graph::free, /*release_unread=*/true);
     INFO(v.preset);
     CHECK(kept.loss == freed.loss);
+    CHECK(kept.loss == released.loss);
     REQUIRE(kept.grads.size() == freed.grads.size());
-    for (size_t i = 0; i < kept.grads.size(); ++i) CHECK(test::max_abs_diff(kept.grads[i], freed.grads[i]) == 0.0);
+    REQUIRE(kept.grads.size() == released.grads.size());
+    for (size_t i = 0; i < kept.grads.size(); ++i) {
+      CHECK(test::max_abs_diff(kept.grads[i], freed.grads[i]) == 0.0);
+      CHECK(test::max_abs_diff(kept.grads[i], released.grads[i]) == 0.0);
+    }
   }
 }
 
