@@ -175,9 +175,9 @@ def check_noise(md):
     check(f"**Noise = {single:.4f}**, 2·√2·σ" in noise, f"noise 2·√2·σ = {single:.4f} is the one used")
     check("lm_hybrid_s1338 (unfinished at step 2500)" in noise, "the unfinished seed run is named as left out")
     dm = statistics.mean(LM_FINAL["attn"].values()) - statistics.mean(LM_FINAL["gdn"].values())
-    dn = 2 * math.sqrt(sds["attn"] ** 2 / 3 + sds["gdn"] ** 2 / 3)
+    dn = 2 * sigma * math.sqrt(1 / 3 + 1 / 3)
     check(f"| attn − gdn | {dm:+.4f} | {dn:.4f} | {'noise' if abs(dm) <= dn else 'above noise'} |" in noise,
-          f"means compared: attn − gdn {dm:+.4f} against 2·√(sa²/na + sb²/nb) = {dn:.4f}")
+          f"means compared: attn − gdn {dm:+.4f} against 2·σ·√(1/na + 1/nb) = {dn:.4f}")
     return single
 
 

@@ -6,7 +6,9 @@ Two estimates:
   the sd pooled over those presets, √(Σ(nᵢ−1)sᵢ² / Σ(nᵢ−1)). Two single runs
   differ by noise alone with sd √2·σ, so a difference between two presets'
   single main runs is called noise below 2·√2·σ. Where both presets have
-  seeds, their means are compared instead, against 2·√(sa²/na + sb²/nb).
+  seeds, their means are compared instead, against 2·σ·√(1/na + 1/nb): the
+  pooled σ, not each preset's own sd, which from two or three seeds is
+  itself too noisy to judge by (one or two degrees of freedom).
 - val vs extrap@64 (the course's estimate): a main run's val loss (200
   batches) and its extrapolation loss at context 64 (40 batches) measure the
   same thing; the largest gap over the main runs. Used when no preset has
@@ -134,8 +136,8 @@ class LmNoise:
         """Diff of lm val loss a − b: means over seeds when both presets have them, else the main runs."""
         if self.usable(a) and self.usable(b):
             ga, gb = self.seeds[a], self.seeds[b]
-            (ma, sa), (mb, sb) = ga.final_mean_sd(), gb.final_mean_sd()
-            return Diff(ma, mb, 2 * math.sqrt(sa ** 2 / ga.n + sb ** 2 / gb.n),
+            (ma, _), (mb, _) = ga.final_mean_sd(), gb.final_mean_sd()
+            return Diff(ma, mb, 2 * self.sigma * math.sqrt(1 / ga.n + 1 / gb.n),
                         f"means of {ga.n} and {gb.n} seeds", ga.runs + gb.runs)
         ra, rb = self.main.get(a), self.main.get(b)
         va, vb = (final(ra, "val_loss") if ra else None), (final(rb, "val_loss") if rb else None)
@@ -207,13 +209,13 @@ def seeds_table(noise, course_noise):
 
 
 def means_table(noise):
-    """Every pair of presets with seeds: difference of means against 2·√(sa²/na + sb²/nb)."""
+    """Every pair of presets with seeds: difference of means against 2·σ·√(1/na + 1/nb)."""
     ps = [p for p in noise.seeds if noise.usable(p)]
     pairs = [(a, b) for i, a in enumerate(ps) for b in ps[i + 1:]]
     if not pairs:
         return []
     out = ["", "Means over seeds, where both presets have two or more: difference of means a − b against "
-           "2·√(sa²/na + sb²/nb):", "", "| a − b | difference of means | noise | verdict |", "|---|---|---|---|"]
+           "2·σ·√(1/na + 1/nb), σ the pooled seed sd:", "", "| a − b | difference of means | noise | verdict |", "|---|---|---|---|"]
     for a, b in pairs:
         d = noise.between(a, b)
         out.append(f"| {a} − {b} | {d.d:+.4f} | {d.noise:.4f} | {'noise' if d.is_noise() else 'above noise'} |")
