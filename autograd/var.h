@@ -14,9 +14,10 @@
 // backward has run, and each op's output that nothing else holds, as a
 // training step does: the step's memory then shrinks through the backward
 // instead of growing. Inside a ReleaseUnreadOutputs scope (a training step)
-// the forward already lets go of each op output that no backward saved, as
-// soon as the caller's last Var of it goes: the step's peak is what the
-// backward needs, not every tensor the forward made.
+// the forward already lets go of each op output as soon as the caller's
+// last Var of it goes (a buffer some backward saved lives on in that op):
+// the step's peak is what the backward needs, not every tensor the forward
+// made.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -151,8 +152,9 @@ class NoGradGuard {
 // keeps what its backward reads in its own fields (which share the buffer
 // and keep it alive) and reads no more than its inputs' shapes. What no
 // backward saved (a projection that feeds RoPE, a residual sum that feeds
-// only the next sum) then goes during the forward. Off by default: a debugger stepping through a graph sees every
-// tensor; the training step and the benchmark turn it on.
+// only the next sum) then goes during the forward. Off by default: a
+// debugger stepping through a graph sees every tensor; the training step
+// and the benchmark turn it on.
 class ReleaseUnreadOutputs {
  public:
   ReleaseUnreadOutputs();
