@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "core/error.h"
+#include "experiments/machine.h"
 
 namespace lina {
 
@@ -371,7 +372,7 @@ std::string run_bench(const BenchOptions& o) {
                 {"scan_chunk", o.scan_chunk > 0 ? o.scan_chunk : ModelConfig().scan_chunk},
                 {"steps", o.steps}, {"warmup", o.warmup}, {"infer_steps", o.infer_steps}, {"rounds", o.rounds},
                 {"presets", o.presets}, {"shapes", shapes}, {"contexts", o.contexts},
-                {"cpus", std::thread::hardware_concurrency()},
+                {"cpus", std::thread::hardware_concurrency()}, {"machine", machine_json()},
                 {"load_average", {{"before", load_before}, {"after", load_after}}}, {"gemm", gemm}, {"train", train},
                 {"inference", infer}, {"ratios", ratios}, {"pairs", o.pairs}, {"paired", paired},
                 {"wall_seconds", wall}};

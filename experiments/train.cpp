@@ -15,6 +15,7 @@
 #include "core/kernels.h"
 #include "experiments/checkpoint.h"
 #include "experiments/data.h"
+#include "experiments/machine.h"
 #include "experiments/fault_injection.h"
 #include "experiments/lr_schedule.h"
 #include "experiments/option_json.h"
@@ -365,6 +366,7 @@ void TrainingRun::write_json() {
   j["device"] = device_name(o_.device);
   if (o_.device == Device::cuda) j["cuda_runtime"] = kernels::cuda_runtime();  // "cuda" or "sim"
   j["git_commit"] = LINA_GIT_COMMIT;
+  j["machine"] = machine_json();  // of the last stretch, for a resumed run
   j["config"] = {{"model", model_json(config)}, {"train", options_json(o_)}};
   j["params"] = model_->params().count();
   j["kv_per_token"] = config.kv_per_token();

@@ -40,8 +40,9 @@ TEST_CASE("bench --quick: json keys, FLOPs per step, GEMM rate, profile") {
   std::ifstream f(out);
   REQUIRE(bool(f));
   json j = json::parse(f);
-  for (const char* key : {"schema", "gemm", "train", "inference", "ratios", "steps", "wall_seconds"})
+  for (const char* key : {"schema", "gemm", "train", "inference", "ratios", "steps", "wall_seconds", "machine"})
     CHECK_MESSAGE(j.contains(key), key);
+  CHECK(j["machine"]["gemm"] == j["gemm"]["lina_path"]);  // one name for the CPU's products
   CHECK(double(j["gemm"]["lina_gflops"]) > 0);
   CHECK(j["gemm"].contains("openblas"));
   if (j["gemm"]["openblas"] == "installed")  // the two paths timed in pairs: a ratio near 1

@@ -369,6 +369,15 @@ TEST_CASE("a short run writes json and checkpoint, and bad checkpoints are refus
     if (head.empty()) MESSAGE("not a git checkout: git_commit is \"unknown\"");
     CHECK(j["git_commit"] == (head.empty() ? std::string("unknown") : head));
   }
+  {  // the machine it ran on (experiments/machine.h)
+    const nlohmann::json& m = j["machine"];
+    CHECK(!m["cpu"].get<std::string>().empty());
+    const std::string simd = m["simd"];
+    CHECK((simd == "avx512" || simd == "avx2" || simd == "avx" || simd == "sse2" || simd == "none"));
+    CHECK(m["threads"].get<int>() >= 1);
+    const std::string gemm = m["gemm"];
+    CHECK((gemm == "Eigen" || gemm.rfind("OpenBLAS (", 0) == 0));
+  }
 
   // a checkpoint of another preset
   expect_error("train --preset attn --task recall --out " + d.string() + " --resume " + ckpt.string() + kTiny,

@@ -1,0 +1,52 @@
+#include "experiments/machine.h"
+
+#include <fstream>
+#include <string>
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "backend_cpu/openblas.h"
+
+namespace lina {
+
+namespace {
+
+std::string cpu_model() {
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(cpuinfo, line)) {  // "model name	: AMD EPYC 9B14"
+    if (line.rfind("model name", 0) != 0) continue;
+    const size_t colon = line.find(':');
+    if (colon == std::string::npos) break;
+    const size_t first = line.find_first_not_of(" \t", colon + 1);
+    if (first != std::string::npos) return line.substr(first);
+  }
+  return "unknown";
+}
+
+constexpr const char* kSimd =
+#if defined(__AVX512F__)
+    "avx512";
+#elif defined(__AVX2__)
+    "avx2";
+#elif defined(__AVX__)
+    "avx";
+#elif defined(__SSE2__)
+    "sse2";
+#else
+    "none";
+#endif
+
+}  // namespace
+
+nlohmann::json machine_json() {
+  int threads = 1;
+#ifdef _OPENMP
+  threads = omp_get_max_threads();
+#endif
+  return {{"cpu", cpu_model()}, {"simd", kSimd}, {"threads", threads}, {"gemm", cpu::cpu_gemm_name()}};
+}
+
+}  // namespace lina
