@@ -173,6 +173,9 @@ def check_noise(md):
     single = 2 * math.sqrt(2) * sigma
     check(f"Pooled σ = √(Σ(nᵢ−1)sᵢ² / Σ(nᵢ−1)) over attn, gdn = {sigma:.4f}" in noise, f"pooled σ {sigma:.4f}")
     check(f"**Noise = {single:.4f}**, 2·√2·σ" in noise, f"noise 2·√2·σ = {single:.4f} is the one used")
+    wide, narrow = sorted(sds, key=sds.get, reverse=True)
+    check(f"Widest seed spread: {wide}, sd {sds[wide]:.4f}, {sds[wide] / sds[narrow]:.1f}× the pooled sd of the "
+          f"others ({sds[narrow]:.4f}, 2 degrees of freedom)." in noise, f"{wide}'s seed sd against {narrow}'s")
     check("lm_hybrid_s1338 (unfinished at step 2500)" in noise, "the unfinished seed run is named as left out")
     dm = statistics.mean(LM_FINAL["attn"].values()) - statistics.mean(LM_FINAL["gdn"].values())
     dn = 2 * sigma * math.sqrt(1 / 3 + 1 / 3)

@@ -205,7 +205,24 @@ def seeds_table(noise, course_noise):
         used = [p for p in noise.seeds if noise.usable(p)]
         out.append(f"Pooled σ = √(Σ(nᵢ−1)sᵢ² / Σ(nᵢ−1)) over {', '.join(used)} = {noise.sigma:.4f} "
                    f"({noise.dof} degrees of freedom).")
+        out += widest_spread(noise)
     return out
+
+
+def widest_spread(noise):
+    """The preset whose own seed sd is largest, against the pooled sd of the others: pooling assumes
+    one sd for every preset, and this says how far the seeds' spreads are from that."""
+    usable = {p: g for p, g in noise.seeds.items() if noise.usable(p)}
+    if len(usable) < 2:
+        return []
+    widest = max(usable, key=lambda p: usable[p].final_mean_sd()[1])
+    own = usable[widest].final_mean_sd()[1]
+    others, dof = pooled_sd({p: g for p, g in usable.items() if p != widest})
+    if not others:
+        return []
+    return [f"Widest seed spread: {widest}, sd {own:.4f}, {own / others:.1f}× the pooled sd of the others "
+            f"({others:.4f}, {dof} degrees of freedom). The pooled σ includes it, so differences between "
+            "the others are judged against a wider noise than their own seeds show."]
 
 
 def means_table(noise):
