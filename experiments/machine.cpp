@@ -16,7 +16,7 @@ namespace {
 std::string cpu_model() {
   std::ifstream cpuinfo("/proc/cpuinfo");
   std::string line;
-  while (std::getline(cpuinfo, line)) {  // "model name	: AMD EPYC 9B14"
+  while (std::getline(cpuinfo, line)) {  // "model name	: AMD EPYC"
     if (line.rfind("model name", 0) != 0) continue;
     const size_t colon = line.find(':');
     if (colon == std::string::npos) break;

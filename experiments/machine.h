@@ -6,7 +6,7 @@
 
 namespace lina {
 
-// {"cpu": "AMD EPYC", "simd": "avx512", "threads": 2, "gemm": "OpenBLAS (SkylakeX kernels)"}:
+// e.g. {"cpu": "AMD EPYC", "simd": "avx512", "threads": 2, "gemm": "OpenBLAS (SkylakeX kernels)"}:
 //   cpu      /proc/cpuinfo's first "model name" ("unknown" where there is none)
 //   simd     the widest vector instructions this binary was compiled for
 //            (-march=native in Release): "avx512", "avx2", "avx", "sse2" or "none"
