@@ -52,7 +52,34 @@ def line(task, key, fmt):
             if run.get("finished"):
                 parts.append(f"{preset} {fmt % run['final'][key]}")
     return ", ".join(parts) or "none finished yet"
+def seeds(preset):
+    """Final lm val losses of a preset's finished runs at every seed (seed 1337 has no suffix)."""
+    out = []
+    for name in sorted(os.listdir(sys.argv[1])):
+        if name == f"lm_{preset}.json" or (name.startswith(f"lm_{preset}_s") and name.endswith(".json")):
+            run = json.load(open(os.path.join(sys.argv[1], name)))
+            if run.get("finished"):
+                out.append(run["final"]["val_loss"])
+    return out
+def capacity(preset):
+    """Held-out recall accuracy by pair count (64 keys): 32 pairs is the main run."""
+    out = []
+    for pairs in (8, 16, 32, 48):
+        name = f"recall_{preset}.json" if pairs == 32 else f"recall_{preset}_p{pairs}.json"
+        path = os.path.join(sys.argv[1], name)
+        if os.path.exists(path) and json.load(open(path)).get("finished"):
+            out.append(f"{pairs}:{json.load(open(path))['final']['val_accuracy']:.3f}")
+    return " ".join(out) or "none"
 print("main_job: at the course's full length (results/cpu-full/report.md):")
 print("          recall, 32 pairs of 64 keys, 2000 steps, held-out accuracy: " + line("recall", "val_accuracy", "%.3f"))
 print("          lm (tiny shakespeare), 5000 steps, val loss: " + line("lm", "val_loss", "%.4f"))
+means = []
+for preset in ("attn", "linear", "delta", "gdn", "hybrid"):
+    v = seeds(preset)
+    if len(v) >= 2:
+        means.append(f"{preset} {sum(v) / len(v):.4f} ({len(v)} seeds)")
+if means:
+    print("          lm val loss, mean over seeds: " + ", ".join(means))
+for preset in ("linear", "delta", "gdn"):
+    print(f"          recall capacity, {preset:6s} accuracy by pairs: " + capacity(preset))
 EOF
