@@ -25,6 +25,9 @@ bool cuda_available();    // compiled with CUDA and a GPU is present
 // What runs --device cuda: "cuda" (a GPU), "sim" (lina's CUDA runtime on the
 // CPU, the cuda-sim build) or "none" (built without CUDA).
 const char* cuda_runtime();
+// The CPU's matrix products: "Eigen", or "OpenBLAS (SkylakeX kernels)" with the kernel set
+// OpenBLAS runs (backend_cpu/openblas.h).
+std::string cpu_gemm();
 void require_device(Device device);  // throws a one-line error if `device` cannot be used
 // CUDA: kernel launches, allocation calls and device→host copies so far, and the bytes the
 // memory pool holds (zeros without CUDA). A training step after the first

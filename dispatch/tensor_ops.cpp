@@ -10,6 +10,7 @@
 
 #include "backend_cpu/cpu_kernels.h"
 #include "backend_cpu/host_allocator.h"
+#include "backend_cpu/openblas.h"
 #include "backend_cuda/cuda_kernels.h"
 #include "dispatch/backends.h"
 #include "core/kernels.h"
@@ -72,6 +73,8 @@ void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device
 bool cuda_available() { return cuda::device_count() > 0; }
 
 const char* cuda_runtime() { return cuda::runtime(); }
+
+std::string cpu_gemm() { return cpu::cpu_gemm_name(); }
 
 namespace detail {
 int64_t* cuda_kernel_call_counts() {
