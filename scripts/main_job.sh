@@ -43,33 +43,23 @@ echo "          $out/report/explorer.html (open in a browser); $((SECONDS - star
 # The same comparison at the course's full length, from the runs kept in the repository.
 python3 - results/cpu-full/cpu <<'EOF'
 import json, os, sys
+def finished(name):
+    """The run json `name` in the folder if it finished, else None."""
+    path = os.path.join(sys.argv[1], name)
+    run = json.load(open(path)) if os.path.exists(path) else None
+    return run if run and run.get("finished") else None
 def line(task, key, fmt):
-    parts = []
-    for preset in ("attn", "linear", "delta", "gdn", "hybrid"):
-        path = os.path.join(sys.argv[1], f"{task}_{preset}.json")
-        if os.path.exists(path):
-            run = json.load(open(path))
-            if run.get("finished"):
-                parts.append(f"{preset} {fmt % run['final'][key]}")
-    return ", ".join(parts) or "none finished yet"
+    runs = {p: finished(f"{task}_{p}.json") for p in ("attn", "linear", "delta", "gdn", "hybrid")}
+    return ", ".join(f"{p} {fmt % r['final'][key]}" for p, r in runs.items() if r) or "none finished yet"
 def seeds(preset):
     """Final lm val losses of a preset's finished runs at every seed (seed 1337 has no suffix)."""
-    out = []
-    for name in sorted(os.listdir(sys.argv[1])):
-        if name == f"lm_{preset}.json" or (name.startswith(f"lm_{preset}_s") and name.endswith(".json")):
-            run = json.load(open(os.path.join(sys.argv[1], name)))
-            if run.get("finished"):
-                out.append(run["final"]["val_loss"])
-    return out
+    names = [n for n in sorted(os.listdir(sys.argv[1]))
+             if n == f"lm_{preset}.json" or (n.startswith(f"lm_{preset}_s") and n.endswith(".json"))]
+    return [r["final"]["val_loss"] for r in map(finished, names) if r]
 def capacity(preset):
     """Held-out recall accuracy by pair count (64 keys): 32 pairs is the main run."""
-    out = []
-    for pairs in (8, 16, 32, 48):
-        name = f"recall_{preset}.json" if pairs == 32 else f"recall_{preset}_p{pairs}.json"
-        path = os.path.join(sys.argv[1], name)
-        if os.path.exists(path) and json.load(open(path)).get("finished"):
-            out.append(f"{pairs}:{json.load(open(path))['final']['val_accuracy']:.3f}")
-    return " ".join(out) or "none"
+    runs = {n: finished(f"recall_{preset}.json" if n == 32 else f"recall_{preset}_p{n}.json") for n in (8, 16, 32, 48)}
+    return " ".join(f"{n}:{r['final']['val_accuracy']:.3f}" for n, r in runs.items() if r) or "none"
 print("main_job: at the course's full length (results/cpu-full/report.md):")
 print("          recall, 32 pairs of 64 keys, 2000 steps, held-out accuracy: " + line("recall", "val_accuracy", "%.3f"))
 print("          lm (tiny shakespeare), 5000 steps, val loss: " + line("lm", "val_loss", "%.4f"))
