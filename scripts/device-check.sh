@@ -16,8 +16,11 @@
 #   timing  every preset on lm: ms/step over 20 steps after 2 of warm-up
 #           (the difference of a 2-step and a 22-step run), kernel launches
 #           per step
-#   long    attn and gdn as many steps as the budget allows (5000 at most)
-# OUT gets build.log, tests.log, train.log and device-summary.json.
+#   torch   the same model in PyTorch, eager, on the same GPU (where python3
+#           has torch with CUDA): ms/step and lina's ratio to it
+# (scripts/device-course.sh then runs the course's runs at full length.)
+# OUT gets build.log, tests.log, train.log, torch.log, torch-cuda.json and
+# device-summary.json.
 # LINA_CHECK_BUDGET_S: seconds in all (default 280 on a GPU, 900 on cuda-sim).
 # Exit status: 0 all ran and the tests passed (a preset that cannot train on
 # cuda is recorded, not fatal); 1 no dependencies or no usable cmake;
@@ -257,28 +260,33 @@ if room_for 60 timing; then
   phase_done timing
 fi
 
-# ---- long: attn and gdn as many steps as half the time left allows (GPU) -------
-if ((!sim)) && room_for 40 long; then
-  long_runs=(attn gdn)
-  for i in "${!long_runs[@]}"; do
-    p=${long_runs[$i]}
-    [[ -n ${cuda_ms[$p]:-} ]] || continue
-    share=$(( ($(left) - 20) / (${#long_runs[@]} - i) ))
-    ((share >= 10)) || break
-    # 70 % of the share for the steps: startup, evaluation and the json take the rest
-    steps=$(python3 -c "print(max(3, min(5000, int(0.7 * ($share - 5) * 1000 / max(${cuda_ms[$p]}, 0.01)))))")
-    if result=$(train cuda "$p" "$steps" "$share"); then
-      read -r seconds tl vl _ <<<"$result"
-      note "presets.$p.cuda.long.steps" "$steps"
-      note "presets.$p.cuda.long.train_time_s" "$seconds"
-      note "presets.$p.cuda.long.train_loss" "$tl"
-      note "presets.$p.cuda.long.val_loss" "$vl"
-      say "$p: $steps steps on cuda in $seconds s: train loss $tl, val loss $vl"
+# ---- torch: the same model in PyTorch (eager) on the same GPU, where it has one ----
+if ((!sim)) && room_for 40 torch; then
+  if python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
+    rc=0
+    timeout $(($(left) - 10)) python3 scripts/torch_reference.py --device cuda --presets "$(IFS=,; echo "${presets[*]:0:5}")" \
+      --shapes 64x64,16x256 --steps 20 --warmup 3 --json "$out/torch-cuda.json" >"$out/torch.log" 2>&1 || rc=$?
+    if ((rc == 0)); then
+      # presets.P.torch_cuda.ms_per_step (B64×T64, as the timing above) and lina's ratio to it
+      while read -r p ms; do
+        note "presets.$p.torch_cuda.ms_per_step" "$ms"
+        if [[ -n ${cuda_ms[$p]:-} ]]; then
+          note "presets.$p.lina_over_torch" "$(python3 -c "print(round(${cuda_ms[$p]} / $ms, 3))")"
+        fi
+      done < <(python3 -c '
+import json, sys
+for r in json.load(open(sys.argv[1]))["train"]:
+    if r["shape"] == "64x64":
+        print(r["preset"], round(r["ms_per_step"], 3))' "$out/torch-cuda.json")
+      note torch "$(python3 -c 'import torch; print(torch.__version__)')"
+      say "PyTorch on the GPU: $(tr '\n' ';' <"$out/torch.log")"
     else
-      note "presets.$p.cuda.long.error" "$result"
+      note torch "failed (exit $rc): $(tail -1 "$out/torch.log")"
     fi
-  done
-  phase_done long
+  else
+    note torch "none: no PyTorch with CUDA here"
+  fi
+  phase_done torch
 fi
 rm -rf "$runs"
 

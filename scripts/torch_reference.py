@@ -6,7 +6,7 @@ layers of 128, four heads of 32, attention with two KV heads and RoPE, the
 recurrent mixer's projections, convs, L2 norm, gates, per-head RMSNorm, the
 GELU MLP) and the same step as `lina bench` times (random lm batches of the
 65-character vocabulary, forward, cross-entropy, backward, gradient clip to
-norm 1, AdamW), in plain PyTorch on the CPU: autograd through the chunked
+norm 1, AdamW), in plain PyTorch on the CPU or a GPU: autograd through the chunked
 form of the recurrence (docs/recurrence.md §3, chunks of 16 tokens, the
 (I + A)⁻¹ of the delta rules by a triangular solve), attention as q kᵀ,
 a causal mask, softmax and a product with v.
@@ -16,6 +16,8 @@ Needs Debian's python3-torch (PyTorch 1.13, CPU, on OpenBLAS):
 Run with the system python3, which is the one that package installs into:
     /usr/bin/python3 scripts/torch_reference.py --presets attn,gdn --json out.json
     /usr/bin/python3 scripts/torch_reference.py --check   # chunked vs token by token
+On a GPU (PyTorch 2 with CUDA; eager, every step synchronised before the clock):
+    python3 scripts/torch_reference.py --device cuda --shapes 64x64,16x256 --json out.json
 """
 import argparse
 import json
@@ -221,7 +223,12 @@ def optimizer(model):
                              eps=1e-8)  # lina train's AdamW
 
 
-def time_steps(preset, batch, context, steps, warmup):
+def synchronize(device):
+    if device == "cuda":
+        torch.cuda.synchronize()
+
+
+def time_steps(preset, batch, context, steps, warmup, device="cpu"):
     torch.manual_seed(0)
     model = Model(preset)
     opt = optimizer(model)
@@ -229,12 +236,14 @@ def time_steps(preset, batch, context, steps, warmup):
     for i in range(warmup + steps):
         idx = torch.randint(0, VOCAB, (batch, context))
         targets = torch.randint(0, VOCAB, (batch, context))
+        synchronize(device)
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
         loss = model(idx, targets)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
+        synchronize(device)
         if i >= warmup:
             ms.append(1e3 * (time.perf_counter() - t0))
     params = sum(p.numel() for p in model.parameters())
@@ -267,6 +276,7 @@ def main():
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--threads", type=int, default=os.cpu_count())
+    ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     ap.add_argument("--json")
     ap.add_argument("--check", action="store_true", help="test the chunked scan, then exit")
     a = ap.parse_args()
@@ -288,16 +298,21 @@ def main():
         if preset not in MIXERS:
             sys.exit(f"torch_reference.py: unknown preset '{preset}' (one of {', '.join(MIXERS)})")
     torch.set_num_threads(a.threads)
+    if a.device == "cuda":
+        if not torch.cuda.is_available():
+            sys.exit("torch_reference.py: --device cuda, but this PyTorch sees no GPU")
+        torch.set_default_device("cuda")  # the model, the batches and every mask and eye
     rows = []
     for shape, batch, context in shapes:
         for preset in a.presets.split(","):
-            r = time_steps(preset, batch, context, a.steps, a.warmup)
+            r = time_steps(preset, batch, context, a.steps, a.warmup, a.device)
             rows.append(r)
             print(f"{preset:7s} {shape:7s} {r['ms_per_step']:8.1f} ms/step  "
                   f"({r['parameters']} parameters, loss {r['loss']:.3f})", flush=True)
     env = {k: os.environ.get(k) for k in ("OMP_WAIT_POLICY", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS",
                                            "OPENBLAS_CORETYPE")}
     doc = {"schema": "lina-torch-reference-1", "torch": torch.__version__, "threads": a.threads,
+           "device": torch.cuda.get_device_name() if a.device == "cuda" else "cpu",
            "environment": env, "steps": a.steps, "warmup": a.warmup, "train": rows}
     if a.json:
         with open(a.json, "w") as f:

@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# The course's runs at full length on --device cuda, all at once on the one
+# GPU, for a lent GPU machine whose calls each end within minutes:
+#   scripts/device-course.sh LINA RUNS SECONDS [GROUP ...]
+# GROUP is nine (lm × attn linear delta gdn hybrid, recall × attn linear
+# delta gdn: the spec's settings) or six (lm and recall × retnet mamba2 gla);
+# default nine. Each group is one scripts/sweep.py (resumable) started in a
+# process session of its own, so that it outlives the call that started it;
+# a group whose sweep is still running is left running. The script then
+# waits up to SECONDS for the sweeps and prints one line per run of
+# RUNS/cuda/: finished or how far, training time, final loss or accuracy.
+# Calling it again with the same RUNS waits for the same sweeps (or resumes
+# the unfinished runs from their checkpoints).
+set -euo pipefail
+lina=${1:?usage: scripts/device-course.sh LINA RUNS SECONDS [nine|six ...]}
+runs=${2:?usage: scripts/device-course.sh LINA RUNS SECONDS [nine|six ...]}
+seconds=${3:?usage: scripts/device-course.sh LINA RUNS SECONDS [nine|six ...]}
+shift 3
+groups=("${@:-nine}")
+[[ -x $lina ]] || { echo "device-course.sh: no lina at '$lina'" >&2; exit 2; }
+[[ $seconds =~ ^[0-9]+$ ]] || { echo "device-course.sh: SECONDS must be a whole number, not '$seconds'" >&2; exit 2; }
+here=$(cd "$(dirname "$0")" && pwd)
+mkdir -p "$runs"
+runs=$(cd "$runs" && pwd)
+lina=$(cd "$(dirname "$lina")" && pwd)/$(basename "$lina")
+
+# name → the sweep's arguments; one sweep per task, every run of it at once
+declare -A sweeps=(
+  [nine-lm]="--presets attn,linear,delta,gdn,hybrid --tasks lm --jobs 5"
+  [nine-recall]="--presets attn,linear,delta,gdn --tasks recall --jobs 4"
+  [six-lm]="--presets retnet,mamba2,gla --tasks lm --jobs 3"
+  [six-recall]="--presets retnet,mamba2,gla --tasks recall --jobs 3"
+)
+running() { [[ -f $runs/$1.pid ]] && kill -0 "$(cat "$runs/$1.pid")" 2>/dev/null; }
+started=()
+for group in "${groups[@]}"; do
+  [[ $group == nine || $group == six ]] || { echo "device-course.sh: unknown group '$group' (nine or six)" >&2; exit 2; }
+  for name in "$group-lm" "$group-recall"; do
+    started+=("$name")
+    if running "$name"; then
+      echo "device-course: $name is still running (pid $(cat "$runs/$name.pid"))"
+      continue
+    fi
+    # shellcheck disable=SC2086  # the arguments are words
+    LINA=$lina setsid nohup python3 "$here/sweep.py" --device cuda --out "$runs" ${sweeps[$name]} \
+      >>"$runs/$name.log" 2>&1 </dev/null &
+    echo $! >"$runs/$name.pid"
+    echo "device-course: started $name (pid $!): sweep.py ${sweeps[$name]}"
+  done
+done
+
+start=$SECONDS
+while ((SECONDS - start < seconds)); do
+  busy=0
+  for name in "${started[@]}"; do running "$name" && busy=1; done
+  ((busy)) || break
+  sleep 2
+done
+for name in "${started[@]}"; do
+  running "$name" && echo "device-course: $name still running after ${seconds} s; it goes on in the background"
+done
+
+# one line per run json so far
+python3 - "$runs/cuda" <<'EOF'
+import glob, json, os, sys
+for path in sorted(glob.glob(os.path.join(sys.argv[1], "*.json"))):
+    if path.endswith(".predictions.json"):
+        continue
+    try:
+        j = json.load(open(path))
+    except ValueError:
+        continue
+    final = j.get("final", {})
+    result = (f"accuracy {final['val_accuracy']:.3f}" if "val_accuracy" in final
+              else f"val loss {final['val_loss']:.4f}" if "val_loss" in final else "no result yet")
+    state = "finished" if j.get("finished") else f"at update {j.get('steps_done', '?')}"
+    step = j.get("cuda_step", {})
+    print(f"{os.path.basename(path)[:-5]:22s} {state:16s} {j.get('train_time_s', 0):8.1f} s {j.get('ms_per_step', 0):7.2f} ms/step  "
+          f"{result:20s} {step.get('launches', '?')} launches, {step.get('allocations', '?')} allocations "
+          f"per step, runtime {j.get('cuda_runtime', '?')}")
+EOF
