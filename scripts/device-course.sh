@@ -32,9 +32,11 @@ declare -A sweeps=(
   [six-recall]="--presets retnet,mamba2,gla --tasks recall --jobs 3"
 )
 running() { [[ -f $runs/$1.pid ]] && kill -0 "$(cat "$runs/$1.pid")" 2>/dev/null; }
-started=()
 for group in "${groups[@]}"; do
   [[ $group == nine || $group == six ]] || { echo "device-course.sh: unknown group '$group' (nine or six)" >&2; exit 2; }
+done
+started=()
+for group in "${groups[@]}"; do
   for name in "$group-lm" "$group-recall"; do
     started+=("$name")
     if running "$name"; then
