@@ -136,16 +136,26 @@ json model_json(const ModelConfig& c) {
 }
 
 // On CUDA, what one whole training step launches, allocates and reads back
-// (the second step of the process: the first fills the memory pool).
+// (the second step of the process: the first fills the memory pool), and
+// where its time goes: host_ms from the step's start until the forward and
+// backward are queued, wait_ms in the read-back of the gradient norm, which
+// waits for the GPU to finish them. A large host_ms and a small wait_ms say
+// the step is bound by the host's launching, the reverse by the GPU.
 struct CudaStepCount {
   bool on;
   kernels::DeviceCounters start;
+  double host_ms = 0, wait_ms = 0;
   explicit CudaStepCount(bool count) : on(count), start(count ? kernels::cuda_counters() : kernels::DeviceCounters{}) {}
+  void split(Clock::time_point step_start, Clock::time_point queued, Clock::time_point drained) {
+    host_ms = 1e3 * std::chrono::duration<double>(queued - step_start).count();
+    wait_ms = 1e3 * std::chrono::duration<double>(drained - queued).count();
+  }
   json since_start() const {
     const kernels::DeviceCounters now = kernels::cuda_counters();
     return {{"launches", now.launches - start.launches},
             {"allocations", now.allocations - start.allocations},
-            {"device_to_host_copies", now.device_to_host_copies - start.device_to_host_copies}};
+            {"device_to_host_copies", now.device_to_host_copies - start.device_to_host_copies},
+            {"host_ms", host_ms}, {"wait_ms", wait_ms}};
   }
 };
 
@@ -281,7 +291,9 @@ void TrainingRun::train_one_step() {
   loss.backward(Graph::free);  // each op's saved tensors go as soon as its backward has run
   fault_.fail_if_due(step_ + 1);  // LINA_INJECT_CUDA_STATUS (tests only)
   double lr = schedule_.lr(step_);
-  double grad_norm = clip_grad_norm(model_->params(), o_.clip);
+  const auto queued = Clock::now();  // on cuda the forward and backward may still be running
+  double grad_norm = clip_grad_norm(model_->params(), o_.clip);  // on cuda: reads back, so waits for them
+  if (counted.on) counted.split(t0, queued, Clock::now());
   double loss_value = loss.item();
   if (!std::isfinite(loss_value) || !std::isfinite(grad_norm)) diverged(loss_value, grad_norm);
   optimizer_->step(lr);

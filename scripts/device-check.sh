@@ -216,7 +216,8 @@ fi
 # ---- timing: every preset, ms/step over 20 steps after 2 of warm-up -------------
 runs=$(mktemp -d)
 # train DEVICE PRESET STEPS TIMEOUT: trains lm; prints "train_time_s train_loss
-# val_loss launches_per_step" from the run's json, or the error.
+# val_loss launches_per_step runtime host_ms wait_ms" from the run's json
+# (cuda_step: the second step), or the error.
 train() {
   local dir="$runs/$1-$2-$3" rc=0
   timeout "$4" "$build/lina" train --preset "$2" --task lm --steps "$3" --device "$1" "${train_shape[@]}" \
@@ -228,8 +229,10 @@ train() {
 import json, sys
 j = json.load(open(sys.argv[1]))
 final = j.get("final", {})
+step = j.get("cuda_step", {})
 print(j["train_time_s"], final.get("train_loss", "nan"), final.get("val_loss", "nan"),
-      j.get("cuda_step", {}).get("launches", -1), j.get("cuda_runtime", "-"))
+      step.get("launches", -1), j.get("cuda_runtime", "-"), round(step.get("host_ms", -1), 3),
+      round(step.get("wait_ms", -1), 3))
 EOF2
     return 0
   fi
@@ -244,14 +247,17 @@ if room_for 60 timing; then
     (($(left) > 30)) || { note "presets.$p.cuda.error" "no time left"; continue; }
     if short=$(train cuda "$p" 2 60) && long=$(train cuda "$p" 22 120); then
       read -r t2 _ _ _ <<<"$short"
-      read -r t22 tl vl launches runtime <<<"$long"
+      read -r t22 tl vl launches runtime host_ms wait_ms <<<"$long"
       ms=$(python3 -c "print(round(1000 * ($t22 - $t2) / 20, 3))")
       cuda_ms[$p]=$ms
       note "presets.$p.cuda.ms_per_step" "$ms"
       note "presets.$p.cuda.train_loss_at_22" "$tl"
       ((launches >= 0)) && note "presets.$p.cuda.launches_per_step" "$launches"
       note "presets.$p.cuda.runtime" "$runtime"
-      say "$p on cuda: $ms ms/step (20 steps after 2), $launches launches/step"
+      # the second step: until forward and backward are queued / waiting for the GPU to run them
+      note "presets.$p.cuda.host_ms" "$host_ms"
+      note "presets.$p.cuda.wait_ms" "$wait_ms"
+      say "$p on cuda: $ms ms/step (20 steps after 2), $launches launches/step; step 2: host $host_ms ms, wait $wait_ms ms"
     else
       note "presets.$p.cuda.error" "${long:-$short}"
       say "$p on cuda: ${long:-$short}"

@@ -79,5 +79,6 @@ for path in sorted(glob.glob(os.path.join(sys.argv[1], "*.json"))):
     step = j.get("cuda_step", {})
     print(f"{os.path.basename(path)[:-5]:22s} {state:16s} {j.get('train_time_s', 0):8.1f} s {j.get('ms_per_step', 0):7.2f} ms/step  "
           f"{result:20s} {step.get('launches', '?')} launches, {step.get('allocations', '?')} allocations "
-          f"per step, runtime {j.get('cuda_runtime', '?')}")
+          f"per step, step 2 host {step.get('host_ms', '?')} / wait {step.get('wait_ms', '?')} ms, "
+          f"runtime {j.get('cuda_runtime', '?')}")
 EOF

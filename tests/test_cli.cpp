@@ -135,6 +135,13 @@ TEST_CASE("--device cuda: built without CUDA, no GPU present, GPU present") {
     CHECK(fs::exists(d / "cuda" / "recall_gdn.json"));
     nlohmann::json j = nlohmann::json::parse(std::ifstream(d / "cuda" / "recall_gdn.json"));
     CHECK(j["cuda_runtime"] == lina::kernels::cuda_runtime());
+    // the second step, counted: what it launched and where its time went
+    const nlohmann::json& step = j["cuda_step"];
+    CHECK(step["launches"].get<int64_t>() > 0);
+    CHECK(step["device_to_host_copies"].get<int64_t>() == 2);
+    CHECK(step["host_ms"].get<double>() > 0);
+    CHECK(step["wait_ms"].get<double>() >= 0);
+    CHECK(step["host_ms"].get<double>() + step["wait_ms"].get<double>() <= 1e3 * j["train_time_s"].get<double>());
   }
 #endif
 }
