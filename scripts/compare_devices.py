@@ -21,7 +21,8 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from report_lib.runs import order  # noqa: E402  the presets in the report's order
+from report_lib.findings import train_tail  # noqa: E402  the report's mean of the last updates
+from report_lib.runs import final, order  # noqa: E402
 
 TOLERANCE = 1e-3  # |Δ training loss| that counts as two trainings having parted
 TAIL = 250        # updates in the mean at the end
@@ -57,16 +58,17 @@ def parted_at(a, b):
     return None
 
 
-def tail_mean(run):
-    losses = [x["loss"] for x in run["loss_curve"][-TAIL:]]
-    return sum(losses) / len(losses)
-
-
 def result(run):
-    final = run.get("final", {})
-    if run.get("task") == "recall" and "val_accuracy" in final:
-        return f"{final['val_accuracy']:.3f}"
-    return f"{final['val_loss']:.4f}" if "val_loss" in final else "—"
+    """Held-out accuracy (recall) or final val loss (lm)."""
+    accuracy, loss = final(run, "val_accuracy"), final(run, "val_loss")
+    if run.get("task") == "recall" and accuracy is not None:
+        return f"{accuracy:.3f}"
+    return "—" if loss is None else f"{loss:.4f}"
+
+
+def tail(run):
+    t = train_tail(run, TAIL)
+    return "—" if t is None else f"{t:.4f}"
 
 
 def table(a_runs, b_runs, a_name, b_name, alone):
@@ -81,7 +83,7 @@ def table(a_runs, b_runs, a_name, b_name, alone):
         parted = parted_at(a, b)
         steps = min(len(a["loss_curve"]), len(b["loss_curve"]))
         row = (f"| {name} | {result(a)} | {result(b)} | {parted if parted else f'none in {steps}'} | "
-               f"{tail_mean(a):.4f} / {tail_mean(b):.4f} |")
+               f"{tail(a)} / {tail(b)} |")
         if alone:
             ms = alone.get(a.get("preset")) if a.get("task") == "lm" else None
             row += f" {ms if ms is not None else '—'} |"

@@ -43,13 +43,14 @@ echo "          $out/report/explorer.html (open in a browser); $((SECONDS - star
 # The same comparison at the course's full length, from the runs kept in the repository.
 python3 - results/cpu-full/cpu <<'EOF'
 import json, os, sys
+COURSE = ("attn", "linear", "delta", "gdn", "hybrid")
 def finished(name):
     """The run json `name` in the folder if it finished, else None."""
     path = os.path.join(sys.argv[1], name)
     run = json.load(open(path)) if os.path.exists(path) else None
     return run if run and run.get("finished") else None
 def line(task, key, fmt):
-    runs = {p: finished(f"{task}_{p}.json") for p in ("attn", "linear", "delta", "gdn", "hybrid")}
+    runs = {p: finished(f"{task}_{p}.json") for p in COURSE}
     return ", ".join(f"{p} {fmt % r['final'][key]}" for p, r in runs.items() if r) or "none finished yet"
 def seeds(preset):
     """Final lm val losses of a preset's finished runs at every seed (seed 1337 has no suffix)."""
@@ -64,7 +65,7 @@ print("main_job: at the course's full length (results/cpu-full/report.md):")
 print("          recall, 32 pairs of 64 keys, 2000 steps, held-out accuracy: " + line("recall", "val_accuracy", "%.3f"))
 print("          lm (tiny shakespeare), 5000 steps, val loss: " + line("lm", "val_loss", "%.4f"))
 means = []
-for preset in ("attn", "linear", "delta", "gdn", "hybrid"):
+for preset in COURSE:
     v = seeds(preset)
     if len(v) >= 2:
         means.append(f"{preset} {sum(v) / len(v):.4f} ({len(v)} seeds)")
