@@ -18,9 +18,11 @@
 #           per step
 #   torch   the same model in PyTorch, eager, on the same GPU (where python3
 #           has torch with CUDA): ms/step and lina's ratio to it
+#   compiled  the same at PyTorch's best: torch.compile (reduce-overhead:
+#           fused kernels replayed as CUDA graphs) and fused AdamW, 64×64
 # (scripts/device-course.sh then runs the course's runs at full length.)
-# OUT gets build.log, tests.log, train.log, torch.log, torch-cuda.json and
-# device-summary.json.
+# OUT gets build.log, tests.log, train.log, torch-cuda.{log,json},
+# torch-compiled.{log,json} and device-summary.json.
 # LINA_CHECK_BUDGET_S: seconds in all (default 280 on a GPU, 900 on cuda-sim).
 # Exit status: 0 all ran and the tests passed (a preset that cannot train on
 # cuda is recorded, not fatal); 1 no dependencies or no usable cmake;
@@ -266,33 +268,50 @@ if room_for 60 timing; then
   phase_done timing
 fi
 
-# ---- torch: the same model in PyTorch (eager) on the same GPU, where it has one ----
-if ((!sim)) && room_for 40 torch; then
-  if python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
-    rc=0
-    timeout $(($(left) - 10)) python3 scripts/torch_reference.py --device cuda --presets "$(IFS=,; echo "${presets[*]:0:5}")" \
-      --shapes 64x64,16x256 --steps 20 --warmup 3 --json "$out/torch-cuda.json" >"$out/torch.log" 2>&1 || rc=$?
-    if ((rc == 0)); then
-      # presets.P.torch_cuda.ms_per_step (B64×T64, as the timing above) and lina's ratio to it
-      while read -r p ms; do
-        note "presets.$p.torch_cuda.ms_per_step" "$ms"
-        if [[ -n ${cuda_ms[$p]:-} ]]; then
-          note "presets.$p.lina_over_torch" "$(python3 -c "print(round(${cuda_ms[$p]} / $ms, 3))")"
-        fi
-      done < <(python3 -c '
+# ---- torch: the same model in PyTorch on the same GPU, where it has one ----
+# torch_phase NAME KEY RATIO SHAPES [torch_reference.py options]: times the
+# five course presets into OUT/NAME.{json,log}, notes presets.P.KEY.ms_per_step
+# (B64×T64, as the timing above) and lina's ratio to it as presets.P.RATIO,
+# and the PyTorch version (or the failure) as KEY_version
+torch_phase() {
+  local name=$1 key=$2 ratio=$3 shapes=$4 rc=0
+  shift 4
+  timeout $(($(left) - 10)) python3 scripts/torch_reference.py --device cuda --presets "$(IFS=,; echo "${presets[*]:0:5}")" \
+    --shapes "$shapes" --steps 20 --json "$out/$name.json" "$@" >"$out/$name.log" 2>&1 || rc=$?
+  if [[ -f $out/$name.json ]]; then  # every row it finished, also when cut short
+    while read -r p ms; do
+      note "presets.$p.$key.ms_per_step" "$ms"
+      if [[ -n ${cuda_ms[$p]:-} ]]; then
+        note "presets.$p.$ratio" "$(python3 -c "print(round(${cuda_ms[$p]} / $ms, 3))")"
+      fi
+    done < <(python3 -c '
 import json, sys
 for r in json.load(open(sys.argv[1]))["train"]:
-    if r["shape"] == "64x64":
-        print(r["preset"], round(r["ms_per_step"], 3))' "$out/torch-cuda.json")
-      note torch "$(python3 -c 'import torch; print(torch.__version__)')"
-      say "PyTorch on the GPU: $(tr '\n' ';' <"$out/torch.log")"
-    else
-      note torch "failed (exit $rc): $(tail -1 "$out/torch.log")"
-    fi
-  else
-    note torch "none: no PyTorch with CUDA here"
+    if r["shape"] == "64x64" and "ms_per_step" in r:
+        print(r["preset"], round(r["ms_per_step"], 3))' "$out/$name.json")
   fi
+  if ((rc == 0)); then
+    note "${key}_version" "$(python3 -c 'import torch; print(torch.__version__)')"
+    say "PyTorch on the GPU ($key): $(tr '\n' ';' <"$out/$name.log")"
+  else
+    note "${key}_version" "failed (exit $rc): $(tail -1 "$out/$name.log")"
+  fi
+}
+torch_on_gpu=0
+if ((!sim)) && python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
+  torch_on_gpu=1
+fi
+#   torch     eager, as the model is written
+if ((!sim)) && room_for 40 torch; then
+  if ((torch_on_gpu)); then torch_phase torch-cuda torch_cuda lina_over_torch 64x64,16x256 --warmup 3
+  else note torch_cuda_version "none: no PyTorch with CUDA here"; fi
   phase_done torch
+fi
+#   compiled  at its best: torch.compile with CUDA graphs, fused AdamW
+if ((!sim)) && room_for 120 compiled; then
+  if ((torch_on_gpu)); then torch_phase torch-compiled torch_compiled lina_over_torch_compiled 64x64 --warmup 5 --compile reduce-overhead
+  else note torch_compiled_version "none: no PyTorch with CUDA here"; fi
+  phase_done compiled
 fi
 rm -rf "$runs"
 

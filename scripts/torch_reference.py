@@ -18,6 +18,11 @@ Run with the system python3, which is the one that package installs into:
     /usr/bin/python3 scripts/torch_reference.py --check   # chunked vs token by token
 On a GPU (PyTorch 2 with CUDA; eager, every step synchronised before the clock):
     python3 scripts/torch_reference.py --device cuda --shapes 64x64,16x256 --json out.json
+PyTorch at its best on a GPU: --compile MODE runs the model's forward and loss
+through torch.compile (mode "default": fused kernels; "reduce-overhead": the
+same, replayed as CUDA graphs), and AdamW as its fused kernel. The warm-up
+steps then include the compilation (--warmup at least 3, so that CUDA graphs
+are recorded before the clock starts); their time is in the json as warmup_s.
 """
 import argparse
 import json
@@ -215,12 +220,13 @@ class Model(nn.Module):
         return F.cross_entropy(logits.view(-1, VOCAB), targets.view(-1))
 
 
-def optimizer(model):
+def optimizer(model, fused=False):
     decay = [p for p in model.parameters() if p.dim() >= 2]
     rest = [p for p in model.parameters() if p.dim() < 2]
+    extra = {"fused": True} if fused else {}  # one kernel for every tensor's update (GPU only)
     return torch.optim.AdamW([{"params": decay, "weight_decay": 0.1},
                               {"params": rest, "weight_decay": 0.0}], lr=1e-3, betas=(0.9, 0.99),
-                             eps=1e-8)  # lina train's AdamW
+                             eps=1e-8, **extra)  # lina train's AdamW
 
 
 def synchronize(device):
@@ -228,18 +234,23 @@ def synchronize(device):
         torch.cuda.synchronize()
 
 
-def time_steps(preset, batch, context, steps, warmup, device="cpu"):
+def time_steps(preset, batch, context, steps, warmup, device="cpu", compile_mode="none"):
     torch.manual_seed(0)
     model = Model(preset)
-    opt = optimizer(model)
-    ms = []
+    compiled = compile_mode != "none"
+    opt = optimizer(model, fused=compiled and device == "cuda")
+    step_loss = torch.compile(model, mode=compile_mode) if compiled else model
+    ms, warmup_s = [], 0.0
+    start = time.perf_counter()
     for i in range(warmup + steps):
+        if i == warmup:
+            warmup_s = time.perf_counter() - start
         idx = torch.randint(0, VOCAB, (batch, context))
         targets = torch.randint(0, VOCAB, (batch, context))
         synchronize(device)
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
-        loss = model(idx, targets)
+        loss = step_loss(idx, targets)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
@@ -248,7 +259,8 @@ def time_steps(preset, batch, context, steps, warmup, device="cpu"):
             ms.append(1e3 * (time.perf_counter() - t0))
     params = sum(p.numel() for p in model.parameters())
     return {"preset": preset, "shape": f"{batch}x{context}", "ms_per_step": statistics.median(ms),
-            "ms_all": ms, "parameters": params, "loss": float(loss)}
+            "ms_all": ms, "parameters": params, "loss": float(loss), "compile": compile_mode,
+            "warmup_s": round(warmup_s, 3)}
 
 
 def check():
@@ -277,6 +289,8 @@ def main():
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--threads", type=int, default=os.cpu_count())
     ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    ap.add_argument("--compile", default="none", choices=["none", "default", "reduce-overhead"],
+                    help="torch.compile the forward and loss, AdamW fused on a GPU (PyTorch 2)")
     ap.add_argument("--json")
     ap.add_argument("--check", action="store_true", help="test the chunked scan, then exit")
     a = ap.parse_args()
@@ -285,6 +299,10 @@ def main():
         return
     if a.steps < 1 or a.warmup < 0 or a.threads < 1:
         sys.exit("torch_reference.py: --steps and --threads must be at least 1, --warmup at least 0")
+    if a.compile != "none" and not hasattr(torch, "compile"):
+        sys.exit(f"torch_reference.py: --compile needs PyTorch 2 (this is {torch.__version__})")
+    if a.compile != "none" and a.warmup < 3:
+        sys.exit("torch_reference.py: --compile needs --warmup 3 or more (compilation, then CUDA graphs)")
     shapes = []
     for shape in a.shapes.split(","):
         parts = shape.split("x")
@@ -302,22 +320,34 @@ def main():
         if not torch.cuda.is_available():
             sys.exit("torch_reference.py: --device cuda, but this PyTorch sees no GPU")
         torch.set_default_device("cuda")  # the model, the batches and every mask and eye
-    rows = []
-    for shape, batch, context in shapes:
-        for preset in a.presets.split(","):
-            r = time_steps(preset, batch, context, a.steps, a.warmup, a.device)
-            rows.append(r)
-            print(f"{preset:7s} {shape:7s} {r['ms_per_step']:8.1f} ms/step  "
-                  f"({r['parameters']} parameters, loss {r['loss']:.3f})", flush=True)
     env = {k: os.environ.get(k) for k in ("OMP_WAIT_POLICY", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS",
                                            "OPENBLAS_CORETYPE")}
     doc = {"schema": "lina-torch-reference-1", "torch": torch.__version__, "threads": a.threads,
            "device": torch.cuda.get_device_name() if a.device == "cuda" else "cpu",
-           "environment": env, "steps": a.steps, "warmup": a.warmup, "train": rows}
-    if a.json:
-        with open(a.json, "w") as f:
-            json.dump(doc, f, indent=1)
-
+           "environment": env, "steps": a.steps, "warmup": a.warmup, "compile": a.compile,
+           "train": []}
+    failed = 0
+    for shape, batch, context in shapes:
+        for preset in a.presets.split(","):
+            try:
+                r = time_steps(preset, batch, context, a.steps, a.warmup, a.device, a.compile)
+            except Exception as e:  # a compiler that fails on one model: say so, time the rest
+                if a.compile == "none":
+                    raise
+                failed += 1
+                first_line = (str(e).strip().splitlines() or [""])[0]
+                r = {"preset": preset, "shape": shape, "compile": a.compile,
+                     "error": f"{type(e).__name__}: {first_line}"[:300]}
+                print(f"{preset:7s} {shape:7s} failed: {r['error']}", flush=True)
+            else:
+                print(f"{preset:7s} {shape:7s} {r['ms_per_step']:8.1f} ms/step  "
+                      f"({r['parameters']} parameters, loss {r['loss']:.3f})", flush=True)
+            doc["train"].append(r)
+            if a.json:  # after every row, so that a run cut short keeps what it timed
+                with open(a.json, "w") as f:
+                    json.dump(doc, f, indent=1)
+    if failed:
+        sys.exit(f"torch_reference.py: {failed} of {len(doc['train'])} runs failed to compile")
 
 if __name__ == "__main__":
     main()
