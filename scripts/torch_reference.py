@@ -31,6 +31,7 @@ import os
 import statistics
 import sys
 import time
+import traceback
 
 try:
     import torch
@@ -64,8 +65,9 @@ def linear(n_in, n_out, std=0.02, bias=False):
 def rope(x):
     """x [B, T, H, d]: dimension j rotated with j + d/2 by t · 10000^(−2j/d)."""
     T, d = x.shape[1], x.shape[3]
-    inv_freq = 10000.0 ** (-torch.arange(0, d // 2, dtype=torch.float64) * 2.0 / d)
-    theta = torch.arange(T, dtype=torch.float64)[:, None] * inv_freq[None, :]  # [T, d/2]
+    f64 = {"dtype": torch.float64, "device": x.device}  # every tensor made here is named its device
+    inv_freq = 10000.0 ** (-torch.arange(0, d // 2, **f64) * 2.0 / d)
+    theta = torch.arange(T, **f64)[:, None] * inv_freq[None, :]  # [T, d/2]
     cos, sin = theta.cos().to(x.dtype)[None, :, None, :], theta.sin().to(x.dtype)[None, :, None, :]
     a, b = x[..., : d // 2], x[..., d // 2:]
     return torch.cat([a * cos - b * sin, b * cos + a * sin], dim=-1)
@@ -86,7 +88,7 @@ class Attention(nn.Module):
         group = N_HEAD // N_KV_HEAD  # each KV head serves `group` query heads
         k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
         scores = q @ k.transpose(-1, -2) / math.sqrt(HEAD)
-        mask = torch.ones(T, T, dtype=torch.bool).triu(1)
+        mask = torch.ones(T, T, dtype=torch.bool, device=x.device).triu(1)
         o = torch.softmax(scores.masked_fill(mask, float("-inf")), dim=-1) @ v
         return self.wo(o.transpose(1, 2).reshape(B, T, N_EMBD))
 
@@ -103,7 +105,7 @@ def chunked_scan(q, k, v, beta, g, C=16):
     assert T % C == 0, "T must be a whole number of chunks"
     N = T // C
     q, k, v = (x.reshape(B, H, N, C, d) for x in (q, k, v))
-    lower = torch.ones(C, C, dtype=torch.bool).tril()
+    lower = torch.ones(C, C, dtype=torch.bool, device=q.device).tril()
     if g is not None:
         lam = g.reshape(B, H, N, C).cumsum(-1)                     # λ_r, restarted every chunk
         seg = (lam[..., :, None] - lam[..., None, :]).masked_fill(~lower, float("-inf"))
@@ -118,8 +120,8 @@ def chunked_scan(q, k, v, beta, g, C=16):
         beta = beta.reshape(B, H, N, C, 1)
         kb = k * beta
         A = ((kb @ k.transpose(-1, -2)) * Gamma).tril(-1)
-        eye = torch.eye(C, dtype=q.dtype)
-        inv = torch.linalg.solve_triangular(eye + A, eye.expand_as(A), upper=False,
+        eye = torch.eye(C, dtype=q.dtype, device=q.device)
+        inv = torch.linalg.solve_triangular(eye + A, eye.expand_as(A).contiguous(), upper=False,
                                             unitriangular=True)   # (I + A)⁻¹, the UT transform
         Y = inv @ (v * beta)
         W = inv @ (kb * gamma[..., None] if gamma is not None else kb)
@@ -334,6 +336,7 @@ def main():
             except Exception as e:  # a compiler that fails on one model: say so, time the rest
                 if a.compile == "none":
                     raise
+                traceback.print_exc()
                 failed += 1
                 first_line = (str(e).strip().splitlines() or [""])[0]
                 r = {"preset": preset, "shape": shape, "compile": a.compile,
