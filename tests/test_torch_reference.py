@@ -1,0 +1,63 @@
+#!/usr/bin/env python3
+"""ctest torch_reference: scripts/torch_reference.py, the PyTorch yardstick
+that lina's training step is timed against, on the CPU: its chunked scan
+matches the token-by-token one (--check), a one-step run writes a json row
+per preset with its compile mode and warm-up time, and bad arguments
+(--compile with too few warm-up steps, or on a PyTorch without
+torch.compile; a bad shape) end with one line and a non-zero exit. Needs
+Debian's python3-torch (run under /usr/bin/python3); prints "SKIPPED: ..."
+without it."""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SCRIPT = os.path.join(ROOT, "scripts", "torch_reference.py")
+PY = "/usr/bin/python3"
+failures = []
+
+
+def check(condition, what):
+    print(("ok   " if condition else "FAIL ") + what)
+    if not condition:
+        failures.append(what)
+
+
+def run(*args):
+    return subprocess.run([PY, SCRIPT, *args], capture_output=True, text=True, timeout=300)
+
+
+def main():
+    if not os.path.exists(PY) or subprocess.run([PY, "-c", "import torch"], capture_output=True).returncode:
+        print("SKIPPED: PyTorch is not installed for /usr/bin/python3 (apt-get install python3-torch)")
+        return 0
+    r = run("--check")
+    check(r.returncode == 0 and "gdn: chunked vs token by token" in r.stdout,
+          "--check: the chunked scan matches the token-by-token one for every rule")
+
+    with tempfile.TemporaryDirectory() as d:
+        out = os.path.join(d, "t.json")
+        r = run("--presets", "attn,gdn", "--shapes", "2x16", "--steps", "1", "--warmup", "1",
+                "--threads", "1", "--json", out)
+        check(r.returncode == 0, f"a one-step run of attn and gdn exits 0 ({r.stderr.strip()[-200:]})")
+        doc = json.load(open(out)) if os.path.exists(out) else {"train": []}
+        rows = doc["train"]
+        check([x["preset"] for x in rows] == ["attn", "gdn"], "one row per preset, in order")
+        check(all(x.get("compile") == "none" and x.get("warmup_s", -1) >= 0 and x["ms_per_step"] > 0
+                  for x in rows), "each row names its compile mode (none) and a warm-up time")
+        check(doc.get("compile") == "none", "the json names the compile mode")
+
+    for args, words in ((["--compile", "default", "--warmup", "2"], "--compile"),
+                        (["--shapes", "64by64"], "bad shape")):
+        r = run("--presets", "gdn", *args)
+        line = r.stderr.strip().splitlines()
+        check(r.returncode != 0 and len(line) == 1 and words in line[0],
+              f"{' '.join(args)}: one line naming {words!r}, non-zero exit ({line[-1:] or ''})")
+    print("torch_reference: " + ("FAILED: " + "; ".join(failures) if failures else "all checks passed"))
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
