@@ -292,7 +292,7 @@ for r in json.load(open(sys.argv[1]))["train"]:
   fi
   if ((rc == 0)); then
     note "${key}_version" "$(python3 -c 'import torch; print(torch.__version__)')"
-    say "PyTorch on the GPU ($key): $(tr '\n' ';' <"$out/$name.log")"
+    say "PyTorch on the GPU ($key): $(grep -E 'ms/step|failed' "$out/$name.log" | tr -s ' ' | tr '\n' ';')"
   else
     note "${key}_version" "failed (exit $rc): $(tail -1 "$out/$name.log")"
   fi
