@@ -132,13 +132,20 @@ static void accumulate(VarImpl* v, const Tensor& g) {
   else kernels::add_inplace(v->grad, g);
 }
 
-// For Node::backward_into: each input's pending gradient where it is a
-// buffer no other tensor shares (an op may add into it), else null.
+// For Node::backward_into, where an op may add input i's gradient: an op
+// output's pending gradient where it is a buffer no other tensor shares; a
+// leaf's .grad where it has one (a parameter's: its slice of the gradient
+// buffer), which accumulate() would add into anyway; else null.
 static std::vector<Tensor*> sums_to_add_into(const std::vector<Var>& ins,
                                              std::unordered_map<VarImpl*, Tensor>& pending) {
   std::vector<Tensor*> sums(ins.size(), nullptr);
   for (size_t i = 0; i < ins.size(); ++i) {
-    if (!ins[i].requires_grad() || ins[i].grad_fn() == nullptr) continue;  // leaves: .grad
+    if (!ins[i].requires_grad()) continue;
+    if (ins[i].grad_fn() == nullptr) {  // a leaf
+      Tensor& grad = ins[i].impl()->grad;
+      if (grad.defined() && grad.shape() == ins[i].data().shape()) sums[i] = &grad;
+      continue;
+    }
     auto slot = pending.find(ins[i].impl());
     if (slot != pending.end() && slot->second.defined() && slot->second.sole_owner())
       sums[i] = &slot->second;

@@ -105,11 +105,12 @@ struct Node {
   virtual std::vector<Tensor> backward(const Tensor& grad_output) = 0;
   // For ops with adds_into_sums set, what the walk calls instead of backward:
   // backward, given the chance to add input i's gradient straight into
-  // sums[i], the gradient already pending for input i, a buffer no other
-  // tensor shares (null where there is none). Returns an undefined Tensor
-  // for an input it added into. Matmul adds its dA with the GEMM's beta = 1:
-  // x feeds q, k and v, and two of its three products' gradients then need
-  // no tensor and no add of their own.
+  // sums[i]: the gradient already pending for input i, a buffer no other
+  // tensor shares, or a leaf's .grad (null where there is neither). Returns
+  // an undefined Tensor for an input it added into. Matmul adds with the
+  // GEMM's beta = 1: x feeds q, k and v, and two of its three products'
+  // dx then need no tensor and no add of their own; nor does any weight's
+  // gradient, added into its slice of the parameters' gradient buffer.
   virtual std::vector<Tensor> backward_into(const Tensor& grad_output,
                                             const std::vector<Tensor*>& sums) {
     (void)sums;

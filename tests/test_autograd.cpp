@@ -68,6 +68,38 @@ TEST_CASE("a matmul adds dA into the gradient pending for A, with the GEMM's bet
       }
 }
 
+TEST_CASE("a matmul adds a weight's gradient into its .grad, in place, with the GEMM's beta = 1") {
+  // L = Σ x W: dL/dW = xᵀ 1. The first backward gives W its .grad (nothing to
+  // add into yet); the second adds the same gradient into that buffer with
+  // the GEMM itself: no separate add, the buffer unchanged, twice the values.
+  Tensor x0 = Tensor::from_vector<double>({1.0, -2.0, 0.5, 3.0, -1.0, 2.0}, {3, 2});
+  Var x(x0, false, "x");
+  Var w(Tensor::from_vector<double>({0.5, 1.0, -1.0, 2.0, 0.25, 3.0}, {2, 3}), true, "w");
+  sum_all(matmul(x, w)).backward();
+  const std::vector<double> once = w.grad().to_vector<double>();
+  const double* buffer = w.grad().data<double>();
+  profile::reset();
+  profile::set_enabled(true);
+  sum_all(matmul(x, w)).backward();
+  profile::set_enabled(false);
+  int added_by_gemm = 0, separate_adds = 0;
+  for (const profile::Entry& e : profile::entries()) {
+    if (e.op == "matmul" && e.detail.find("+=") != std::string::npos) added_by_gemm += int(e.calls);
+    if (e.op == "add_inplace") separate_adds += int(e.calls);
+  }
+  profile::reset();
+  CHECK(added_by_gemm == 1);
+  CHECK(separate_adds == 0);
+  CHECK(w.grad().data<double>() == buffer);
+  for (int c = 0; c < 2; ++c)
+    for (int j = 0; j < 3; ++j) {
+      double col_sum = 0;  // Σ_r x[r][c]
+      for (int r = 0; r < 3; ++r) col_sum += x0.at(r * 2 + c);
+      CHECK(once[size_t(c * 3 + j)] == col_sum);
+      CHECK(w.grad().at(c * 3 + j) == 2.0 * col_sum);
+    }
+}
+
 TEST_CASE("no-grad mode records no graph") {
   Var x(Tensor::ones({3}, DType::f64), true);
   NoGradGuard guard;
