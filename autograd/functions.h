@@ -69,7 +69,14 @@ Var log_softmax(const Var& x);  // over the last axis
 // multiple of Hkv, Tk >= Tq) -> [B, Tq, H, d], softmax(scale · q kᵀ) v per head
 // with query i seeing keys j <= i + Tk − Tq. The same as the composition
 // permute / expand / matmul / softmax / matmul (models/attention.cpp), fused.
-Var causal_attention(const Var& q, const Var& k, const Var& v, double scale);
+// With dropout (p > 0), the probabilities are dropped before the product
+// with v: the same masks as dropout() on the composed weights [B, H, Tq, Tk].
+Var causal_attention(const Var& q, const Var& k, const Var& v, double scale,
+                     const DropoutKey& dropout = {});
+// Inverted dropout: x ⊙ M, M = 0 with probability p, else 1 / (1 − p), drawn
+// per element from the counter-based generator (core/philox.h), so the CPU
+// and CUDA draw the same mask and the backward regenerates it. p = 0: x.
+Var dropout(const Var& x, const DropoutKey& key);
 // Mean over the positions where mask != 0 of −log softmax(logits)[target].
 // logits [..., V] float; targets [...] int32 in [0, V); mask [...] of the
 // logits' dtype (1 keep, 0 drop) or undefined (keep all). Returns a scalar.
@@ -93,8 +100,8 @@ Var causal_conv1d_silu(const Var& x, const Var& weight);
 // channels (x [B, T, C], C a multiple of head), in one pass.
 Var causal_conv1d_silu_l2_norm(const Var& x, const Var& weight, int64_t head, double scale = 1.0,
                        double eps = 1e-12);
-// Rotary position embedding, rotate-half form: x [B, T, H, D], dimension j
-// paired with j + D/2, angle (pos0 + t) · base^(−2j/D).
+// Rotary position embedding, interleaved pairs (the course's): x [B, T, H, D],
+// dimension 2j paired with 2j + 1, angle (pos0 + t) · base^(−2j/D).
 Var rope(const Var& x, int64_t pos0 = 0, double base = 10000.0);
 
 // ---- scan: the recurrences of the recurrent mixers ----

@@ -17,6 +17,11 @@
 // dk and dv of a KV head sum over the query heads that read it, so they are
 // formed in a second pass over (batch, KV head): each thread owns its rows,
 // the heads are added in a fixed order, and the result is deterministic.
+//
+// Dropout on the probabilities (AttentionShape::dropout, p > 0): the
+// forward multiplies P v with P̃ = P ⊙ M instead of P, M regenerated from the
+// counter (core/philox.h); the backward then has dv = P̃ᵀ dout, and dP = M ⊙
+// (dout vᵀ) goes into the softmax Jacobian as above.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -101,6 +106,18 @@ HeadViews<T> head_views(const AttentionShape& s, int64_t bh, const T* q, const T
           v + (b * s.Tk * s.Hkv + kvh) * s.d};
 }
 
+// dst [rows, cols] (leading dimension cols) = src [rows, cols] (leading
+// dimension ld) ⊙ M, M the dropout factors of the probs elements
+// first + r·Tk + c: the dropped probabilities P̃ of a tile.
+template <class T>
+void dropped_tile(const AttentionShape& s, const T* src, int64_t ld, int rows, int cols,
+                  int64_t first, std::vector<T>& dst) {
+  dst.resize(size_t(rows) * size_t(cols));
+  for (int r = 0; r < rows; ++r)
+    for (int c = 0; c < cols; ++c)
+      dst[size_t(r * cols + c)] = src[r * ld + c] * dropout_factor<T>(s.dropout, first + r * s.Tk + c);
+}
+
 }  // namespace
 
 // Every product below is small::matmul_dynamic: C (M×N) = A (M×K) · B (K×N),
@@ -128,7 +145,13 @@ void attention_forward(const AttentionShape& s, const T* q, const T* k, const T*
         scaled_softmax_in_place(row, visible, s.Tk, T(s.scale));
         std::fill(row + visible, row + s.Tk, T(0));
       }
-      small::matmul_dynamic(rows, d, keys, scores, Tk, hv.v, kvs, O + r0 * qs, qs);  // P v
+      if (s.dropout.p > 0) {  // P̃ v, P̃ = P ⊙ M
+        thread_local std::vector<T> dropped;  // [rows, keys]
+        dropped_tile(s, scores, Tk, rows, keys, (bh * s.Tq + r0) * s.Tk, dropped);
+        small::matmul_dynamic(rows, d, keys, dropped.data(), keys, hv.v, kvs, O + r0 * qs, qs);
+      } else {
+        small::matmul_dynamic(rows, d, keys, scores, Tk, hv.v, kvs, O + r0 * qs, qs);  // P v
+      }
     }
   }
 }
@@ -155,11 +178,14 @@ void attention_backward(const AttentionShape& s, const T* q, const T* k, const T
       const int keys = int(std::min(s.Tk, r0 + rows + offset));
       T* block = dS + r0 * Tk;  // [rows, keys] of [rows, Tk]
       small::matmul_dynamic(rows, keys, d, dout + hv.row0 + r0 * qs, qs, vt.data(), Tk, block,
-                            Tk);  // dP = dout vᵀ
+                            Tk);  // dP̃ = dout vᵀ (= dP without dropout)
       for (int64_t i = r0; i < r0 + rows; ++i) {
         const int64_t visible = i + offset + 1;
         const T* p = P + i * s.Tk;
         T* ds = dS + i * s.Tk;
+        if (s.dropout.p > 0)  // dP = M ⊙ dP̃
+          for (int64_t j = 0; j < visible; ++j)
+            ds[j] *= dropout_factor<T>(s.dropout, (bh * s.Tq + i) * s.Tk + j);
         T D = 0;  // Σ_j P_ij dP_ij
         for (int64_t j = 0; j < visible; ++j) D += p[j] * ds[j];
         for (int64_t j = 0; j < visible; ++j) ds[j] = scale * p[j] * (ds[j] - D);
@@ -192,7 +218,15 @@ void attention_backward(const AttentionShape& s, const T* q, const T* k, const T
         const int n = int(s.Tq - i0);
         small::matmul_dynamic<true, small::Store::Add>(cols, d, n, dS + i0 * Tk + c0, Tk,
                                                        hv.q + i0 * qs, qs, dK + c0 * kvs, kvs);
-        small::matmul_dynamic<true, small::Store::Add>(cols, d, n, P + i0 * Tk + c0, Tk,
+        const T* Pv = P + i0 * Tk + c0;  // the probabilities v was multiplied by: P, or P̃
+        int64_t ld = Tk;
+        if (s.dropout.p > 0) {
+          thread_local std::vector<T> dropped;  // [n, cols]
+          dropped_tile(s, Pv, Tk, n, cols, (bh * s.Tq + i0) * s.Tk + c0, dropped);
+          Pv = dropped.data();
+          ld = cols;
+        }
+        small::matmul_dynamic<true, small::Store::Add>(cols, d, n, Pv, int(ld),
                                                        dout + hv.row0 + i0 * qs, qs, dV + c0 * kvs,
                                                        kvs);
       }

@@ -1,4 +1,4 @@
-// Elementwise CPU kernels. The per-element maths lives in
+// Elementwise CPU kernels, and dropout. The per-element maths lives in
 // core/elementwise_math.h, shared with the CUDA kernels.
 #include <type_traits>
 #include <vector>
@@ -13,6 +13,12 @@ template <class T>
 void fill(T* x, int64_t n, T value) {
   LINA_PARALLEL_FOR_IF(n > kParallelMin)
   for (int64_t i = 0; i < n; ++i) x[i] = value;
+}
+
+template <class T>
+void dropout_apply(const T* x, T* y, int64_t n, const DropoutKey& key) {
+  LINA_PARALLEL_FOR_IF(n > kParallelMin)
+  for (int64_t i = 0; i < n; ++i) y[i] = x[i] * dropout_factor<T>(key, i);
 }
 
 template <class T>
@@ -83,7 +89,8 @@ void add_inplace(T* dst, const T* src, int64_t n, T alpha) {
   template void unary_backward<T>(UnaryFn, const T*, const T*, const T*, T*, int64_t, T);       \
   template void binary<T>(BinaryFn, const T*, const int64_t*, const T*, const int64_t*, T*,     \
                           const int64_t*, int);                                                 \
-  template void add_inplace<T>(T*, const T*, int64_t, T);
+  template void add_inplace<T>(T*, const T*, int64_t, T);                                       \
+  template void dropout_apply<T>(const T*, T*, int64_t, const DropoutKey&);
 LINA_INSTANTIATE(float)
 LINA_INSTANTIATE(double)
 #undef LINA_INSTANTIATE

@@ -464,7 +464,7 @@ void causal_conv1d_silu_l2_norm_backward(const T* x, const T* w, const T* norm, 
 }
 
 // ---- rope -------------------------------------------------------------------------------------
-// x, y [B, T, H, D]; dimension j < D/2 is paired with j + D/2 and rotated by
+// x, y [B, T, H, D]; dimension 2j is paired with 2j + 1 (interleaved) and rotated by
 // θ = (pos0 + t) · base^(−2j/D); `inverse` rotates by −θ (the backward).
 
 template <class T>
@@ -490,9 +490,9 @@ void rope_apply(const T* x, T* y, int64_t B, int64_t T_len, int64_t H, int64_t D
     const T* xr = x + r * D;
     T* yr = y + r * D;
     for (int64_t j = 0; j < half; ++j) {
-      const T a = xr[j], b = xr[j + half];
-      yr[j] = a * cs[j] - b * sn[j];
-      yr[j + half] = b * cs[j] + a * sn[j];
+      const T a = xr[2 * j], b = xr[2 * j + 1];  // the interleaved pair (2j, 2j + 1)
+      yr[2 * j] = a * cs[j] - b * sn[j];
+      yr[2 * j + 1] = b * cs[j] + a * sn[j];
     }
   }
 }

@@ -44,19 +44,25 @@ LINA_HD float dot_d(const float* a, const float* b, int64_t d) {
   for (int64_t c = 0; c < d; ++c) acc += a[c] * b[c];
   return acc;
 }
-// out[c] = Σ_{j < visible} w_j · x_j[c], x_j the key row j of r's KV head in
-// x [B, Tk, Hkv, d] (v for the output, k for dq).
+// out[c] = Σ_{j < visible} w_j · m_j · x_j[c], x_j the key row j of r's KV
+// head in x [B, Tk, Hkv, d] (v for the output, k for dq); m_j the dropout
+// factor of probs element first + j when `dropout` (else 1).
 LINA_HD void weighted_key_rows(const AttentionShape& s, const QueryRow& r, const float* w,
-                               const float* x, float* out) {
+                               const float* x, float* out, bool dropout = false,
+                               int64_t first = 0) {
   for (int64_t c = 0; c < s.d; ++c) {
     float acc = 0.0f;
-    for (int64_t j = 0; j < r.visible; ++j) acc += w[j] * x[kv_offset(s, r.b, j, r.kvh) + c];
+    for (int64_t j = 0; j < r.visible; ++j) {
+      const float m = dropout ? dropout_factor<float>(s.dropout, first + j) : 1.0f;
+      acc += w[j] * m * x[kv_offset(s, r.b, j, r.kvh) + c];
+    }
     out[c] = acc;
   }
 }
 
 // probs row = softmax over the visible keys of scale · q_i · k_j (0 beyond),
-// out_i = Σ_j probs_ij v_j.
+// out_i = Σ_j probs_ij M_ij v_j (M the dropout factors, core/philox.h: all 1
+// without dropout).
 LINA_HD void attention_forward_thread(int64_t row, const AttentionShape& s, const float* q,
                                       const float* k, const float* v, float* probs, float* out) {
   const QueryRow r = query_row(s, row);
@@ -74,10 +80,10 @@ LINA_HD void attention_forward_thread(int64_t row, const AttentionShape& s, cons
   }
   for (int64_t j = 0; j < r.visible; ++j) p[j] /= sum;
   for (int64_t j = r.visible; j < s.Tk; ++j) p[j] = 0.0f;
-  weighted_key_rows(s, r, p, v, out + q_offset(s, r.b, r.i, r.h));
+  weighted_key_rows(s, r, p, v, out + q_offset(s, r.b, r.i, r.h), s.dropout.p > 0, row * s.Tk);
 }
 
-// dscores row: dP_ij = dout_i · v_j, then scale · P_ij (dP_ij − Σ_j P_ij dP_ij);
+// dscores row: dP_ij = M_ij (dout_i · v_j), then scale · P_ij (dP_ij − Σ_j P_ij dP_ij);
 // dq_i = Σ_j dscores_ij k_j.
 LINA_HD void attention_backward_query_thread(int64_t row, const AttentionShape& s,
                                              const float* k, const float* v, const float* probs,
@@ -88,7 +94,8 @@ LINA_HD void attention_backward_query_thread(int64_t row, const AttentionShape& 
   float* ds = dscores + row * s.Tk;
   float D = 0.0f;
   for (int64_t j = 0; j < r.visible; ++j) {
-    ds[j] = dot_d(doi, v + kv_offset(s, r.b, j, r.kvh), s.d);
+    ds[j] = dropout_factor<float>(s.dropout, row * s.Tk + j) *
+            dot_d(doi, v + kv_offset(s, r.b, j, r.kvh), s.d);
     D += p[j] * ds[j];
   }
   for (int64_t j = 0; j < r.visible; ++j) ds[j] = float(s.scale) * p[j] * (ds[j] - D);
@@ -97,7 +104,7 @@ LINA_HD void attention_backward_query_thread(int64_t row, const AttentionShape& 
 }
 
 // Key row `row` = (b·Hkv + kvh)·Tk + j: dk_j = Σ_heads Σ_i dscores_ij q_i and
-// dv_j = Σ_heads Σ_i probs_ij dout_i over the queries i that see key j.
+// dv_j = Σ_heads Σ_i probs_ij M_ij dout_i over the queries i that see key j.
 LINA_HD void attention_backward_key_thread(int64_t row, const AttentionShape& s, const float* q,
                                            const float* probs, const float* dout,
                                            const float* dscores, float* dk, float* dv) {
@@ -114,7 +121,7 @@ LINA_HD void attention_backward_key_thread(int64_t row, const AttentionShape& s,
       for (int64_t i = i0; i < s.Tq; ++i) {
         const int64_t at = (bh * s.Tq + i) * s.Tk + j;
         acc_k += dscores[at] * q[q_offset(s, b, i, h) + c];
-        acc_v += probs[at] * dout[q_offset(s, b, i, h) + c];
+        acc_v += probs[at] * dropout_factor<float>(s.dropout, at) * dout[q_offset(s, b, i, h) + c];
       }
     }
     dkj[c] = acc_k;

@@ -1,5 +1,5 @@
 // Elementwise CUDA kernels: fill, unary forward/backward, broadcasting binary,
-// add_inplace. Each kernel is a grid-stride loop over the per-thread functions of
+// add_inplace, dropout. Each kernel is a grid-stride loop over the per-thread functions of
 // backend_cuda/kernels_device.h; the maths is core/elementwise_math.h, the
 // same lines the CPU backend runs. Unary and binary kernels are compiled once
 // per function: the host picks the instantiation with visit_unary/visit_binary.
@@ -38,6 +38,13 @@ __global__ void binary_kernel(BinaryArgs args) {
 
 __global__ void add_inplace_kernel(float* dst, const float* src, int64_t n, float alpha) {
   for (int64_t i = first_index(); i < n; i += index_stride()) add_inplace_thread(i, dst, src, alpha);
+}
+
+// Inverted dropout, one thread per element: the element's factor comes from
+// the counter (core/philox.h), the same number the CPU draws for it.
+__global__ void dropout_kernel(const float* x, float* y, int64_t n, DropoutKey key) {
+  for (int64_t i = first_index(); i < n; i += index_stride())
+    y[i] = x[i] * dropout_factor<float>(key, i);
 }
 
 // ---- launchers ------------------------------------------------------------------
@@ -87,6 +94,12 @@ void binary(BinaryFn f, const float* a, const int64_t* a_strides, const float* b
     LINA_LAUNCH(binary_kernel<Fn>, blocks_for(args.n), kThreads, 0, stream)(args);
   });
   LINA_CHECK_LAUNCH("cuda::binary");
+}
+
+void dropout_apply(const float* x, float* y, int64_t n, const DropoutKey& key) {
+  if (n == 0) return;
+  LINA_LAUNCH(dropout_kernel, blocks_for(n), kThreads, 0, context().stream)(x, y, n, key);
+  LINA_CHECK_LAUNCH("cuda::dropout_apply");
 }
 
 void add_inplace(float* dst, const float* src, int64_t n, float alpha) {

@@ -133,10 +133,10 @@ LINA_HD void causal_conv1d_silu_dz_thread(int64_t idx, const float* x, const flo
 
 // ---- rope ------------------------------------------------------------------------------
 // x, y [B, T, H, D], D even. Thread idx = r·(D/2) + j, r = (b·T + t)·H + h,
-// rotates the pair (x[r, j], x[r, j + D/2]) by θ = (pos0 + t)·base^(−2j/D)
+// rotates the interleaved pair (x[r, 2j], x[r, 2j + 1]) by θ = (pos0 + t)·base^(−2j/D)
 // (by −θ when inverse):
-//   y[j]       = a cos θ − b sin θ
-//   y[j + D/2] = b cos θ + a sin θ        (a = x[j], b = x[j + D/2])
+//   y[2j]     = a cos θ − b sin θ
+//   y[2j + 1] = b cos θ + a sin θ        (a = x[2j], b = x[2j + 1])
 // The angle, cos and sin are computed in double and rounded to float, as the
 // CPU's table is.
 LINA_HD void rope_thread(int64_t idx, const float* x, float* y, int64_t T_len, int64_t H,
@@ -148,9 +148,9 @@ LINA_HD void rope_thread(int64_t idx, const float* x, float* y, int64_t T_len, i
   const double theta = double(pos0 + t) * inv_freq;
   const float cs = float(::cos(theta));
   const float sn = float(inverse ? -::sin(theta) : ::sin(theta));
-  const float a = x[r * D + j], b = x[r * D + j + half];
-  y[r * D + j] = a * cs - b * sn;
-  y[r * D + j + half] = b * cs + a * sn;
+  const float a = x[r * D + 2 * j], b = x[r * D + 2 * j + 1];
+  y[r * D + 2 * j] = a * cs - b * sn;
+  y[r * D + 2 * j + 1] = b * cs + a * sn;
 }
 
 }  // namespace lina::cuda

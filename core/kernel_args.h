@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "core/elementwise_math.h"  // LINA_HD
+#include "core/philox.h"            // DropoutKey
 
 namespace lina {
 
@@ -16,9 +17,14 @@ namespace lina {
 //   get probs = 0),  out = probs · v.
 // probs [B, H, Tq, Tk] is kept for the backward; dscores (same shape) is the
 // backward's scratch: dscores = scale · probs ⊙ (dprobs − Σ_j probs dprobs).
+// With dropout (p > 0), out = (probs ⊙ M) · v, where M's entry for probs
+// element e = (b·H + h)·Tq·Tk + i·Tk + j is dropout_factor(dropout, e)
+// (core/philox.h): probs stays the undropped softmax, and the backward
+// regenerates M instead of storing it.
 struct AttentionShape {
   int64_t B = 0, Tq = 0, Tk = 0, H = 0, Hkv = 0, d = 0;
   double scale = 1.0;
+  DropoutKey dropout;
 };
 
 // ---- scan: the recurrences of the recurrent mixers ----

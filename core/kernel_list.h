@@ -45,7 +45,7 @@
 //   output z never stored; its backward recomputes z to form dy ⊙ silu'(z).
 //   causal_conv1d_silu_l2_norm: then each group of `head` channels is l2_norm'ed
 //   (times scale); norm [B·T·C/head] holds the groups' ‖silu(z)‖.
-// rope_apply: x, y [B, T, H, D], D even; rotates pair (j, j + D/2) by
+// rope_apply: x, y [B, T, H, D], D even; rotates the interleaved pair (2j, 2j + 1) by
 //   (pos0 + t)·base^(−2j/D), or by minus that angle when `inverse`.
 // adamw_step over n elements (PyTorch's single-tensor form), one call over
 //   the whole parameter buffer; decay_mask [n] is 1 where weight decay
@@ -53,6 +53,9 @@
 //   p −= lr·weight_decay·p (where the mask is 1);  m = β1 m + (1 − β1) g;  v = β2 v + (1 − β2) g²;
 //   p −= (lr / bias_correction1) · m / (√v / √bias_correction2 + eps).
 // scale_inplace: x *= factor.
+// dropout_apply: y[i] = x[i] · dropout_factor(key, i) (core/philox.h): 0 with
+//   probability p, else 1 / (1 − p). Linear in x, so the backward is the same
+//   kernel on dy with the same key.
 // clip_to_norm: x *= min(1, max_norm / (√sum_of_squares + 1e-6)), the factor
 //   computed by the backend from *sum_of_squares (in the backend's memory),
 //   so clipping gradients needs no read back before the update.
@@ -127,6 +130,7 @@
                        T beta1, T beta2, T eps, T weight_decay, T bias_correction1,               \
                        T bias_correction2))                                                       \
   X(void, scale_inplace, (T * x, int64_t n, T factor))                                            \
+  X(void, dropout_apply, (const T* x, T* y, int64_t n, const DropoutKey& key))                    \
   X(void, clip_to_norm, (T * x, int64_t n, const double* sum_of_squares, double max_norm))        \
   X(void, scan_sequential_forward, (const ScanShape& s, const ScanInputs<T>& in, const T* s0,     \
                                     T* o, T* s_final, T* states))                                 \

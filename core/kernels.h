@@ -43,6 +43,9 @@ std::vector<std::pair<std::string, int64_t>> cuda_kernel_calls();
 // ---- fill & elementwise -------------------------------------------------------
 void fill(Tensor& t, double value);
 Tensor unary(UnaryFn f, const Tensor& x, double p = 0.0);
+// x ⊙ M, M the dropout factors of `key` (core/philox.h), element i of x
+// (contiguous) getting factor i. Its own backward: dx = dropout(dy, key).
+Tensor dropout(const Tensor& x, const DropoutKey& key);
 // dx = dy * f'(x); y = f(x) is passed because several derivatives use it.
 Tensor unary_backward(UnaryFn f, const Tensor& x, const Tensor& y, const Tensor& dy, double p = 0.0);
 // NumPy broadcasting; out has the broadcast shape.
@@ -84,14 +87,16 @@ void gemm(const GemmShape& g, const Tensor& a, const Tensor& b, Tensor& c, doubl
 // q [B, Tq, H, d], k and v [B, Tk, Hkv, d] with H a multiple of Hkv and
 // Tk >= Tq: out [B, Tq, H, d] = softmax(scale · q kᵀ, causal) v per head, query
 // head h reading KV head h / (H / Hkv). probs_out [B, H, Tq, Tk] is kept for
-// the backward.
+// the backward. With dropout (p > 0), out = (probs ⊙ M) v, M regenerated from
+// the key by the backward (core/kernel_args.h AttentionShape).
 Tensor attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, double scale,
-                         Tensor& probs_out);
+                         Tensor& probs_out, const DropoutKey& dropout = {});
 struct AttentionGrads {
   Tensor dq, dk, dv;
 };
 AttentionGrads attention_backward(const Tensor& q, const Tensor& k, const Tensor& v,
-                                  const Tensor& probs, const Tensor& dout, double scale);
+                                  const Tensor& probs, const Tensor& dout, double scale,
+                                  const DropoutKey& dropout = {});
 
 // ---- softmax, log-softmax, cross-entropy, embedding ----
 // All over the last axis. causal: x is [..., Tq, Tk] (Tk ≥ Tq) and entry
@@ -148,7 +153,7 @@ Tensor causal_conv1d_silu_l2_norm_forward(const Tensor& x, const Tensor& weight,
 void causal_conv1d_silu_l2_norm_backward(const Tensor& x, const Tensor& weight, const Tensor& norm,
                                     const Tensor& dq, int64_t head, double eps, double scale,
                                     Tensor& dx, Tensor& dweight);
-// x [B, T, H, D], D even: rotate-half RoPE at positions pos0 + t; `inverse`
+// x [B, T, H, D], D even: interleaved RoPE (pairs 2j, 2j + 1) at positions pos0 + t; `inverse`
 // rotates back (the backward).
 Tensor rope_apply(const Tensor& x, int64_t pos0, double base, bool inverse);
 

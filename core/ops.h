@@ -27,7 +27,7 @@ namespace lina {
   X(CrossEntropy, cross_entropy) X(Embedding, embedding)                    \
   X(RmsNorm, rms_norm) X(L2Norm, l2_norm) X(CausalConv1d, causal_conv1d)    \
   X(CausalConv1dSilu, causal_conv1d_silu) X(CausalConv1dSiluL2Norm, causal_conv1d_silu_l2_norm)        \
-  X(Rope, rope)                                                             \
+  X(Rope, rope) X(Dropout, dropout)                                         \
   /* the recurrence of the linear / delta / gated-delta mixers */           \
   X(Scan, scan)
 

@@ -13,7 +13,7 @@ namespace {
 
 // The shape of q [B, Tq, H, d], k and v [B, Tk, Hkv, d], checked.
 AttentionShape attention_shape(const Tensor& q, const Tensor& k, const Tensor& v, double scale,
-                               const char* op) {
+                               const DropoutKey& dropout, const char* op) {
   const std::string name(op);
   check(q.ndim() == 4 && k.ndim() == 4 && v.ndim() == 4,
         name + ": expected q [B, Tq, H, d], k and v [B, Tk, Hkv, d], got " + q.describe() + ", " +
@@ -25,6 +25,8 @@ AttentionShape attention_shape(const Tensor& q, const Tensor& k, const Tensor& v
   s.B = q.dim(0), s.Tq = q.dim(1), s.H = q.dim(2), s.d = q.dim(3);
   s.Tk = k.dim(1), s.Hkv = k.dim(2);
   s.scale = scale;
+  s.dropout = dropout;
+  check(dropout.p >= 0 && dropout.p < 1, name + ": dropout probability must be in [0, 1)");
   check(k.dim(0) == s.B && k.dim(3) == s.d,
         name + ": q and k disagree on batch or head size: " + q.describe() + ", " + k.describe());
   check(s.Hkv > 0 && s.H % s.Hkv == 0,
@@ -38,8 +40,8 @@ AttentionShape attention_shape(const Tensor& q, const Tensor& k, const Tensor& v
 }  // namespace
 
 Tensor attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, double scale,
-                         Tensor& probs_out) {
-  AttentionShape s = attention_shape(q, k, v, scale, "attention");
+                         Tensor& probs_out, const DropoutKey& dropout) {
+  AttentionShape s = attention_shape(q, k, v, scale, dropout, "attention");
   Tensor out = Tensor::empty(q.shape(), q.dtype(), q.device());
   probs_out = Tensor::empty({s.B, s.H, s.Tq, s.Tk}, q.dtype(), q.device());
   on_backend(q, "attention", [&](auto backend) {
@@ -52,8 +54,9 @@ Tensor attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, doub
 }
 
 AttentionGrads attention_backward(const Tensor& q, const Tensor& k, const Tensor& v,
-                                  const Tensor& probs, const Tensor& dout, double scale) {
-  AttentionShape s = attention_shape(q, k, v, scale, "attention_backward");
+                                  const Tensor& probs, const Tensor& dout, double scale,
+                                  const DropoutKey& dropout) {
+  AttentionShape s = attention_shape(q, k, v, scale, dropout, "attention_backward");
   check(dout.shape() == q.shape() && probs.shape() == Shape{s.B, s.H, s.Tq, s.Tk},
         "attention_backward: expected dout like q and probs [B, H, Tq, Tk], got " +
             dout.describe() + ", " + probs.describe());

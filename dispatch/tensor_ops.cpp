@@ -139,6 +139,18 @@ Tensor unary(UnaryFn f, const Tensor& x, double p) {
   return y;
 }
 
+Tensor dropout(const Tensor& x, const DropoutKey& key) {
+  check(key.p >= 0 && key.p < 1, "dropout: probability must be in [0, 1), got " + std::to_string(key.p));
+  check_float(x, "dropout");
+  Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
+  on_backend(x, "dropout", [&](auto backend) {
+    using B = decltype(backend);
+    using T = typename B::type;
+    B::dropout_apply(x.data<T>(), y.data<T>(), x.numel(), key);
+  });
+  return y;
+}
+
 Tensor unary_backward(UnaryFn f, const Tensor& x, const Tensor& y, const Tensor& dy, double p) {
   check_same_shape(x, dy, "unary_backward");
   check_same_dtype_device(x, dy, "unary_backward");

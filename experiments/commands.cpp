@@ -112,7 +112,8 @@ RecallEvalResult eval_recall_checkpoint(const std::string& checkpoint, const std
   check(m.info.task == "recall", "eval --task recall needs a recall checkpoint; " + checkpoint +
                                      " was trained on " + m.info.task);
   const json& o = m.info.options;
-  RecallTask task(o.value("pairs", RecallTask::kDefaultPairs), o.value("keys", RecallTask::kDefaultKeys));
+  RecallTask task(o.value("pairs", RecallTask::kDefaultPairs), o.value("keys", RecallTask::kDefaultKeys),
+                  o.value("values", RecallTask::kDefaultValues));
   check(task.vocab() == m.info.vocab, "checkpoint " + checkpoint + ": vocabulary " +
                                           std::to_string(m.info.vocab) + " does not fit its recall task");
   int batch = o.value("batch", 0);
@@ -158,7 +159,7 @@ RecallEvalResult eval_recall_checkpoint(const std::string& checkpoint, const std
   r.sequences = batches * batch;
   json out = {{"checkpoint", checkpoint}, {"preset", m.info.preset}, {"task", "recall"},
               {"step", m.info.step}, {"pairs", task.pairs()}, {"keys", task.keys()},
-              {"values", RecallTask::kNumValues}, {"heldout_seed", seed}, {"batches", batches},
+              {"values", task.values()}, {"heldout_seed", seed}, {"batches", batches},
               {"batch", batch}, {"sequences", r.sequences}, {"loss", r.loss},
               {"accuracy", r.accuracy}, {"examples", examples}};
   write_json_atomically(predictions, out);

@@ -117,8 +117,9 @@ Batch CharDataset::sample_batch(Split split, int batch, int context, Rng& rng,
 
 // ---- key–value recall -----------------------------------------------------------------
 
-RecallTask::RecallTask(int pairs, int keys) : pairs_(pairs), keys_(keys) {
+RecallTask::RecallTask(int pairs, int keys, int values) : pairs_(pairs), keys_(keys), values_(values) {
   check(pairs >= 1 && pairs <= 4096, "--pairs must be in [1, 4096], got " + std::to_string(pairs));
+  check(values >= 1 && values <= 4096, "--values must be in [1, 4096], got " + std::to_string(values));
   check(keys >= pairs && keys <= 4096,
         "--keys must be at least --pairs (" + std::to_string(pairs) + ") and at most 4096, got " +
             std::to_string(keys));
@@ -132,7 +133,7 @@ std::vector<int32_t> RecallTask::sample_sequence(Rng& rng) const {
 
   std::vector<int32_t> value_of_key(static_cast<size_t>(keys_), 0);
   for (int i = 0; i < pairs_; ++i)
-    value_of_key[size_t(order[size_t(i)])] = keys_ + int32_t(rng.randint(kNumValues));
+    value_of_key[size_t(order[size_t(i)])] = keys_ + int32_t(rng.randint(values_));
 
   std::vector<int32_t> seq;
   seq.reserve(size_t(seq_len()));

@@ -66,9 +66,9 @@ class CharDataset {
   std::vector<int32_t> train_, val_;
 };
 
-// Exact key–value recall (docs/spec.md §2.2), with P pairs out of K keys (spec:
-// P = 32, K = 64; values are always 16). Tokens 0..K−1 are keys, K..K+15
-// values. A sequence of 4P tokens: P distinct keys (drawn without
+// Exact key–value recall (docs/spec.md §2.2), with P pairs out of K keys and
+// V value tokens (spec: P = 32, K = 64, V = 64). Tokens 0..K−1 are keys,
+// K..K+V−1 values. A sequence of 4P tokens: P distinct keys (drawn without
 // replacement), each followed by its value (drawn uniformly, with
 // replacement); then the same P keys in a new random order, each followed by
 // the same value.
@@ -81,15 +81,16 @@ class CharDataset {
 // positions a sequence.
 class RecallTask {
  public:
-  static constexpr int kNumValues = 16;
-  static constexpr int kDefaultPairs = 32, kDefaultKeys = 64;
+  static constexpr int kDefaultPairs = 32, kDefaultKeys = 64, kDefaultValues = 64;
 
-  // Throws lina::Error unless 1 ≤ pairs ≤ keys ≤ 4096.
-  explicit RecallTask(int pairs = kDefaultPairs, int keys = kDefaultKeys);
+  // Throws lina::Error unless 1 ≤ pairs ≤ keys ≤ 4096 and 1 ≤ values ≤ 4096.
+  explicit RecallTask(int pairs = kDefaultPairs, int keys = kDefaultKeys,
+                      int values = kDefaultValues);
 
   int pairs() const { return pairs_; }
   int keys() const { return keys_; }
-  int vocab() const { return keys_ + kNumValues; }   // 80 at the spec's sizes
+  int values() const { return values_; }
+  int vocab() const { return keys_ + values_; }      // 128 at the spec's sizes
   int seq_len() const { return 4 * pairs_; }         // 128
   int context() const { return seq_len() - 1; }      // T = 127
 
@@ -108,7 +109,7 @@ class RecallTask {
                              Device device = Device::cpu) const;
 
  private:
-  int pairs_, keys_;
+  int pairs_, keys_, values_;
 };
 
 }  // namespace lina

@@ -7,8 +7,8 @@
 
 namespace lina {
 
-void LrSchedule::add(int from, int to, double peak_lr, int warmup) {
-  segments_.push_back({from, to, peak_lr, peak_lr / 10, warmup});
+void LrSchedule::add(int from, int to, double peak_lr, int warmup, double min_lr) {
+  segments_.push_back({from, to, peak_lr, min_lr, warmup});
 }
 
 double LrSchedule::lr(int update) const {

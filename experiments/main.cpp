@@ -112,28 +112,38 @@ int main(int argc, char** argv) {
   train->add_option("--preset", t.preset, "attn | linear | delta | gdn | hybrid | retnet | mamba2 | gla | a pattern like gdn,gdn,gdn,attn (required unless --resume)");
   train->add_option("--task", t.task, "lm | recall (required unless --resume)");
   train->add_option("--device", device, "cpu | cuda");
-  train->add_option("--steps", t.steps, "updates (default: lm 5000, recall 2000)")->check(within(1, kMaxSteps));
-  train->add_option("--batch", t.batch, "sequences per batch")->check(within(1, kMaxBatch));
+  train->add_option("--steps", t.steps, "updates (default: lm 5000, recall 6000)")->check(within(1, kMaxSteps));
+  train->add_option("--batch", t.batch, "sequences per batch (default: lm 64, recall 128)")->check(within(1, kMaxBatch));
   train->add_option("--context", t.context, "lm context length")->check(within(1, kMaxContext));
   train->add_option("--pairs", t.pairs, "recall: key–value pairs per sequence (default 32)")->check(within(1, 4096));
-  train->add_option("--keys", t.keys, "recall: distinct keys (default 64; values are always 16)")->check(within(1, 65536));
+  train->add_option("--keys", t.keys, "recall: distinct key tokens (default 64)")->check(within(1, 65536));
+  train->add_option("--values", t.values, "recall: distinct value tokens (default 64)")->check(within(1, 65536));
   train->add_option("--attention", attention, "fused (default) | composed: attention as one op, or op by op (permute, expand, matmul, softmax) to step through");
   train->add_option("--conv", conv, "fused (default) | composed: recurrent layers' conv + SiLU (+ q's and k's L2 norm, all but linear) as one op, or as causal_conv1d, silu (, l2_norm) to step through");
   train->add_option("--scan-form", scan_form, "chunked (default) | sequential: the recurrence's training form; sequential runs the readable token-by-token backward");
   train->add_option("--scan-chunk", t.scan_chunk, "tokens per chunk of the chunked scan (default 16)")->check(within(1, 4096));
   train->add_option("--feature-map", feature_map, "linear layers' feature map: elu1 (default, elu(x)+1) | relu (relu(x)+1e-5) | sigmoid (sigmoid(x)+1e-5)");
-  train->add_option("--lr", t.lr, "peak learning rate (the cosine ends at lr/10)")->check(within(1e-12, 1e6));
-  train->add_option("--warmup", t.warmup, "warm-up updates")->check(within(0, kMaxSteps));
-  train->add_option("--weight-decay", t.weight_decay, "AdamW's decoupled weight decay on every parameter of two or more dimensions (default 0.1)")->check(within(0, 1e3));
+  // The recipe (docs/spec.md §2.3): the course's values by default.
+  bool decay_all = false;
+  train->add_option("--lr", t.lr, "learning rate (default 1e-3; with --schedule cosine the peak, ending at lr/10)")->check(within(1e-12, 1e6));
+  train->add_option("--schedule", t.schedule, "constant (default) | cosine: linear warm-up (--warmup), then a cosine down to lr/10");
+  train->add_option("--warmup", t.warmup, "cosine schedule: warm-up updates (default 0)")->check(within(0, kMaxSteps));
+  train->add_option("--clip", t.clip, "clip the global gradient norm to this (default 0: no clipping)")->check(within(0, 1e6));
+  train->add_option("--weight-decay", t.weight_decay, "AdamW's decoupled weight decay (default 0.01)")->check(within(0, 1e3));
+  train->add_flag("--decay-all", decay_all, "weight decay on every parameter (the default)");
+  train->add_flag("--decay-matrices", t.decay_matrices, "weight decay only on parameters of two or more dimensions");
+  train->add_option("--beta2", t.beta2, "AdamW's second-moment decay (default 0.999)")->check(within(1e-6, 0.999999));
+  train->add_option("--dropout", t.dropout, "dropout probability (default: lm 0.1, recall 0)")->check(within(0, 0.99));
+  train->add_option("--save-batches", t.save_batches, "write every update's batch to this file (json lines: step, x, y, mask)");
   train->add_option("--seed", t.seed, "seed of every random choice")->check(not_negative());
   train->add_option("--data", t.data, "tiny shakespeare text (lm)");
   train->add_option("--out", t.out, "output folder: writes <out>/<device>/<task>_<preset>.json");
   train->add_option("--resume", t.resume, "continue from this checkpoint, with its options");
   train->add_option("--extend-to", t.extend_to, "with --resume: train on to N updates in all (fresh warm-up, cosine over the added updates)")->check(within(1, kMaxSteps));
   train->add_option("--checkpoint-every", t.checkpoint_every, "updates between checkpoints (default: every evaluation)")->check(within(1, kMaxSteps));
-  train->add_option("--stop-at", t.stop_at, "stop after this many updates, as if interrupted")->check(within(1, kMaxSteps));
-  train->add_option("--eval-every", t.eval_every, "updates between evaluations (default: lm 500, recall 100)")->check(within(1, kMaxSteps));
-  train->add_option("--eval-batches", t.eval_batches, "batches per evaluation (default: lm 200, recall 8)")->check(within(1, kMaxBatches));
+  train->add_option("--stop-at", t.stop_at, "stop after this many updates, as if interrupted (0: save the initial weights)")->check(within(0, kMaxSteps));
+  train->add_option("--eval-every", t.eval_every, "updates between evaluations (default 500)")->check(within(1, kMaxSteps));
+  train->add_option("--eval-batches", t.eval_batches, "batches per evaluation (default: lm 200 train and 200 val, recall a held-out set of 8)")->check(within(1, kMaxBatches));
   train->add_option("--extrap-batches", t.extrap_batches, "lm: batches per extrapolation context (0: no extrapolation)")->check(within(0, kMaxBatches));
   train->add_flag("--quiet", t.quiet, "no progress line");
   train->add_flag("--trace", t.trace, "print every op of the first update, forward then backward (also LINA_TRACE=1)");
@@ -229,6 +239,10 @@ int main(int argc, char** argv) {
       t.conv = lina::parse_fusion(conv, "--conv");
       for (const CLI::Option* opt : train->get_options())
         if (opt->count() > 0) t.given.push_back(opt->get_name());
+      if (decay_all) {  // --decay-all is --decay-matrices set to false
+        if (t.decay_matrices) throw lina::Error("--decay-all and --decay-matrices exclude each other");
+        t.given.push_back("--decay-matrices");
+      }
       if (const char* env = std::getenv("LINA_TRACE"); env && std::string(env) == "1") t.trace = true;
       if (t.resume.empty()) {
         if (train->count("--preset") == 0) throw lina::Error("--preset is required (or --resume CKPT)");
@@ -253,7 +267,7 @@ int main(int argc, char** argv) {
       if (text.empty()) throw lina::Error("eval --task lm needs --text FILE");
       if (eval->count("--predictions") || eval->count("--batches"))
         throw lina::Error("--predictions and --batches are for eval --task recall");
-      std::printf("%.6f\n", lina::eval_checkpoint(checkpoint, text, context));
+      std::printf("%.9f\n", lina::eval_checkpoint(checkpoint, text, context));
     } else if (*sample) {
       std::printf("%s%s\n", prompt.c_str(),
                   lina::sample_checkpoint(checkpoint, prompt, tokens, temperature, seed).c_str());

@@ -37,8 +37,14 @@ static double seconds_since(Clock::time_point t) {
 
 namespace {
 
-// Updates of --extend-to's fresh warm-up (fewer when it adds fewer).
+// Updates of --extend-to's fresh warm-up (cosine schedule; fewer when it adds fewer).
 constexpr int kExtensionWarmup = 100;
+// recall: the course's estimate of the loss, on this many fresh batches.
+constexpr int kRecallFreshBatches = 50;
+// recall: the capacity probe after training, accuracy at these numbers of
+// pairs (the course's), kProbeBatches batches each.
+constexpr int kProbePairs[] = {8, 16, 24, 32};
+constexpr int kProbeBatches = 20;
 
 // ---- the task -------------------------------------------------------------------------
 
@@ -46,7 +52,7 @@ constexpr int kExtensionWarmup = 100;
 struct Task {
   std::unique_ptr<CharDataset> text;  // lm
   RecallTask recall;
-  std::vector<Batch> val;             // lm: fixed val batches; recall: fixed held-out set
+  std::vector<Batch> heldout;         // recall: a fixed held-out set, the same in every run
   int vocab = 0;
 
   Batch train_batch(const TrainOptions& o, Rng& rng) const {
@@ -55,14 +61,21 @@ struct Task {
   }
 };
 
-// lm: `n` val batches at `context`, drawn from a generator seeded for
-// evaluation so that every evaluation of a run sees the same text.
-std::vector<Batch> val_batches(const CharDataset& text, int n, int batch, int context,
-                               uint64_t seed, Device device) {
-  Rng rng(seed);
+// `n` fresh random batches: lm windows of `split` at `context`, or recall
+// sequences of the task's pairs.
+std::vector<Batch> random_batches(const Task& task, Split split, int n, int batch, int context,
+                                  Rng& rng, Device device) {
   std::vector<Batch> out;
-  for (int i = 0; i < n; ++i) out.push_back(text.sample_batch(Split::val, batch, context, rng, device));
+  for (int i = 0; i < n; ++i)
+    out.push_back(task.text ? task.text->sample_batch(split, batch, context, rng, device)
+                            : task.recall.sample_batch(batch, rng, device));
   return out;
+}
+
+// The generator of the evaluation after `step` updates: its own stream, the
+// same for a resumed run, apart from the training batches' generator.
+Rng evaluation_rng(uint64_t seed, int step, uint64_t purpose) {
+  return Rng(seed * 0x9E3779B97F4A7C15ULL + uint64_t(step) * 0xBF58476D1CE4E5B9ULL + purpose);
 }
 
 Task make_task(TrainOptions& o) {
@@ -71,12 +84,11 @@ Task make_task(TrainOptions& o) {
     task.text = std::make_unique<CharDataset>(CharDataset::load(o.data));
     task.text->check_context(o.context);
     task.vocab = task.text->vocab_size();
-    task.val = val_batches(*task.text, o.eval_batches, o.batch, o.context, o.seed + 1, o.device);
   } else {
-    task.recall = RecallTask(o.pairs, o.keys);
+    task.recall = RecallTask(o.pairs, o.keys, o.values);
     o.context = task.recall.context();
     task.vocab = task.recall.vocab();
-    task.val = task.recall.heldout(o.eval_batches, o.batch, o.seed + 1, o.device);
+    task.heldout = task.recall.heldout(o.eval_batches, o.batch, o.seed + 1, o.device);
   }
   return task;
 }
@@ -113,15 +125,21 @@ std::optional<EvalResult> evaluate(LanguageModel& model, const std::vector<Batch
 
 // ---- the run's json (docs/spec.md §3) -------------------------------------------------
 
+double min_lr(const TrainOptions& o) { return o.schedule == "cosine" ? o.lr / 10 : o.lr; }
+
+// The run's options, the recipe (docs/spec.md §2.3) among them: what the json
+// records and what a resumed run adopts (train_options.cpp).
 json options_json(const TrainOptions& o) {
   return {{"preset", o.preset}, {"task", o.task}, {"device", device_name(o.device)},
-          {"steps", o.steps}, {"batch", o.batch}, {"context", o.context}, {"lr", o.lr},
-          {"min_lr", o.lr / 10}, {"warmup", o.warmup}, {"clip", o.clip}, {"seed", o.seed},
+          {"steps", o.steps}, {"batch", o.batch}, {"context", o.context}, {"seed", o.seed},
           {"data", o.data}, {"eval_every", o.eval_every}, {"eval_batches", o.eval_batches},
           {"checkpoint_every", o.checkpoint_every}, {"pairs", o.pairs}, {"keys", o.keys},
-          {"scan_form", o.scan_form}, {"scan_chunk", o.scan_chunk}, {"feature_map", o.feature_map},
-          {"attention", o.attention}, {"conv", o.conv},
-          {"weight_decay", o.weight_decay}, {"betas", {0.9, 0.99}}, {"eps", 1e-8}};
+          {"values", o.values}, {"scan_form", o.scan_form}, {"scan_chunk", o.scan_chunk},
+          {"feature_map", o.feature_map}, {"attention", o.attention}, {"conv", o.conv},
+          // the recipe
+          {"lr", o.lr}, {"schedule", o.schedule}, {"warmup", o.warmup}, {"min_lr", min_lr(o)},
+          {"clip", o.clip}, {"weight_decay", o.weight_decay}, {"decay_matrices", o.decay_matrices},
+          {"beta2", o.beta2}, {"betas", {0.9, o.beta2}}, {"eps", 1e-8}, {"dropout", o.dropout}};
 }
 
 json model_json(const ModelConfig& c) {
@@ -171,8 +189,12 @@ class TrainingRun {
   bool stop_requested() const { return stop_ && stop_->load() != 0; }
   void train_one_step();
   void record_evaluation();
+  void save_batch(const Batch& b);
   void save();
   void final_evaluations();
+  void extrapolation();
+  void capacity_probe();
+  void alpha_statistics();
   void write_json();
   [[noreturn]] void diverged(double loss, double grad_norm);
 
@@ -220,10 +242,11 @@ TrainResult TrainingRun::run() {
   config.attention = o_.attention;
   config.conv = o_.conv;
   model_ = std::make_unique<LanguageModel>(config, o_.seed, DType::f32, o_.device);
-  optimizer_ = std::make_unique<AdamW>(model_->params(), AdamWConfig{o_.lr, 0.9, 0.99, 1e-8, o_.weight_decay});
+  optimizer_ = std::make_unique<AdamW>(
+      model_->params(), AdamWConfig{o_.lr, 0.9, o_.beta2, 1e-8, o_.weight_decay, !o_.decay_matrices});
   rng_ = Rng(o_.seed);
   vocab_chars_ = task_.text ? task_.text->vocab() : std::string();
-  schedule_.add(0, o_.steps, o_.lr, o_.warmup);
+  schedule_.add(0, o_.steps, o_.lr, o_.warmup, min_lr(o_));
   if (resumed_file) {
     check(resumed.vocab_chars == vocab_chars_,
           "checkpoint " + o_.resume + " was trained on another text (its vocabulary differs)");
@@ -233,12 +256,11 @@ TrainResult TrainingRun::run() {
     first_step_ = int(resumed.step);
     history_ = resumed.history;
     schedule_ = LrSchedule::from_json(history_.value("schedule", json::array()));
-    if (schedule_.empty()) {  // older checkpoints: one segment over the run's own steps
-      schedule_.add(0, int(resumed.options.value("steps", o_.steps)), resumed.options.value("lr", o_.lr),
-                    resumed.options.value("warmup", o_.warmup));
+    check(!schedule_.empty(), "checkpoint " + o_.resume + " has no learning-rate schedule");
+    if (o_.extend_to >= 0) {  // cosine: a fresh warm-up and cosine over the added updates
+      const int warmup = o_.schedule == "cosine" ? std::min(kExtensionWarmup, o_.extend_to - first_step_) : 0;
+      schedule_.add(first_step_, o_.extend_to, o_.lr, warmup, min_lr(o_));
     }
-    if (o_.extend_to >= 0)
-      schedule_.add(first_step_, o_.extend_to, o_.lr, std::min(kExtensionWarmup, o_.extend_to - first_step_));
     previous_train_seconds_ = history_.value("train_seconds", 0.0);
     check(first_step_ <= o_.steps, "checkpoint " + o_.resume + " has done " +
                                        std::to_string(first_step_) + " updates, more than --steps " +
@@ -257,6 +279,7 @@ TrainResult TrainingRun::run() {
   if (first_step_ == o_.steps && !o_.resume.empty())
     progress_->note("checkpoint " + o_.resume + " has done all its " + std::to_string(o_.steps) +
                     " updates: evaluating only (--extend-to N trains it on)");
+  if (step_ == 0 && history_["eval"].empty()) record_evaluation();  // before the first update
   while (step_ < o_.steps) {
     if (stop_requested() || (o_.stop_at >= 0 && step_ >= o_.stop_at)) {
       interrupted_ = true;
@@ -284,15 +307,18 @@ void TrainingRun::train_one_step() {
   CudaStepCount counted(o_.device == Device::cuda && step_ - first_step_ == 1);
   auto t0 = Clock::now();
   Batch b = task_.train_batch(o_, rng_);
+  if (!o_.save_batches.empty()) save_batch(b);
   model_->params().zero_grad();
   trace::Scope tracing(o_.trace && step_ == first_step_);  // --trace: the first update, op by op
   ReleaseUnreadOutputs release_unread;  // the forward keeps only what some backward reads
+  model_->set_dropout({o_.dropout, o_.seed, step_});  // this update's masks (core/philox.h)
   Var loss = named(cross_entropy(model_->forward(b.x), b.y, b.mask), "loss");
+  model_->set_dropout({});  // evaluations see no dropout
   loss.backward(Graph::free);  // each op's saved tensors go as soon as its backward has run
   fault_.fail_if_due(step_ + 1);  // LINA_INJECT_CUDA_STATUS (tests only)
   double lr = schedule_.lr(step_);
   const auto queued = Clock::now();  // on cuda the forward and backward may still be running
-  double grad_norm = clip_grad_norm(model_->params(), o_.clip);  // on cuda: reads back, so waits for them
+  double grad_norm = clip_grad_norm(model_->params(), o_.clip);  // clip 0: the norm only; on cuda: reads back, so waits
   if (counted.on) counted.split(t0, queued, Clock::now());
   double loss_value = loss.item();
   if (!std::isfinite(loss_value) || !std::isfinite(grad_norm)) diverged(loss_value, grad_norm);
@@ -306,21 +332,57 @@ void TrainingRun::train_one_step() {
   progress_->update(step_, loss_value, lr, tokens_per_step * (step_ - first_step_) / train_seconds_);
 }
 
+// lm: train and val loss on fresh random batches (the course's estimate);
+// recall: loss and accuracy on the fixed held-out set, and on the course's
+// estimate, kRecallFreshBatches fresh batches.
 void TrainingRun::record_evaluation() {
-  std::optional<EvalResult> r = evaluate(*model_, task_.val, stop_);
+  json e = {{"step", step_}};
+  Rng rng = evaluation_rng(o_.seed, step_, 1);
+  std::optional<EvalResult> r;
+  if (task_.text) {
+    auto train = random_batches(task_, Split::train, o_.eval_batches, o_.batch, o_.context, rng, o_.device);
+    std::optional<EvalResult> t = evaluate(*model_, train, stop_);
+    if (t) e["train_loss"] = t->loss;
+    auto val = random_batches(task_, Split::val, o_.eval_batches, o_.batch, o_.context, rng, o_.device);
+    if (t) r = evaluate(*model_, val, stop_);
+  } else {
+    auto fresh = random_batches(task_, Split::val, kRecallFreshBatches, o_.batch, o_.context, rng, o_.device);
+    std::optional<EvalResult> f = evaluate(*model_, fresh, stop_);
+    if (f) e["fresh_loss"] = f->loss, e["fresh_accuracy"] = f->accuracy;
+    if (f) r = evaluate(*model_, task_.heldout, stop_);
+  }
   if (!r) {
     interrupted_ = true;
     return;
   }
   ResidentMemory mem = resident_memory();
-  json e = {{"step", step_}, {"val_loss", r->loss}, {"rss_mb", mem.current_mb}};
+  e["val_loss"] = r->loss;
+  e["rss_mb"] = mem.current_mb;
   if (o_.task == "recall") e["val_accuracy"] = r->accuracy;
   history_["eval"].push_back(e);
   char line[200];
-  std::snprintf(line, sizeof line, "eval at step %d: val loss %.4f%s (resident memory %.0f MB)", step_,
-                r->loss, o_.task == "recall" ? (", accuracy " + std::to_string(r->accuracy)).c_str() : "",
-                mem.current_mb);
+  if (task_.text)
+    std::snprintf(line, sizeof line, "eval at step %d: train loss %.4f, val loss %.4f (resident memory %.0f MB)",
+                  step_, e["train_loss"].get<double>(), r->loss, mem.current_mb);
+  else
+    std::snprintf(line, sizeof line, "eval at step %d: held-out loss %.4f, accuracy %.4f (resident memory %.0f MB)",
+                  step_, r->loss, r->accuracy, mem.current_mb);
   progress_->note(line);
+}
+
+// --save-batches: one json line per update (1-based step, x, y, mask or null).
+void TrainingRun::save_batch(const Batch& b) {
+  const int64_t B = b.x.dim(0), T = b.x.dim(1);
+  auto rows = [&](const auto& flat) {  // [B·T] -> B rows of T
+    using V = typename std::decay_t<decltype(flat)>::value_type;
+    json out = json::array();
+    for (int64_t i = 0; i < B; ++i) out.push_back(std::vector<V>(flat.begin() + i * T, flat.begin() + (i + 1) * T));
+    return out;
+  };
+  json line = {{"step", step_ + 1}, {"x", rows(b.x.to_vector<int32_t>())}, {"y", rows(b.y.to_vector<int32_t>())},
+               {"mask", b.mask.defined() ? rows(b.mask.to_vector<float>()) : json()}};
+  std::ofstream f(o_.save_batches, std::ios::app);
+  check(bool(f << line.dump() << "\n"), "--save-batches: cannot write " + o_.save_batches);
 }
 
 // The checkpoint, then the json that describes it.
@@ -335,39 +397,76 @@ void TrainingRun::save() {
   write_json();
 }
 
-// After the last update: extrapolation to longer contexts (lm) and the
-// mean α of every gated head. A stop request skips what is left.
+// After the last update: extrapolation to longer contexts (lm), the
+// capacity probe (recall) and the mean α of every gated head. A stop
+// request skips what is left.
 void TrainingRun::final_evaluations() {
-  const ModelConfig& config = model_->config();
-  if (task_.text && o_.extrap_batches > 0) {
-    json ex = json::array();
-    for (int ctx : o_.extrap_contexts) {
-      if (int64_t(ctx) + 1 > int64_t(task_.text->tokens(Split::val).size())) continue;
-      auto batches = val_batches(*task_.text, o_.extrap_batches, o_.batch, ctx, o_.seed + 2, o_.device);
-      std::optional<EvalResult> r = evaluate(*model_, batches, stop_);
-      if (!r) break;
-      ex.push_back({{"context", ctx}, {"val_loss", r->loss}});
-      progress_->note("extrapolation: context " + std::to_string(ctx) + " val loss " + std::to_string(r->loss));
-    }
-    final_results_["extrapolation"] = ex;
-  }
-  bool gated = false;  // a layer with a learned decay (gdn, mamba2, gla)
-  for (MixerKind k : config.layers) gated = gated || (k != MixerKind::Attn && uses_gate(scan_rule(k)));
-  if (gated && !stop_requested()) {
-    NoGradGuard no_grad;
-    AlphaStats stats;
-    std::vector<std::vector<double>> sum;
-    for (const Batch& b : task_.val) {  // mean α of every gated head over the evaluation text
-      model_->forward(b.x, nullptr, &stats);
-      if (sum.empty()) sum.assign(stats.mean.size(), std::vector<double>(stats.mean[0].size(), 0));
-      for (size_t l = 0; l < stats.mean.size(); ++l)
-        for (size_t h = 0; h < stats.mean[l].size(); ++h) sum[l][h] += stats.mean[l][h] / task_.val.size();
-    }
-    json alpha = json::array();
-    for (size_t l = 0; l < sum.size(); ++l) alpha.push_back({{"layer", stats.layer[l]}, {"mean_alpha", sum[l]}});
-    final_results_["alpha"] = alpha;
-  }
+  if (task_.text && o_.extrap_batches > 0) extrapolation();
+  if (!task_.text) capacity_probe();
+  if (!stop_requested()) alpha_statistics();
   if (stop_requested()) interrupted_ = true;  // the checkpoint of the last update is already written
+}
+
+// lm: the val loss at longer contexts, extrap_batches fresh batches each, of
+// max(4, batch · context / C) windows (about as many tokens as a training batch).
+void TrainingRun::extrapolation() {
+  json ex = json::array();
+  for (int ctx : o_.extrap_contexts) {
+    if (int64_t(ctx) + 1 > int64_t(task_.text->tokens(Split::val).size())) continue;
+    const int batch = std::max<int>(4, int(int64_t(o_.batch) * o_.context / ctx));
+    Rng rng = evaluation_rng(o_.seed, ctx, 2);
+    auto batches = random_batches(task_, Split::val, o_.extrap_batches, batch, ctx, rng, o_.device);
+    std::optional<EvalResult> r = evaluate(*model_, batches, stop_);
+    if (!r) break;
+    ex.push_back({{"context", ctx}, {"batch", batch}, {"val_loss", r->loss}});
+    progress_->note("extrapolation: context " + std::to_string(ctx) + " val loss " + std::to_string(r->loss));
+  }
+  final_results_["extrapolation"] = ex;
+}
+
+// recall: accuracy at each number of pairs of kProbePairs (at most --keys) for
+// the model trained at --pairs, kProbeBatches fresh batches each.
+void TrainingRun::capacity_probe() {
+  json probe = json::array();
+  for (int pairs : kProbePairs) {
+    if (pairs > o_.keys) continue;
+    RecallTask task(pairs, o_.keys, o_.values);
+    Rng rng = evaluation_rng(o_.seed, pairs, 3);
+    std::vector<Batch> batches;
+    for (int i = 0; i < kProbeBatches; ++i) batches.push_back(task.sample_batch(o_.batch, rng, o_.device));
+    std::optional<EvalResult> r = evaluate(*model_, batches, stop_);
+    if (!r) break;
+    probe.push_back({{"pairs", pairs}, {"accuracy", r->accuracy}, {"loss", r->loss}});
+    progress_->note("capacity: " + std::to_string(pairs) + " pairs, accuracy " + std::to_string(r->accuracy));
+  }
+  final_results_["capacity"] = probe;
+}
+
+// The mean α of every gated head (gdn, mamba2, gla layers) on evaluation
+// text: lm one val batch of 64 windows of 256 (the course's), recall the
+// held-out set.
+void TrainingRun::alpha_statistics() {
+  bool gated = false;
+  for (MixerKind k : model_->config().layers) gated = gated || (k != MixerKind::Attn && uses_gate(scan_rule(k)));
+  if (!gated) return;
+  std::vector<Batch> batches = task_.heldout;
+  if (task_.text) {
+    const int ctx = int(std::min<int64_t>(256, int64_t(task_.text->tokens(Split::val).size()) - 1));
+    Rng rng = evaluation_rng(o_.seed, ctx, 4);
+    batches = random_batches(task_, Split::val, 1, 64, ctx, rng, o_.device);
+  }
+  NoGradGuard no_grad;
+  AlphaStats stats;
+  std::vector<std::vector<double>> sum;
+  for (const Batch& b : batches) {
+    model_->forward(b.x, nullptr, &stats);
+    if (sum.empty()) sum.assign(stats.mean.size(), std::vector<double>(stats.mean[0].size(), 0));
+    for (size_t l = 0; l < stats.mean.size(); ++l)
+      for (size_t h = 0; h < stats.mean[l].size(); ++h) sum[l][h] += stats.mean[l][h] / double(batches.size());
+  }
+  json alpha = json::array();
+  for (size_t l = 0; l < sum.size(); ++l) alpha.push_back({{"layer", stats.layer[l]}, {"mean_alpha", sum[l]}});
+  final_results_["alpha"] = alpha;
 }
 
 void TrainingRun::write_json() {
@@ -381,6 +480,10 @@ void TrainingRun::write_json() {
   j["machine"] = machine_json();  // of the last stretch, for a resumed run
   j["config"] = {{"model", model_json(config)}, {"train", options_json(o_)}};
   j["params"] = model_->params().count();
+  j["recipe"] = {{"lr", o_.lr}, {"schedule", o_.schedule}, {"warmup", o_.warmup}, {"clip", o_.clip},
+                 {"weight_decay", o_.weight_decay}, {"decay", o_.decay_matrices ? "matrices" : "all"},
+                 {"beta2", o_.beta2}, {"dropout", o_.dropout}, {"batch", o_.batch}, {"steps", o_.steps}};
+  if (o_.task == "recall") j["recipe"].update({{"pairs", o_.pairs}, {"keys", o_.keys}, {"values", o_.values}});
   j["kv_per_token"] = config.kv_per_token();
   j["state_const"] = config.state_const();
   j["conv_cache"] = config.conv_cache();
@@ -396,9 +499,10 @@ void TrainingRun::write_json() {
   if (!history_["eval"].empty()) {
     const json& last = history_["eval"].back();
     j["final"] = {{"step", last["step"]}, {"val_loss", last["val_loss"]}};
-    if (last.contains("val_accuracy")) j["final"]["val_accuracy"] = last["val_accuracy"];
+    for (const char* key : {"val_accuracy", "train_loss", "fresh_loss", "fresh_accuracy"})
+      if (last.contains(key)) j["final"][key] = last[key];
   }
-  if (!history_["loss_curve"].empty()) j["final"]["train_loss"] = history_["loss_curve"].back()["loss"];
+  if (!history_["loss_curve"].empty()) j["final"]["last_update_loss"] = history_["loss_curve"].back()["loss"];
   for (const auto& [key, value] : final_results_.items()) j[key] = value;
   int done_here = step_ - first_step_;
   j["wall_time_s"] = seconds_since(wall_start_);

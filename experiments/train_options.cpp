@@ -21,19 +21,31 @@ static bool was_given(const TrainOptions& o, const char* flag) {
   return std::find(o.given.begin(), o.given.end(), flag) != o.given.end();
 }
 
+// "%g" of a number, for a run's name.
+static std::string number(double v) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%g", v);
+  return text;
+}
+
 std::string run_name(const TrainOptions& o) {
+  const TrainOptions course;  // the course's recipe
   std::string name = o.task + "_" + o.preset;
   if (o.feature_map != FeatureMap::Elu1) name += std::string("-") + feature_map_name(o.feature_map);
   if (o.task == "recall" && o.pairs != RecallTask::kDefaultPairs) name += "_p" + std::to_string(o.pairs);
   if (o.task == "recall" && o.keys != RecallTask::kDefaultKeys) name += "_k" + std::to_string(o.keys);
-  if (o.seed != TrainOptions{}.seed) name += "_s" + std::to_string(o.seed);  // runs of other seeds sit side by side
-  if (o.weight_decay != TrainOptions{}.weight_decay) {  // an ablation sits beside the run it varies
-    char wd[32];
-    std::snprintf(wd, sizeof wd, "_wd%g", o.weight_decay);
-    name += wd;
-  }
+  if (o.task == "recall" && o.values != RecallTask::kDefaultValues) name += "_v" + std::to_string(o.values);
+  if (o.seed != course.seed) name += "_s" + std::to_string(o.seed);  // runs of other seeds sit side by side
+  if (o.dropout >= 0 && o.dropout != default_dropout(o.task)) name += "_drop" + number(o.dropout);
+  if (o.schedule != course.schedule) name += "_" + o.schedule;
+  if (o.clip != course.clip) name += "_clip" + number(o.clip);
+  if (o.weight_decay != course.weight_decay) name += "_wd" + number(o.weight_decay);
+  if (o.decay_matrices) name += "_decaymat";
+  if (o.beta2 != course.beta2) name += "_b2-" + number(o.beta2);
   return name;
 }
+
+double default_dropout(const std::string& task) { return task == "lm" ? 0.1 : 0.0; }
 
 std::string run_path(const TrainOptions& o, const std::string& extension) {
   if (!o.resume.empty() && !was_given(o, "--out"))
@@ -46,21 +58,30 @@ void validate(TrainOptions& o) {
   make_config(o.preset, 1);  // throws for an unknown preset
   // −1 means "the task's default" only when --steps was not given (the
   // command line refuses a given value below 1 before this).
-  if (o.steps == -1 && !was_given(o, "--steps")) o.steps = o.task == "lm" ? 5000 : 2000;
+  const bool lm = o.task == "lm";
+  if (o.steps == -1 && !was_given(o, "--steps")) o.steps = lm ? 5000 : 6000;
+  if (o.batch == -1 && !was_given(o, "--batch")) o.batch = lm ? 64 : 128;
+  if (o.dropout < 0 && !was_given(o, "--dropout")) o.dropout = default_dropout(o.task);
   check(o.steps > 0, "--steps must be positive, got " + std::to_string(o.steps));
   check(o.batch > 0, "--batch must be positive, got " + std::to_string(o.batch));
   check(o.context > 0, "--context must be positive, got " + std::to_string(o.context));
   check(o.scan_chunk > 0, "--scan-chunk must be positive, got " + std::to_string(o.scan_chunk));
   check(o.feature_map == FeatureMap::Elu1 || make_config(o.preset, 1).has_layer(MixerKind::Linear),
         "--feature-map is for linear attention layers; preset '" + o.preset + "' has none");
-  check(o.task == "recall" || (!was_given(o, "--pairs") && !was_given(o, "--keys")),
-        "--pairs and --keys are for --task recall");
-  if (o.task == "recall") (void)RecallTask(o.pairs, o.keys);  // throws for impossible sizes
+  check(o.task == "recall" || (!was_given(o, "--pairs") && !was_given(o, "--keys") && !was_given(o, "--values")),
+        "--pairs, --keys and --values are for --task recall");
+  if (o.task == "recall") (void)RecallTask(o.pairs, o.keys, o.values);  // throws for impossible sizes
   check(o.lr > 0 && std::isfinite(o.lr), "--lr must be a positive number");
+  check(o.schedule == "constant" || o.schedule == "cosine",
+        "unknown --schedule '" + o.schedule.substr(0, 40) + "': use constant or cosine");
   check(o.warmup >= 0, "--warmup must not be negative");
+  check(o.schedule == "cosine" || o.warmup == 0, "--warmup is for --schedule cosine");
+  check(o.clip >= 0 && std::isfinite(o.clip), "--clip must be a number >= 0 (0: no clipping)");
   check(o.weight_decay >= 0 && std::isfinite(o.weight_decay), "--weight-decay must not be negative");
-  if (o.eval_every <= 0) o.eval_every = o.task == "lm" ? 500 : 100;
-  if (o.eval_batches <= 0) o.eval_batches = o.task == "lm" ? 200 : 8;
+  check(o.beta2 > 0 && o.beta2 < 1, "--beta2 must be in (0, 1)");
+  check(o.dropout >= 0 && o.dropout < 1, "--dropout must be in [0, 1)");
+  if (o.eval_every <= 0) o.eval_every = 500;
+  if (o.eval_batches <= 0) o.eval_batches = lm ? 200 : 8;
   if (o.checkpoint_every <= 0) o.checkpoint_every = o.eval_every;
   kernels::require_device(o.device);  // "CUDA was requested but no CUDA GPU is available"
 }
@@ -116,8 +137,15 @@ void adopt_checkpoint_options(TrainOptions& o, const CheckpointInfo& info, const
   adopt("--attention", "attention", o.attention);
   adopt("--conv", "conv", o.conv, Fusion::Fused);  // the same maths; one op since the option
   adopt("--keys", "keys", o.keys);
+  adopt("--values", "values", o.values);
+  // The recipe: a resumed run goes on with its own; a flag that differs is refused.
+  adopt("--schedule", "schedule", o.schedule);
   adopt("--warmup", "warmup", o.warmup);
-  adopt("--weight-decay", "weight_decay", o.weight_decay, 0.1);  // 0.1 before the option
+  adopt("--clip", "clip", o.clip);
+  adopt("--weight-decay", "weight_decay", o.weight_decay);
+  adopt("--decay-matrices", "decay_matrices", o.decay_matrices);
+  adopt("--beta2", "beta2", o.beta2);
+  adopt("--dropout", "dropout", o.dropout);
   adopt("--seed", "seed", o.seed);
   adopt("--eval-every", "eval_every", o.eval_every);
   adopt("--eval-batches", "eval_batches", o.eval_batches);

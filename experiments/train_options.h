@@ -15,21 +15,28 @@ struct TrainOptions {
   std::string preset = "gdn";
   std::string task = "recall";  // "lm" or "recall"
   Device device = Device::cpu;
-  int steps = -1;      // updates; −1: the task's default (lm 5000, recall 2000)
-  int batch = 64;
+  int steps = -1;      // updates; −1: the task's default (lm 5000, recall 6000)
+  int batch = -1;      // sequences per batch; −1: the task's default (lm 64, recall 128)
   int context = 64;    // lm only (recall sequences are 4·pairs − 1 tokens)
   int pairs = 32;      // recall: key–value pairs per sequence
-  int keys = 64;       // recall: distinct key tokens (values are always 16)
+  int keys = 64;       // recall: distinct key tokens
+  int values = 64;     // recall: distinct value tokens
   int scan_chunk = ModelConfig{}.scan_chunk;  // tokens per chunk of the chunked scan
   // The enums below are parsed once, from the command line (experiments/main.cpp).
   ScanForm scan_form = ScanForm::Chunked;     // the recurrence in training (or token by token)
   FeatureMap feature_map = FeatureMap::Elu1;  // linear layers' feature map
   Fusion attention = Fusion::Fused;           // attention layers: one op, or op by op
   Fusion conv = Fusion::Fused;                // recurrent layers' conv + SiLU: one op, or op by op
-  double lr = 1e-3;    // peak; the cosine ends at lr / 10 (1e-4 at the default)
-  int warmup = 100;
-  double clip = 1.0;
-  double weight_decay = 0.1;  // AdamW's decoupled decay, on parameters of two or more dimensions
+  // The recipe (docs/spec.md §2.3): the course's values by default; each a
+  // flag so that one run can change one thing.
+  double lr = 1e-3;    // constant; with the cosine schedule the peak, ending at lr / 10
+  std::string schedule = "constant";  // "constant" or "cosine" (warm-up, then down to lr / 10)
+  int warmup = 0;      // cosine: linear warm-up updates
+  double clip = 0;     // global gradient-norm clipping; 0: none
+  double weight_decay = 0.01;  // AdamW's decoupled decay
+  bool decay_matrices = false; // decay only parameters of two or more dimensions (else every one)
+  double beta2 = 0.999;        // AdamW's second-moment decay (β1 is 0.9)
+  double dropout = -1;         // −1: the task's default (lm 0.1, recall 0)
   uint64_t seed = 1337;
   std::string data = "data/tinyshakespeare.txt";
   std::string out = "runs";
@@ -44,6 +51,7 @@ struct TrainOptions {
   std::vector<int> extrap_contexts = {64, 128, 256, 512};
   bool quiet = false;      // no progress line
   bool trace = false;      // print every op of the first update (autograd/trace.h)
+  std::string save_batches;  // write every update's batch here (json lines), for comparisons
   // Names of the options given on the command line ("--batch", ...). On
   // --resume the checkpoint's run options apply; a given one that differs
   // from the checkpoint's is an error.
@@ -54,9 +62,13 @@ struct TrainOptions {
 // defaults (steps, evaluation) where an option was not given.
 void validate(TrainOptions& options);
 
-// lina's name for the run: <task>_<preset>[-<feature map>][_p<pairs>][_k<keys>][_s<seed>][_wd<decay>],
-// the non-default parts only.
+// lina's name for the run: <task>_<preset>[-<feature map>][_p<pairs>][_k<keys>][_v<values>][_s<seed>]
+// then the recipe flags that differ from the course's ([_drop<p>][_cosine][_clip<x>][_wd<decay>]
+// [_decaymat][_b2-<β2>]): the non-default parts only, so an ablation sits beside the run it varies.
 std::string run_name(const TrainOptions& options);
+
+// The course's dropout for a task: lm 0.1, recall 0.
+double default_dropout(const std::string& task);
 
 // Where a run writes: <out>/<device>/<run_name>.json / .safetensors.
 // A resumed run given no --out goes on in its checkpoint's own files: CKPT

@@ -1,7 +1,8 @@
 // Causal softmax attention with grouped-query heads and RoPE (docs/spec.md §1.1).
 //   q = x W_qᵀ (n_head heads), k = x W_kᵀ, v = x W_vᵀ (n_kv_head heads each)
-//   RoPE on q and k; scores = q kᵀ / √d, causal; o = softmax(scores) v;
-//   query head h reads KV head h / (n_head / n_kv_head); out = concat(o) W_oᵀ.
+//   RoPE on q and k (interleaved pairs); scores = q kᵀ / √d, causal;
+//   o = dropout(softmax(scores)) v; query head h reads KV head h / (n_head /
+//   n_kv_head); out = dropout(concat(o) W_oᵀ).
 #include <cmath>
 
 #include "core/layout.h"
@@ -24,7 +25,7 @@ static Var repeat_kv_heads(const Var& kv, int group) {
 // the reference the fused op is tested against. Returns [B, T, H, d]. With
 // `names`, the scores and weights carry the layer's names.
 Var attention_composed(const Var& q, const Var& k, const Var& v, double scale,
-                       const LayerNames* names) {
+                       const LayerNames* names, const DropoutKey& drop) {
   int group = int(q.dim(2) / k.dim(2));
   Var qh = permute(q, {0, 2, 1, 3});   // [B, H, T, d]
   Var kh = repeat_kv_heads(k, group);  // [B, H, Tk, d]
@@ -32,17 +33,18 @@ Var attention_composed(const Var& q, const Var& k, const Var& v, double scale,
   Var scores = named(mul_scalar(matmul(qh, kh, false, true), scale),
                      names ? names->scores : nullptr);                        // [B, H, T, Tk]
   Var weights = named(softmax(scores, /*causal=*/true), names ? names->weights : nullptr);
-  Var o = matmul(weights, vh);       // [B, H, T, d]
+  Var o = matmul(dropout(weights, drop), vh);  // [B, H, T, d]
   return permute(o, {0, 2, 1, 3});   // [B, T, H, d]
 }
 
 Var AttentionMixer::forward(const ModelConfig& c, const Var& x, const LayerNames& n,
-                            int64_t pos0, LayerCache* cache) const {
+                            int64_t pos0, LayerCache* cache, const Dropout& drop,
+                            int layer) const {
   int64_t B = x.dim(0), T = x.dim(1), d = c.head_size;
-  Var q = named(linear(x, wq), n.q_proj), k = named(linear(x, wk), n.k_proj);
+  Var q = named(linear(x, q_proj), n.q_proj), k = named(linear(x, k_proj), n.k_proj);
   q = named(rope(reshape(q, {B, T, c.n_head, d}), pos0, c.rope_base), n.q);
   k = named(rope(reshape(k, {B, T, c.n_kv_head, d}), pos0, c.rope_base), n.k);
-  Var v = named(reshape(named(linear(x, wv), n.v_proj), {B, T, c.n_kv_head, d}), n.v);
+  Var v = named(reshape(named(linear(x, v_proj), n.v_proj), {B, T, c.n_kv_head, d}), n.v);
   if (cache) {  // prepend the keys and values of earlier tokens
     if (cache->k.defined()) {
       k = concat({Var(cache->k), k}, 1);
@@ -52,10 +54,12 @@ Var AttentionMixer::forward(const ModelConfig& c, const Var& x, const LayerNames
     cache->v = v.data();
   }
   const double scale = 1.0 / std::sqrt(double(d));
-  Var o = c.attention == Fusion::Fused ? causal_attention(q, k, v, scale)          // one op, GQA by index
-                            : attention_composed(q, k, v, scale, &n);   // op by op
+  const DropoutKey weights_drop = drop.key(layer, DropoutSite::AttentionWeights);
+  Var o = c.attention == Fusion::Fused ? causal_attention(q, k, v, scale, weights_drop)  // one op, GQA by index
+                                       : attention_composed(q, k, v, scale, &n, weights_drop);  // op by op
   o = named(o, n.o);  // [B, T, H, d]
-  return named(linear(reshape(o, {B, T, int64_t(c.n_head) * d}), wo), n.mixer);
+  Var out = linear(reshape(o, {B, T, int64_t(c.n_head) * d}), o_proj);
+  return named(dropout(out, drop.key(layer, DropoutSite::MixerOutput)), n.mix);
 }
 
 }  // namespace lina

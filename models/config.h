@@ -36,6 +36,20 @@ const char* scan_form_name(ScanForm f);  // "sequential", "chunked"
 // Throws "unknown --scan-form 'x': use chunked or sequential".
 ScanForm parse_scan_form(const std::string& name);
 
+// The dropout sites of one layer (docs/spec.md §1 "dropout"): each gets its
+// own stream of masks, site = 4 · layer + where (core/philox.h DropoutKey).
+enum class DropoutSite { AttentionWeights = 0, MixerOutput = 1, FfnOutput = 2 };
+// Dropout while training: probability p, the run's seed and the update.
+// p = 0 (the default, and always at evaluation): no dropout.
+struct Dropout {
+  double p = 0.0;
+  uint64_t seed = 0;
+  int64_t update = 0;
+  DropoutKey key(int layer, DropoutSite where) const {
+    return {p, seed, uint32_t(update), uint32_t(4 * layer + int(where))};
+  }
+};
+
 struct ModelConfig {
   std::string preset = "gdn";  // the name given by the user (preset or pattern)
   std::vector<MixerKind> layers;  // one entry per layer
@@ -44,9 +58,9 @@ struct ModelConfig {
   int n_head = 4;
   int head_size = 32;
   int n_kv_head = 2;     // attention layers only (grouped-query attention)
-  int mlp_hidden = 512;
+  int mlp_hidden = 344;  // SwiGLU: (int(8 · 128 / 3) + 7) // 8 · 8
   int conv_kernel = 4;   // recurrent layers' short causal conv
-  double norm_eps = 1e-5;
+  double norm_eps = 1e-6;
   double rope_base = 10000.0;
   ScanForm scan_form = ScanForm::Chunked;  // the training form of the recurrence
   int scan_chunk = kDefaultScanChunk;  // tokens per chunk of the chunked form (core/kernel_args.h)

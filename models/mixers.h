@@ -1,18 +1,18 @@
-// The two token mixers (docs/spec.md §1.1, §1.2) and the MLP, as plain structs of
-// parameter handles with a forward function each.
+// The two token mixers (docs/spec.md §1.1, §1.2) and the MLP (SwiGLU), as plain
+// structs of parameter handles with a forward function each.
 #pragma once
 #include "models/config.h"
 #include "models/model.h"
 
 namespace lina {
 
-// The names of one layer's intermediate tensors, "layers.{i}.mixer.q" and
-// so on (the prefixes of the parameter names, docs/spec.md §1.4), shown by the
+// The names of one layer's intermediate tensors, "blocks.{i}.mix.q" and so
+// on (the prefixes of the parameter names, docs/spec.md §1.4), shown by the
 // graph, the trace and the debugger. Interned once when the model is built,
 // so naming a tensor in every forward is one pointer store (named(), var.h).
 struct LayerNames {
   explicit LayerNames(int layer);
-  const char* norm1;                      // norm1(x), the mixer's input
+  const char* n1;                         // n1(x), the mixer's input
   const char* q_proj, *k_proj, *v_proj;   // x W_qᵀ, x W_kᵀ, x W_vᵀ
   const char* q_conv, *k_conv, *v_conv;   // recurrent: SiLU(conv(...)) of each
   const char* q, *k, *v;                  // what the scan (or softmax attention) reads
@@ -22,53 +22,60 @@ struct LayerNames {
   const char* scores, *weights;           // attention: q kᵀ/√d and softmax(scores)
   const char* o;                          // the read-out: o_t = S_t q_t, or weights · v
   const char* o_norm;                     // recurrent: per-head RMSNorm of o
-  const char* mixer;                      // the mixer's output, (...) W_oᵀ
-  const char* residual;                   // x + mixer
-  const char* norm2, *mlp_hidden, *mlp;   // norm2(x), GELU(x W_fcᵀ), the MLP's output
-  const char* out;                        // the block's output, x + mlp
+  const char* g_proj, *gated;             // recurrent: silu(x W_gᵀ), o_norm(o) ⊙ that
+  const char* mix;                        // the mixer's output, dropout((...) W_oᵀ)
+  const char* residual;                   // x + mix
+  const char* n2;                         // n2(x), the MLP's input
+  const char* ffn_hidden, *ffn;           // silu(x W_gateᵀ) ⊙ x W_upᵀ, the MLP's output
+  const char* out;                        // the block's output, x + ffn
 };
 
 // y = x Wᵀ for a weight W [out, in] (the [out, in] convention of docs/spec.md §1.4).
 inline Var linear(const Var& x, const Var& weight) { return matmul(x, weight, false, true); }
 
+// SwiGLU: down(silu(x W_gateᵀ) ⊙ x W_upᵀ), then dropout.
 struct Mlp {
-  Var fc, proj;  // [hidden, n_embd], [n_embd, hidden]
-  Var forward(const Var& x, const LayerNames& n) const {
-    return named(linear(named(gelu(linear(x, fc)), n.mlp_hidden), proj), n.mlp);
+  Var gate, up, down;  // [hidden, n_embd], [hidden, n_embd], [n_embd, hidden]
+  Var forward(const Var& x, const LayerNames& n, const DropoutKey& drop) const {
+    Var hidden = named(mul(silu(linear(x, gate)), linear(x, up)), n.ffn_hidden);
+    return named(dropout(linear(hidden, down), drop), n.ffn);
   }
 };
 
 // Causal attention op by op (models/attention.cpp): q [B, T, H, d], k and v
 // [B, Tk, Hkv, d] -> [B, T, H, d]; what causal_attention computes in one op.
 // With `names`, its scores and weights are named after the layer.
+// With dropout (p > 0), the weights are dropped before the product with v.
 Var attention_composed(const Var& q, const Var& k, const Var& v, double scale,
-                       const LayerNames* names = nullptr);
+                       const LayerNames* names = nullptr, const DropoutKey& drop = {});
 
 struct AttentionMixer {
-  Var wq, wk, wv, wo;
+  Var q_proj, k_proj, v_proj, o_proj;  // [C, C], [kv, C], [kv, C], [C, C]; kv = n_kv_head · d
   // x [B, T, C] -> [B, T, C]; with a cache, attends to the cached keys too.
   Var forward(const ModelConfig& c, const Var& x, const LayerNames& n, int64_t pos0,
-              LayerCache* cache) const;
+              LayerCache* cache, const Dropout& drop, int layer) const;
 };
 
 struct RecurrentMixer {
   MixerKind kind = MixerKind::Gdn;
-  Var wq, wk, wv, wo;
-  Var conv_q, conv_k, conv_v;  // [C, K]
+  Var q_proj, k_proj, v_proj, o_proj;  // [C, C] each
+  Var conv;                    // [3C, 1, K]: the depthwise conv of [q | k | v], channel by channel
   Var b_proj_w, b_proj_b;      // delta, gdn: [H, C], [H]
   Var a_proj_w, a_proj_b;      // gdn, mamba2: [H, C], [H]; gla: [H·d, C], [H·d]
+  Var g_proj;                  // [C, C]: the output gate silu(x W_gᵀ)
   Var o_norm;                  // [head_size], shared by the heads
   // x [B, T, C] -> [B, T, C]; with a cache, continues from its state.
   // alpha_mean: the mean decay of each head (over channels for gla).
   Var forward(const ModelConfig& c, const Var& x, const LayerNames& n, LayerCache* cache,
-              std::vector<double>* alpha_mean) const;
+              std::vector<double>* alpha_mean, const DropoutKey& drop) const;
 };
 
 struct Block {
-  explicit Block(int layer) : names(layer) {}
+  explicit Block(int i) : layer(i), names(i) {}
+  int layer;
   MixerKind kind = MixerKind::Gdn;
   LayerNames names;
-  Var norm1, norm2;
+  Var n1, n2;  // the RMSNorm weights before the mixer and before the MLP
   AttentionMixer attn;
   RecurrentMixer rec;
   Mlp mlp;

@@ -28,32 +28,34 @@ long long InferenceState::conv_floats() const {
 // ---- the names of intermediate tensors -------------------------------------------------------
 
 LayerNames::LayerNames(int layer) {
-  const std::string p = "layers." + std::to_string(layer) + ".";
+  const std::string p = "blocks." + std::to_string(layer) + ".";
   auto name = [&](const char* what) { return intern_name(p + what); };
-  norm1 = name("norm1");
-  q_proj = name("mixer.q_proj");
-  k_proj = name("mixer.k_proj");
-  v_proj = name("mixer.v_proj");
-  q_conv = name("mixer.q_conv");
-  k_conv = name("mixer.k_conv");
-  v_conv = name("mixer.v_conv");
-  q = name("mixer.q");
-  k = name("mixer.k");
-  v = name("mixer.v");
-  b_proj = name("mixer.b_proj");
-  beta = name("mixer.beta");
-  a_proj = name("mixer.a_proj");
-  log_alpha = name("mixer.log_alpha");
-  ba_proj = name("mixer.ba_proj");
-  scores = name("mixer.scores");
-  weights = name("mixer.weights");
-  o = name("mixer.o");
-  o_norm = name("mixer.o_norm");
-  mixer = name("mixer");
+  n1 = name("n1");
+  q_proj = name("mix.q_proj");
+  k_proj = name("mix.k_proj");
+  v_proj = name("mix.v_proj");
+  q_conv = name("mix.q_conv");
+  k_conv = name("mix.k_conv");
+  v_conv = name("mix.v_conv");
+  q = name("mix.q");
+  k = name("mix.k");
+  v = name("mix.v");
+  b_proj = name("mix.b_proj");
+  beta = name("mix.beta");
+  a_proj = name("mix.a_proj");
+  log_alpha = name("mix.log_alpha");
+  ba_proj = name("mix.ba_proj");
+  scores = name("mix.scores");
+  weights = name("mix.weights");
+  o = name("mix.o");
+  o_norm = name("mix.o_norm");
+  g_proj = name("mix.g_proj");
+  gated = name("mix.gated");
+  mix = name("mix");
   residual = name("residual");
-  norm2 = name("norm2");
-  mlp_hidden = name("mlp.hidden");
-  mlp = name("mlp");
+  n2 = name("n2");
+  ffn_hidden = name("ffn.hidden");
+  ffn = name("ffn");
   out = name("out");
 }
 
@@ -61,79 +63,97 @@ LayerNames::LayerNames(int layer) {
 
 namespace {
 
-// Registers parameters and records how each is initialised; the values are
-// drawn in registration order from one seeded generator.
+// Registers parameters under the course's names (docs/spec.md §1.4) and
+// initialises each as PyTorch's layers do by default; the values are drawn
+// in registration order from one seeded generator. Matrices (two or more
+// dimensions) are marked `decay`: the ones --decay-matrices decays.
 struct Initialiser {
   ParameterStore& params;
   Rng rng;
-  Var normal(const std::string& name, const Shape& shape, double std, bool decay = true) {
-    Var p = params.add(name, shape, decay);
+  Var uniform(const std::string& name, const Shape& shape, double bound) {
+    Var p = params.add(name, shape, /*decay=*/shape.size() >= 2);
+    p.data().copy_from(Tensor::rand(shape, rng, -bound, bound, p.dtype()));
+    return p;
+  }
+  // nn.Linear's weight [out, in] (and bias [out]): U(±1/√in).
+  Var linear(const std::string& name, int64_t out, int64_t in) {
+    return uniform(name, {out, in}, 1.0 / std::sqrt(double(in)));
+  }
+  Var bias(const std::string& name, int64_t out, int64_t in) {
+    return uniform(name, {out}, 1.0 / std::sqrt(double(in)));
+  }
+  Var normal(const std::string& name, const Shape& shape, double std) {  // nn.Embedding: N(0, 1)
+    Var p = params.add(name, shape, /*decay=*/true);
     p.data().copy_from(Tensor::randn(shape, rng, std, 0.0, p.dtype()));
     return p;
   }
-  Var uniform(const std::string& name, const Shape& shape, double lo, double hi) {
-    Var p = params.add(name, shape, /*decay=*/true);
-    p.data().copy_from(Tensor::rand(shape, rng, lo, hi, p.dtype()));
-    return p;
-  }
   Var constant(const std::string& name, const Shape& shape, double value) {
-    Var p = params.add(name, shape, /*decay=*/false);  // norm weights and biases
+    Var p = params.add(name, shape, /*decay=*/shape.size() >= 2);  // norm weights, a_proj's bias
     p.data().copy_from(Tensor::full(shape, value, p.dtype()));
     return p;
   }
 };
 
+void init_attention(Initialiser& init, const ModelConfig& c, const std::string& p, AttentionMixer& a) {
+  const int64_t C = c.n_embd, kv = int64_t(c.n_kv_head) * c.head_size;
+  a.q_proj = init.linear(p + "mix.q_proj.weight", C, C);
+  a.k_proj = init.linear(p + "mix.k_proj.weight", kv, C);
+  a.v_proj = init.linear(p + "mix.v_proj.weight", kv, C);
+  a.o_proj = init.linear(p + "mix.o_proj.weight", C, C);
+}
+
+void init_recurrent(Initialiser& init, const ModelConfig& c, const std::string& p, RecurrentMixer& r) {
+  const int64_t C = c.n_embd, H = c.n_head;
+  r.q_proj = init.linear(p + "mix.q_proj.weight", C, C);
+  r.k_proj = init.linear(p + "mix.k_proj.weight", C, C);
+  r.v_proj = init.linear(p + "mix.v_proj.weight", C, C);
+  // nn.Conv1d(3C, 3C, K, groups=3C): fan_in = K, so U(±1/√K) = U(±½) at K = 4.
+  r.conv = init.uniform(p + "mix.conv.weight", {3 * C, 1, c.conv_kernel}, 1.0 / std::sqrt(double(c.conv_kernel)));
+  const ScanRule rule = scan_rule(r.kind);
+  if (uses_beta(rule)) {
+    r.b_proj_w = init.linear(p + "mix.b_proj.weight", H, C);
+    r.b_proj_b = init.bias(p + "mix.b_proj.bias", H, C);
+  }
+  if (uses_gate(rule)) {  // one gate per head, or per head and key channel (gla)
+    const int64_t gates = gate_per_channel(rule) ? H * c.head_size : H;
+    r.a_proj_w = init.linear(p + "mix.a_proj.weight", gates, C);
+    r.a_proj_b = init.constant(p + "mix.a_proj.bias", {gates}, 3.0);  // α ≈ σ(3) ≈ 0.95
+  }
+  r.g_proj = init.linear(p + "mix.g_proj.weight", C, C);
+  r.o_norm = init.constant(p + "mix.o_norm.weight", {c.head_size}, 1.0);
+  r.o_proj = init.linear(p + "mix.o_proj.weight", C, C);
+}
+
 }  // namespace
 
+// Registration follows the course's module order (tok, then each block's
+// mixer, ffn, n1, n2, then norm_f and lm_head), so a state_dict lists the
+// same names in the same order.
 LanguageModel::LanguageModel(const ModelConfig& c, uint64_t seed, DType dtype, Device device)
     : config_(c) {
   check(c.n_layer() > 0, "model: a model needs at least one layer");
   check(c.n_head * c.head_size == c.n_embd && c.n_head % c.n_kv_head == 0,
         "model: n_head · head_size must equal n_embd and n_kv_head must divide n_head");
   Initialiser init{params_, Rng(seed)};
-  const double std = 0.02, std_out = 0.02 / std::sqrt(2.0 * c.n_layer());
-  const int64_t C = c.n_embd, H = c.n_head, kv = int64_t(c.n_kv_head) * c.head_size;
-  tok_emb_ = init.normal("tok_emb.weight", {c.vocab, C}, std);
+  const int64_t C = c.n_embd, F = c.mlp_hidden;
+  tok_ = init.normal("tok.weight", {c.vocab, C}, 1.0);
   for (int i = 0; i < c.n_layer(); ++i) {
-    std::string p = "layers." + std::to_string(i) + ".";
+    const std::string p = "blocks." + std::to_string(i) + ".";
     Block b(i);
     b.kind = c.layers[size_t(i)];
-    b.norm1 = init.constant(p + "norm1.weight", {C}, 1.0);
-    if (b.kind == MixerKind::Attn) {
-      b.attn.wq = init.normal(p + "mixer.wq.weight", {C, C}, std);
-      b.attn.wk = init.normal(p + "mixer.wk.weight", {kv, C}, std);
-      b.attn.wv = init.normal(p + "mixer.wv.weight", {kv, C}, std);
-      b.attn.wo = init.normal(p + "mixer.wo.weight", {C, C}, std_out);
-    } else {
-      RecurrentMixer& r = b.rec;
-      r.kind = b.kind;
-      r.wq = init.normal(p + "mixer.wq.weight", {C, C}, std);
-      r.wk = init.normal(p + "mixer.wk.weight", {C, C}, std);
-      r.wv = init.normal(p + "mixer.wv.weight", {C, C}, std);
-      r.wo = init.normal(p + "mixer.wo.weight", {C, C}, std_out);
-      // U(−½, ½): PyTorch's default for a depthwise conv of kernel 4 (docs/spec.md §1)
-      r.conv_q = init.uniform(p + "mixer.conv_q.weight", {C, c.conv_kernel}, -0.5, 0.5);
-      r.conv_k = init.uniform(p + "mixer.conv_k.weight", {C, c.conv_kernel}, -0.5, 0.5);
-      r.conv_v = init.uniform(p + "mixer.conv_v.weight", {C, c.conv_kernel}, -0.5, 0.5);
-      const ScanRule rule = scan_rule(b.kind);
-      if (uses_beta(rule)) {
-        r.b_proj_w = init.normal(p + "mixer.b_proj.weight", {H, C}, std);
-        r.b_proj_b = init.constant(p + "mixer.b_proj.bias", {H}, 0.0);
-      }
-      if (uses_gate(rule)) {  // one gate per head, or per head and key channel (gla)
-        const int64_t gates = gate_per_channel(rule) ? H * c.head_size : H;
-        r.a_proj_w = init.normal(p + "mixer.a_proj.weight", {gates, C}, std);
-        r.a_proj_b = init.constant(p + "mixer.a_proj.bias", {gates}, 3.0);  // α ≈ σ(3) ≈ 0.95
-      }
-      r.o_norm = init.constant(p + "mixer.o_norm.weight", {c.head_size}, 1.0);
-    }
-    b.norm2 = init.constant(p + "norm2.weight", {C}, 1.0);
-    b.mlp.fc = init.normal(p + "mlp.fc.weight", {c.mlp_hidden, C}, std);
-    b.mlp.proj = init.normal(p + "mlp.proj.weight", {C, c.mlp_hidden}, std_out);
+    b.rec.kind = b.kind;
+    if (b.kind == MixerKind::Attn) init_attention(init, c, p, b.attn);
+    else init_recurrent(init, c, p, b.rec);
+    b.mlp.gate = init.linear(p + "ffn.gate.weight", F, C);
+    b.mlp.up = init.linear(p + "ffn.up.weight", F, C);
+    b.mlp.down = init.linear(p + "ffn.down.weight", C, F);
+    b.n1 = init.constant(p + "n1.weight", {C}, 1.0);
+    b.n2 = init.constant(p + "n2.weight", {C}, 1.0);
     blocks_.push_back(b);
   }
   norm_f_ = init.constant("norm_f.weight", {C}, 1.0);
-  head_ = init.normal("head.weight", {c.vocab, C}, std);
+  lm_head_ = init.linear("lm_head.weight", c.vocab, C);
+  lm_head_bias_ = init.bias("lm_head.bias", c.vocab, C);
   params_.finalize(dtype, device);
 }
 
@@ -167,30 +187,33 @@ Var LanguageModel::forward(const Tensor& ids, InferenceState* state, AlphaStats*
         "model: inference state has the wrong number of layers");
   const ModelConfig& c = config_;
   int64_t pos0 = state ? state->position : 0;
-  Var x = named(embedding(tok_emb_, ids), "tok_emb");  // [B, T, C]
+  Var x = named(embedding(tok_, ids), "tok");  // [B, T, C]
   if (alpha) *alpha = AlphaStats{};
   for (size_t i = 0; i < blocks_.size(); ++i) {
     const Block& b = blocks_[i];
     const LayerNames& n = b.names;
     LayerCache* cache = state ? &state->layers[i] : nullptr;
-    Var h = named(rms_norm(x, b.norm1, c.norm_eps), n.norm1);
+    Var h = named(rms_norm(x, b.n1, c.norm_eps), n.n1);
     if (b.kind == MixerKind::Attn) {
-      h = b.attn.forward(c, h, n, pos0, cache);
+      h = b.attn.forward(c, h, n, pos0, cache, dropout_, b.layer);
     } else {
       std::vector<double> alpha_mean;
       bool gated = alpha && uses_gate(scan_rule(b.kind));
-      h = b.rec.forward(c, h, n, cache, gated ? &alpha_mean : nullptr);
+      h = b.rec.forward(c, h, n, cache, gated ? &alpha_mean : nullptr,
+                        dropout_.key(b.layer, DropoutSite::MixerOutput));
       if (gated) {
         alpha->layer.push_back(int(i));
         alpha->mean.push_back(alpha_mean);
       }
     }
     x = named(add(x, h), n.residual);
-    x = named(add(x, b.mlp.forward(named(rms_norm(x, b.norm2, c.norm_eps), n.norm2), n)), n.out);
+    Var ffn = b.mlp.forward(named(rms_norm(x, b.n2, c.norm_eps), n.n2), n,
+                            dropout_.key(b.layer, DropoutSite::FfnOutput));
+    x = named(add(x, ffn), n.out);
   }
   if (state) state->position += ids.dim(1);
   Var normed = named(rms_norm(x, norm_f_, c.norm_eps), "norm_f");
-  return named(linear(normed, head_), "logits");  // [B, T, vocab]
+  return named(add(linear(normed, lm_head_), lm_head_bias_), "logits");  // [B, T, vocab]
 }
 
 }  // namespace lina

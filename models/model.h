@@ -1,6 +1,8 @@
-// The language model of docs/spec.md §1: token embedding, n pre-norm blocks
-// (mixer + MLP), a final RMSNorm and an untied head. The mixer of each
-// layer is softmax attention or the recurrent mixer (linear / delta / gdn).
+// The language model of docs/spec.md §1 (the course's): token embedding, n
+// pre-norm blocks (mixer + SwiGLU MLP), a final RMSNorm and an untied head
+// with a bias. The mixer of each layer is softmax attention or the recurrent
+// mixer (linear / delta / gdn / retnet / mamba2 / gla). Parameters carry the
+// course's names (docs/spec.md §1.4), so a checkpoint loads into its PyTorch model.
 //
 //   LanguageModel model(make_config("gdn", 65), /*seed=*/1337);
 //   Var logits = model.forward(ids);            // ids int32 [B, T] -> [B, T, vocab]
@@ -54,6 +56,11 @@ class LanguageModel {
   Var forward(const Tensor& ids, InferenceState* state = nullptr, AlphaStats* alpha = nullptr);
   // An empty state for a batch of `batch` sequences.
   InferenceState new_state(int64_t batch) const;
+  // Dropout for the forwards that follow (training: the run's p, seed and
+  // the update about to be made); Dropout{} (p = 0) turns it off, as for
+  // evaluation. Off when the model is made.
+  void set_dropout(const Dropout& d) { dropout_ = d; }
+  const Dropout& dropout() const { return dropout_; }
 
   const ModelConfig& config() const { return config_; }
   ParameterStore& params() { return params_; }
@@ -62,8 +69,9 @@ class LanguageModel {
  private:
   ModelConfig config_;
   ParameterStore params_;
-  Var tok_emb_, norm_f_, head_;
+  Var tok_, norm_f_, lm_head_, lm_head_bias_;
   std::vector<Block> blocks_;
+  Dropout dropout_;
 };
 
 }  // namespace lina

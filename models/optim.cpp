@@ -13,6 +13,7 @@ AdamW::AdamW(ParameterStore& params, AdamWConfig config) : params_(params), conf
   check(params.finalized(), "AdamW: the parameter store must be finalized first");
   m_ = Tensor::zeros({params.count()}, params.dtype(), params.device());
   v_ = Tensor::zeros({params.count()}, params.dtype(), params.device());
+  if (config.decay_all) return;  // no mask: decay applies everywhere
   // One update over the whole flat buffer: the mask says where decay applies.
   std::vector<double> mask(size_t(params.count()), 0.0);
   for (const Parameter& p : params.parameters())
@@ -48,14 +49,14 @@ Tensor AdamW::second_moment(const std::string& name) const { return moment_view(
 // ---- gradient clipping --------------------------------------------------------------------
 
 double clip_grad_norm(ParameterStore& params, double max_norm) {
-  check(max_norm > 0, "clip_grad_norm: max_norm must be positive, got " + std::to_string(max_norm));
+  check(max_norm >= 0, "clip_grad_norm: max_norm must not be negative, got " + std::to_string(max_norm));
   params.check_grads_in_buffer("clip_grad_norm");
   Tensor grad = params.grad();  // the whole gradient buffer
   // Σ g² stays on the gradients' device and the clip factor is computed
   // there: the update does not wait for a read back. The norm is returned
   // for the log (on CUDA: the step's one read of the gradient norm).
   Tensor sum_of_squares = kernels::sum_squares_on_device(grad);
-  kernels::clip_to_norm(grad, sum_of_squares, max_norm);
+  if (max_norm > 0) kernels::clip_to_norm(grad, sum_of_squares, max_norm);
   return std::sqrt(sum_of_squares.item());
 }
 

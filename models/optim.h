@@ -8,15 +8,19 @@
 
 namespace lina {
 
+// PyTorch's defaults (torch.optim.AdamW), the course's optimiser.
 struct AdamWConfig {
   double lr = 1e-3;
-  double beta1 = 0.9, beta2 = 0.99;
+  double beta1 = 0.9, beta2 = 0.999;
   double eps = 1e-8;
-  double weight_decay = 0.1;  // applied only to parameters added with decay = true
+  double weight_decay = 0.01;
+  // Decay every parameter (PyTorch's default), or only those added with
+  // decay = true (the matrices: --decay-matrices).
+  bool decay_all = true;
 };
 
 // AdamW with PyTorch's semantics, for each parameter p with gradient g:
-//   p ← p − lr·wd·p            (decoupled; only decay parameters)
+//   p ← p − lr·wd·p            (decoupled; every parameter, or the decay ones)
 //   m ← β1 m + (1 − β1) g,  v ← β2 v + (1 − β2) g²
 //   p ← p − lr·m̂ / (√v̂ + eps),  m̂ = m / (1 − β1^t),  v̂ = v / (1 − β2^t)
 // m and v are buffers laid out like the parameter buffer, so a checkpoint
@@ -54,7 +58,7 @@ class AdamW {
 
 // Scales every gradient by max_norm / (norm + 1e-6) when that is below 1,
 // where norm is the global L2 norm over all gradients (PyTorch's
-// clip_grad_norm_). Returns the norm before clipping.
+// clip_grad_norm_); max_norm 0: no clipping. Returns the norm before clipping.
 double clip_grad_norm(ParameterStore& params, double max_norm);
 
 // Learning rate of update s (0-based) out of total_updates:

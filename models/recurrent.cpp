@@ -1,18 +1,20 @@
 // The recurrent mixer of the linear / delta / gdn / retnet / mamba2 / gla
 // presets (docs/spec.md §1.2, §1.2b):
 //   q, k, v = x W_qᵀ, x W_kᵀ, x W_vᵀ         (each 4 heads × 32)
-//   each through its causal depthwise conv (kernel 4), then SiLU (one fused
-//   op, causal_conv1d_silu, unless ModelConfig::conv is Fusion::Composed; for q and k the
-//   L2 feature map below joins it, causal_conv1d_silu_l2_norm, in all but linear)
+//   the causal depthwise conv (kernel 4) of [q | k | v], channel by channel,
+//   then SiLU: run as one conv per third of the channels with that third of
+//   `conv.weight` (one fused op, causal_conv1d_silu, unless ModelConfig::conv
+//   is Fusion::Composed; for q and k the L2 feature map below joins it,
+//   causal_conv1d_silu_l2_norm, in all but linear)
 //   feature map on q, k: elu + 1, relu + 1e-5 or sigmoid + 1e-5 (linear),
-//   else L2-normalise per head
-//   q scaled by 1/√d (inside l2_norm for the L2 feature map)
+//   else L2-normalise per head; q is not scaled
 //   β = σ(x W_bᵀ + b_b) (delta rules), log α = log σ(x W_aᵀ + b_a) (learned
 //   decays: one per head, or one per head and key channel for gla); with
 //   both (gdn), one product of x with [W_b; W_a], split after the bias
 //   o = scan(q, k, v, β, log α)  — the recurrence, see docs/recurrence.md and
 //   docs/recurrence-gated.md; retnet's fixed decay lives in the scan itself
-//   per-head RMSNorm of o, concat, W_o
+//   per-head RMSNorm of o, concat, times the output gate silu(x W_gᵀ), W_o,
+//   dropout
 #include <cmath>
 
 #include "core/layout.h"
@@ -21,13 +23,13 @@
 namespace lina {
 
 // conv + SiLU: one op (fused) or causal_conv1d then silu; with l2_head > 0
-// (fused only), each head then L2-normalised and times `scale`, in the same
-// op (causal_conv1d_silu_l2_norm). With a cache, the conv sees the last K−1 inputs of
+// (fused only), each head then L2-normalised, in the same op
+// (causal_conv1d_silu_l2_norm). With a cache, the conv sees the last K−1 inputs of
 // the previous call instead of zero padding, and the cache is updated.
 static Var conv_silu(const Var& x, const Var& weight, Tensor* cache, bool fused,
-                     int64_t l2_head = 0, double scale = 1.0) {
+                     int64_t l2_head = 0) {
   auto conv_then_silu = [&](const Var& in) {
-    if (l2_head > 0) return causal_conv1d_silu_l2_norm(in, weight, l2_head, scale);
+    if (l2_head > 0) return causal_conv1d_silu_l2_norm(in, weight, l2_head);
     return fused ? causal_conv1d_silu(in, weight) : silu(causal_conv1d(in, weight));
   };
   if (!cache) return conv_then_silu(x);
@@ -37,22 +39,21 @@ static Var conv_silu(const Var& x, const Var& weight, Tensor* cache, bool fused,
   return slice(conv_then_silu(window), 1, keep, T);
 }
 
-// The feature map of q and k, on [B, T, H, d], times `scale`: linear
-// attention's positive map (elu(x) + 1, relu(x) + 1e-5 or sigmoid(x) +
-// 1e-5), else L2-normalise (the scale folded into l2_norm).
-static Var feature_map(const ModelConfig& c, MixerKind kind, const Var& x, double scale = 1.0) {
-  if (kind != MixerKind::Linear) return l2_norm(x, 1e-12, scale);
-  Var phi;
+// The feature map of q and k, on [B, T, H, d]: linear attention's positive
+// map (elu(x) + 1, relu(x) + 1e-5 or sigmoid(x) + 1e-5), else L2-normalise.
+static Var feature_map(const ModelConfig& c, MixerKind kind, const Var& x) {
+  if (kind != MixerKind::Linear) return l2_norm(x, 1e-12);
   switch (c.feature_map) {
-    case FeatureMap::Relu: phi = add_scalar(relu(x), 1e-5); break;
-    case FeatureMap::Sigmoid: phi = add_scalar(sigmoid(x), 1e-5); break;
-    case FeatureMap::Elu1: phi = add_scalar(elu(x), 1.0); break;  // elu(x) + 1 > 0
+    case FeatureMap::Relu: return add_scalar(relu(x), 1e-5);
+    case FeatureMap::Sigmoid: return add_scalar(sigmoid(x), 1e-5);
+    case FeatureMap::Elu1: break;
   }
-  return scale == 1.0 ? phi : mul_scalar(phi, scale);
+  return add_scalar(elu(x), 1.0);  // elu(x) + 1 > 0
 }
 
 Var RecurrentMixer::forward(const ModelConfig& c, const Var& x, const LayerNames& n,
-                            LayerCache* cache, std::vector<double>* alpha_mean) const {
+                            LayerCache* cache, std::vector<double>* alpha_mean,
+                            const DropoutKey& drop) const {
   int64_t B = x.dim(0), T = x.dim(1), H = c.n_head, d = c.head_size;
   Shape heads{B, T, H, d};
   const ScanRule rule = scan_rule(kind);
@@ -60,19 +61,21 @@ Var RecurrentMixer::forward(const ModelConfig& c, const Var& x, const LayerNames
   // the conv's op (causal_conv1d_silu_l2_norm), whose output is then q or k itself.
   const bool map_in_conv = c.conv == Fusion::Fused && kind != MixerKind::Linear;
   const int64_t l2_head = map_in_conv ? d : 0;
-  const double q_scale = 1.0 / std::sqrt(double(d));
-  // Projection, then conv + SiLU (with l2_head > 0, then each head's L2 norm
-  // times scale), then split into heads (all [B, T, C] = [B, T, H·d]).
-  auto project = [&](const Var& w, const Var& conv, Tensor* conv_cache, const char* proj_name,
-                     const char* conv_name, int64_t l2 = 0, double scale = 1.0) {
-    Var y = conv_silu(named(linear(x, w), proj_name), conv, conv_cache, c.conv == Fusion::Fused, l2, scale);
+  // conv.weight [3C, 1, K] holds the taps of q's channels, then k's, then v's.
+  const int64_t C = H * d;
+  std::vector<Var> taps = split(reshape(conv, {3 * C, conv.dim(2)}), 0, {C, C, C});  // [C, K] each
+  // Projection, then conv + SiLU (with l2_head > 0, then each head's L2
+  // norm), then split into heads (all [B, T, C] = [B, T, H·d]).
+  auto project = [&](const Var& w, const Var& taps, Tensor* conv_cache, const char* proj_name,
+                     const char* conv_name, int64_t l2 = 0) {
+    Var y = conv_silu(named(linear(x, w), proj_name), taps, conv_cache, c.conv == Fusion::Fused, l2);
     return reshape(l2 > 0 ? y : named(y, conv_name), heads);
   };
-  Var q = project(wq, conv_q, cache ? &cache->conv_q : nullptr, n.q_proj, n.q_conv, l2_head, q_scale);
-  Var k = project(wk, conv_k, cache ? &cache->conv_k : nullptr, n.k_proj, n.k_conv, l2_head);
-  Var v = project(wv, conv_v, cache ? &cache->conv_v : nullptr, n.v_proj, n.v_conv);
+  Var q = project(q_proj, taps[0], cache ? &cache->conv_q : nullptr, n.q_proj, n.q_conv, l2_head);
+  Var k = project(k_proj, taps[1], cache ? &cache->conv_k : nullptr, n.k_proj, n.k_conv, l2_head);
+  Var v = project(v_proj, taps[2], cache ? &cache->conv_v : nullptr, n.v_proj, n.v_conv);
   if (!map_in_conv) {
-    q = feature_map(c, kind, q, q_scale);
+    q = feature_map(c, kind, q);
     k = feature_map(c, kind, k);
   }
   q = named(q, n.q);
@@ -119,7 +122,9 @@ Var RecurrentMixer::forward(const ModelConfig& c, const Var& x, const LayerNames
   Tensor s0 = cache ? cache->state : Tensor();
   Var o = named(scan(options, q, k, v, beta, log_alpha, s0, cache ? &cache->state : nullptr), n.o);
   o = named(rms_norm(o, o_norm, c.norm_eps), n.o_norm);  // per head: the last dim is one head's d
-  return named(linear(reshape(o, {B, T, H * d}), wo), n.mixer);
+  Var gate = named(silu(linear(x, g_proj)), n.g_proj);     // [B, T, C], from the mixer's input
+  Var gated = named(mul(reshape(o, {B, T, H * d}), gate), n.gated);
+  return named(dropout(linear(gated, o_proj), drop), n.mix);
 }
 
 }  // namespace lina

@@ -315,14 +315,14 @@ TEST_CASE("--weight-decay: in the run's name and json, applied, checked on resum
   fs::path d = temp_dir("weight_decay");
   // lr 0.1 from the first update, so that one update's decay (p −= lr·wd·p)
   // moves the second update's loss
-  const std::string base = "train --preset gdn --task recall --steps 2 --batch 2 --warmup 0 --lr 0.1 "
+  const std::string base = "train --preset gdn --task recall --steps 2 --batch 2 --lr 0.1 "
                            "--eval-every 2 --eval-batches 1 --quiet --out " + d.string();
   std::vector<nlohmann::json> runs;
-  for (const char* wd : {"0.1", "0", "1"}) {
+  for (const char* wd : {"0.01", "0", "1"}) {
     Result r = run(base + " --weight-decay " + wd);
     INFO(r.output);
     REQUIRE(r.code == 0);
-    const std::string name = std::string(wd) == "0.1" ? "recall_gdn" : std::string("recall_gdn_wd") + wd;
+    const std::string name = std::string(wd) == "0.01" ? "recall_gdn" : std::string("recall_gdn_wd") + wd;
     const fs::path json_path = d / "cpu" / (name + ".json");
     REQUIRE(fs::exists(json_path));
     runs.push_back(nlohmann::json::parse(std::ifstream(json_path)));
@@ -333,8 +333,8 @@ TEST_CASE("--weight-decay: in the run's name and json, applied, checked on resum
   CHECK(loss(runs[0], 1) != loss(runs[1], 1));  // the decay moved the weights
   CHECK(loss(runs[1], 1) != loss(runs[2], 1));
   expect_error("train --resume " + (d / "cpu" / "recall_gdn_wd0.safetensors").string() +
-                   " --weight-decay 0.1 --extend-to 4 --quiet",
-               "--weight-decay 0.1 differs from the 0.0 of checkpoint");
+                   " --weight-decay 0.01 --extend-to 4 --quiet",
+               "--weight-decay 0.01 differs from the 0.0 of checkpoint");
 }
 
 TEST_CASE("state-size prints spec 1.3's numbers") {

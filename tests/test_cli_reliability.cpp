@@ -33,9 +33,11 @@ const std::string kSmall = " --batch 2 --eval-batches 1 --quiet";
 
 TEST_CASE("resume needs only the checkpoint, and --extend-to trains a finished run on") {
   fs::path d = temp_dir("extend");
-  REQUIRE(run("train --preset linear --task recall --steps 4 --eval-every 2 --out " + d.string() + kSmall).code == 0);
+  // the cosine schedule (spec 1's), whose warm-up an extension starts again
+  REQUIRE(run("train --preset linear --task recall --steps 4 --eval-every 2 --schedule cosine --warmup 100 --out " +
+              d.string() + kSmall).code == 0);
   fs::path mine = d / "mine.safetensors";
-  fs::copy_file(d / "cpu" / "recall_linear.safetensors", mine);
+  fs::copy_file(d / "cpu" / "recall_linear_cosine.safetensors", mine);
 
   // a finished run: evaluated again, written beside the checkpoint
   Result again = run("train --resume " + mine.string());
@@ -76,7 +78,7 @@ TEST_CASE("resume needs only the checkpoint, and --extend-to trains a finished r
   REQUIRE(run("train --resume " + copy.string() + " --extend-to 10 --lr 5e-4 --stop-at 7 --quiet").code == 0);
   REQUIRE(run("train --resume " + copy.string() + " --quiet").code == 0);
   json split = read_json(d / "copy.json");
-  fs::copy_file(d / "cpu" / "recall_linear.safetensors", d / "whole.safetensors");
+  fs::copy_file(d / "cpu" / "recall_linear_cosine.safetensors", d / "whole.safetensors");
   REQUIRE(run("train --resume " + (d / "whole.safetensors").string() + " --extend-to 10 --lr 5e-4 --quiet").code == 0);
   json whole = read_json(d / "whole.json");
   REQUIRE(split["loss_curve"].size() == 10);

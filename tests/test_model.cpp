@@ -67,50 +67,94 @@ void perturb_all(LanguageModel& m, uint64_t seed) {
 
 }  // namespace
 
-TEST_CASE("parameter names and shapes follow spec 1.4") {
+TEST_CASE("parameter names and shapes are the course's (spec 1.4)") {
   LanguageModel gdn(make_config("gdn", 65), 1);
   const ParameterStore& p = gdn.params();
-  CHECK(p.info("tok_emb.weight").var.shape() == Shape{65, 128});
-  CHECK(p.info("layers.0.mixer.wk.weight").var.shape() == Shape{128, 128});
-  CHECK(p.info("layers.3.mixer.conv_v.weight").var.shape() == Shape{128, 4});
-  CHECK(p.info("layers.1.mixer.a_proj.bias").var.shape() == Shape{4});
-  CHECK(p.info("layers.2.mixer.o_norm.weight").var.shape() == Shape{32});
-  CHECK(p.info("head.weight").var.shape() == Shape{65, 128});
-  CHECK(p.info("layers.0.mixer.a_proj.bias").var.data().at(0) == doctest::Approx(3.0));
-  CHECK_FALSE(p.info("layers.0.norm1.weight").decay);
-  CHECK_FALSE(p.info("layers.0.mixer.b_proj.bias").decay);
-  CHECK(p.info("layers.0.mixer.conv_q.weight").decay);
+  CHECK(p.info("tok.weight").var.shape() == Shape{65, 128});
+  CHECK(p.info("blocks.0.mix.k_proj.weight").var.shape() == Shape{128, 128});
+  CHECK(p.info("blocks.3.mix.conv.weight").var.shape() == Shape{384, 1, 4});
+  CHECK(p.info("blocks.1.mix.a_proj.bias").var.shape() == Shape{4});
+  CHECK(p.info("blocks.2.mix.o_norm.weight").var.shape() == Shape{32});
+  CHECK(p.info("blocks.2.mix.g_proj.weight").var.shape() == Shape{128, 128});
+  CHECK(p.info("blocks.0.ffn.gate.weight").var.shape() == Shape{344, 128});
+  CHECK(p.info("blocks.0.ffn.up.weight").var.shape() == Shape{344, 128});
+  CHECK(p.info("blocks.0.ffn.down.weight").var.shape() == Shape{128, 344});
+  CHECK(p.info("blocks.0.n1.weight").var.shape() == Shape{128});
+  CHECK(p.info("lm_head.weight").var.shape() == Shape{65, 128});
+  CHECK(p.info("lm_head.bias").var.shape() == Shape{65});
+  CHECK(p.info("blocks.0.mix.a_proj.bias").var.data().at(0) == doctest::Approx(3.0));
+  // --decay-matrices decays the parameters of two or more dimensions only
+  CHECK_FALSE(p.info("blocks.0.n1.weight").decay);
+  CHECK_FALSE(p.info("blocks.0.mix.b_proj.bias").decay);
+  CHECK(p.info("blocks.0.mix.conv.weight").decay);
 
   LanguageModel attn(make_config("attn", 65), 1);
-  CHECK(attn.params().info("layers.0.mixer.wk.weight").var.shape() == Shape{64, 128});
-  CHECK_FALSE(attn.params().has("layers.0.mixer.conv_q.weight"));
+  CHECK(attn.params().info("blocks.0.mix.k_proj.weight").var.shape() == Shape{64, 128});
+  CHECK_FALSE(attn.params().has("blocks.0.mix.conv.weight"));
+  CHECK_FALSE(attn.params().has("blocks.0.mix.g_proj.weight"));
   LanguageModel linear(make_config("linear", 65), 1);
-  CHECK_FALSE(linear.params().has("layers.0.mixer.b_proj.weight"));
+  CHECK_FALSE(linear.params().has("blocks.0.mix.b_proj.weight"));
   LanguageModel delta(make_config("delta", 65), 1);
-  CHECK(delta.params().has("layers.0.mixer.b_proj.weight"));
-  CHECK_FALSE(delta.params().has("layers.0.mixer.a_proj.weight"));
+  CHECK(delta.params().has("blocks.0.mix.b_proj.weight"));
+  CHECK_FALSE(delta.params().has("blocks.0.mix.a_proj.weight"));
   LanguageModel hybrid(make_config("hybrid", 65), 1);
-  CHECK(hybrid.params().has("layers.2.mixer.a_proj.weight"));
-  CHECK(hybrid.params().info("layers.3.mixer.wk.weight").var.shape() == Shape{64, 128});
+  CHECK(hybrid.params().has("blocks.2.mix.a_proj.weight"));
+  CHECK(hybrid.params().info("blocks.3.mix.k_proj.weight").var.shape() == Shape{64, 128});
 
   // docs/spec.md §1.2b: retnet's decay is fixed (no a_proj, no b_proj), mamba2 learns
   // one per head, gla one per head and key channel; none of them has β.
   LanguageModel retnet(make_config("retnet", 65), 1);
-  CHECK_FALSE(retnet.params().has("layers.0.mixer.a_proj.weight"));
-  CHECK_FALSE(retnet.params().has("layers.0.mixer.b_proj.weight"));
-  CHECK(retnet.params().info("layers.0.mixer.o_norm.weight").var.shape() == Shape{32});
+  CHECK_FALSE(retnet.params().has("blocks.0.mix.a_proj.weight"));
+  CHECK_FALSE(retnet.params().has("blocks.0.mix.b_proj.weight"));
+  CHECK(retnet.params().info("blocks.0.mix.o_norm.weight").var.shape() == Shape{32});
   LanguageModel mamba2(make_config("mamba2", 65), 1);
-  CHECK(mamba2.params().info("layers.1.mixer.a_proj.weight").var.shape() == Shape{4, 128});
-  CHECK(mamba2.params().info("layers.1.mixer.a_proj.bias").var.data().at(3) == doctest::Approx(3.0));
-  CHECK_FALSE(mamba2.params().has("layers.0.mixer.b_proj.weight"));
+  CHECK(mamba2.params().info("blocks.1.mix.a_proj.weight").var.shape() == Shape{4, 128});
+  CHECK(mamba2.params().info("blocks.1.mix.a_proj.bias").var.data().at(3) == doctest::Approx(3.0));
+  CHECK_FALSE(mamba2.params().has("blocks.0.mix.b_proj.weight"));
   LanguageModel gla(make_config("gla", 65), 1);
-  CHECK(gla.params().info("layers.2.mixer.a_proj.weight").var.shape() == Shape{128, 128});
-  CHECK(gla.params().info("layers.2.mixer.a_proj.bias").var.shape() == Shape{128});
-  CHECK(gla.params().info("layers.2.mixer.a_proj.bias").var.data().at(127) == doctest::Approx(3.0));
-  CHECK_FALSE(gla.params().has("layers.0.mixer.b_proj.weight"));
-  CHECK_FALSE(gla.params().info("layers.0.mixer.a_proj.bias").decay);
-  // gla has 4 · (128·128 + 128) − 4 · (4·128 + 4) parameters more than mamba2
-  CHECK(gla.params().count() - mamba2.params().count() == 4 * (128 * 128 + 128 - 4 * 128 - 4));
+  CHECK(gla.params().info("blocks.2.mix.a_proj.weight").var.shape() == Shape{128, 128});
+  CHECK(gla.params().info("blocks.2.mix.a_proj.bias").var.shape() == Shape{128});
+  CHECK(gla.params().info("blocks.2.mix.a_proj.bias").var.data().at(127) == doctest::Approx(3.0));
+  CHECK_FALSE(gla.params().has("blocks.0.mix.b_proj.weight"));
+  CHECK_FALSE(gla.params().info("blocks.0.mix.a_proj.bias").decay);
+}
+
+TEST_CASE("parameter counts are spec 1.4's") {
+  const std::vector<std::pair<std::string, int64_t>> lm = {
+      {"attn", 742849},   {"linear", 880193}, {"delta", 882257}, {"gdn", 884321},
+      {"hybrid", 848953}, {"retnet", 880193}, {"mamba2", 882257}, {"gla", 946241}};
+  for (const auto& [preset, count] : lm) {
+    CAPTURE(preset);
+    CHECK(LanguageModel(make_config(preset, 65), 1).params().count() == count);
+  }
+  const std::vector<std::pair<std::string, int64_t>> recall = {
+      {"attn", 759040}, {"linear", 896384}, {"delta", 898448}, {"gdn", 900512}, {"hybrid", 865144}};
+  for (const auto& [preset, count] : recall) {
+    CAPTURE(preset);
+    CHECK(LanguageModel(make_config(preset, 128), 1).params().count() == count);
+  }
+}
+
+TEST_CASE("initialisation is PyTorch's defaults (spec 1, init)") {
+  LanguageModel m(make_config("hybrid", 65), 7);
+  auto bound = [&](const std::string& name) {  // the largest |value| of a parameter
+    std::vector<double> v = m.params().get(name).data().to(DType::f64).to_vector<double>();
+    double b = 0;
+    for (double x : v) b = std::max(b, std::abs(x));
+    return b;
+  };
+  // U(±1/√fan_in): fan_in 128 for the projections and the head, 344 for down, 4 for the conv
+  for (const char* name : {"blocks.0.mix.q_proj.weight", "blocks.3.mix.k_proj.weight", "blocks.1.mix.g_proj.weight",
+                           "blocks.0.ffn.gate.weight", "lm_head.weight", "lm_head.bias", "blocks.0.mix.b_proj.bias"}) {
+    CAPTURE(name);
+    CHECK(bound(name) <= 1 / std::sqrt(128.0));
+    CHECK(bound(name) > 0.8 / std::sqrt(128.0));
+  }
+  CHECK(bound("blocks.0.ffn.down.weight") <= 1 / std::sqrt(344.0));
+  CHECK(bound("blocks.0.mix.conv.weight") <= 0.5);
+  CHECK(bound("blocks.0.mix.conv.weight") > 0.45);
+  CHECK(bound("tok.weight") > 2.5);  // N(0, 1) over 65 · 128 draws
+  CHECK(bound("norm_f.weight") == 1.0);
 }
 
 TEST_CASE("memory accounting of spec 1.3") {

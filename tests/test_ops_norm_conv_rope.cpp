@@ -195,7 +195,7 @@ TEST_CASE("causal_conv1d_silu keeps only x and weight for its backward") {
   CHECK(std::string(saved[1].first) == "weight");
 }
 
-TEST_CASE("rope: identity at position 0, norm-preserving, right angle at position 1") {
+TEST_CASE("rope: identity at position 0, norm-preserving, interleaved pairs at position 1") {
   Tensor x = randn64({2, 1, 3, 8});
   CHECK(max_abs_diff(rope(Var(x), 0).data(), x) == 0.0);
 
@@ -203,28 +203,28 @@ TEST_CASE("rope: identity at position 0, norm-preserving, right angle at positio
   Tensor y2 = rope(Var(x2), 3).data();
   for (int64_t row = 0; row < 8; ++row)
     for (int64_t j = 0; j < 4; ++j) {
-      auto pair_norm = [&](const Tensor& t) {
-        double a = t.at(row * 8 + j), b = t.at(row * 8 + j + 4);
+      auto pair_norm = [&](const Tensor& t) {  // the pair (2j, 2j + 1)
+        double a = t.at(row * 8 + 2 * j), b = t.at(row * 8 + 2 * j + 1);
         return a * a + b * b;
       };
       CHECK(pair_norm(y2) == doctest::Approx(pair_norm(x2)));
     }
 
-  // D = 4, base 10000: θ_0 = t, θ_1 = t / 100. Unit vectors e_0 and e_1 at
-  // position 1 (reached both as t = 1 from pos0 = 0 and as t = 0 from pos0 = 1).
+  // D = 4, base 10000: pair (0, 1) turns by θ_0 = t, pair (2, 3) by θ_1 = t / 100.
+  // At position 1: head 0 holds e_0, head 1 holds e_2.
   Tensor e = Tensor::from_vector<double>({0, 0, 0, 0, 0, 0, 0, 0,    // t = 0 (pos0 = 0)
-                                          1, 0, 0, 0, 0, 1, 0, 0},   // t = 1, heads e_0 and e_1
+                                          1, 0, 0, 0, 0, 0, 1, 0},   // t = 1, heads e_0 and e_2
                                          {1, 2, 2, 4});
   Tensor y = rope(Var(e), 0).data();
   CHECK(y.at(8) == doctest::Approx(std::cos(1.0)));
-  CHECK(y.at(9) == doctest::Approx(0.0));
-  CHECK(y.at(10) == doctest::Approx(std::sin(1.0)));
-  CHECK(y.at(13) == doctest::Approx(std::cos(0.01)));
+  CHECK(y.at(9) == doctest::Approx(std::sin(1.0)));  // e_0 turns towards e_1, its partner
+  CHECK(y.at(10) == doctest::Approx(0.0));
+  CHECK(y.at(14) == doctest::Approx(std::cos(0.01)));
   CHECK(y.at(15) == doctest::Approx(std::sin(0.01)));
-  Tensor e1 = Tensor::from_vector<double>({1, 0, 0, 0}, {1, 1, 1, 4});
+  Tensor e1 = Tensor::from_vector<double>({0, 1, 0, 0}, {1, 1, 1, 4});  // e_1 from pos0 = 1
   Tensor y1 = rope(Var(e1), 1).data();
-  CHECK(y1.at(0) == doctest::Approx(std::cos(1.0)));
-  CHECK(y1.at(2) == doctest::Approx(std::sin(1.0)));
+  CHECK(y1.at(0) == doctest::Approx(-std::sin(1.0)));
+  CHECK(y1.at(1) == doctest::Approx(std::cos(1.0)));
   // the inverse rotation undoes it
   CHECK(max_abs_diff(kernels::rope_apply(y2, 3, 10000.0, true), x2) < 1e-12);
 }

@@ -5,6 +5,8 @@
 //   dP = dout vᵀ,  dS = scale · P ⊙ (dP − Σ_j P_j dP_j)   (softmax's Jacobian)
 //   dq = dS k,  dk = dSᵀ q
 // summed over the query heads that share a KV head (grouped-query attention).
+// With dropout on the probabilities, out = (P ⊙ M) v: dv = (P ⊙ M)ᵀ dout and
+// dP = M ⊙ (dout vᵀ); M is regenerated from the key, never stored.
 #include "autograd/functions.h"
 #include "core/kernels.h"
 
@@ -15,13 +17,15 @@ struct AttentionOp : Node {
   Tensor q, k, v;  // saved inputs
   Tensor probs;    // saved P [B, H, Tq, Tk]
   double scale = 1.0;
+  DropoutKey dropout;
   SavedTensors saved() const override {
     return {{"q", q}, {"k", k}, {"v", v}, {"probs", probs}};
   }
 
-  static Var apply(const Var& q, const Var& k, const Var& v, double scale) {
+  static Var apply(const Var& q, const Var& k, const Var& v, double scale,
+                   const DropoutKey& dropout) {
     Tensor probs;
-    Tensor out = kernels::attention_forward(q.data(), k.data(), v.data(), scale, probs);
+    Tensor out = kernels::attention_forward(q.data(), k.data(), v.data(), scale, probs, dropout);
     if (!needs_grad({q, k, v})) return Var(out);
     auto node = std::make_shared<AttentionOp>();
     node->q = q.data();
@@ -29,17 +33,19 @@ struct AttentionOp : Node {
     node->v = v.data();
     node->probs = probs;
     node->scale = scale;
+    node->dropout = dropout;
     return record(out, node, {q, k, v});
   }
 
   std::vector<Tensor> backward(const Tensor& dout) override {
-    kernels::AttentionGrads g = kernels::attention_backward(q, k, v, probs, dout, scale);
+    kernels::AttentionGrads g = kernels::attention_backward(q, k, v, probs, dout, scale, dropout);
     return {g.dq, g.dk, g.dv};
   }
 };
 
-Var causal_attention(const Var& q, const Var& k, const Var& v, double scale) {
-  return AttentionOp::apply(q, k, v, scale);
+Var causal_attention(const Var& q, const Var& k, const Var& v, double scale,
+                     const DropoutKey& dropout) {
+  return AttentionOp::apply(q, k, v, scale, dropout);
 }
 
 }  // namespace lina

@@ -136,4 +136,28 @@ Var gelu(const Var& x) { return UnaryOp<math::Gelu>::apply(x); }
 Var elu(const Var& x, double alpha) { return UnaryOp<math::Elu>::apply(x, alpha); }
 Var relu(const Var& x) { return UnaryOp<math::Relu>::apply(x); }
 
+// ---- dropout -------------------------------------------------------------------------------
+// y = x ⊙ M with M fixed by the key (0 or 1/(1 − p) per element, core/philox.h).
+// y is linear in x, so dx = dy ⊙ M: the backward regenerates M from the key
+// instead of keeping it.
+struct DropoutOp : Node {
+  DropoutOp() : Node(OpKind::Dropout) {}
+  DropoutKey key;
+
+  static Var apply(const Var& x, const DropoutKey& key) {
+    if (key.p == 0) return x;
+    Tensor y = kernels::dropout(x.data(), key);
+    if (!needs_grad({x})) return Var(y);
+    auto node = std::make_shared<DropoutOp>();
+    node->key = key;
+    return record(y, node, {x});
+  }
+
+  std::vector<Tensor> backward(const Tensor& dout) override {
+    return {kernels::dropout(dout, key)};
+  }
+};
+
+Var dropout(const Var& x, const DropoutKey& key) { return DropoutOp::apply(x, key); }
+
 }  // namespace lina

@@ -168,7 +168,7 @@ Var causal_conv1d_silu_l2_norm(const Var& x, const Var& weight, int64_t head, do
 }
 
 // ---- rope -----------------------------------------------------------------------------------
-// x [B, T, H, D]: each pair (j, j + D/2) is rotated by θ = (pos0 + t) · base^(−2j/D).
+// x [B, T, H, D]: each interleaved pair (2j, 2j + 1) is rotated by θ = (pos0 + t) · base^(−2j/D).
 // A rotation is orthogonal, so the backward is the inverse rotation (angle −θ):
 //   dx_j = dy_j cos θ + dy_{j+D/2} sin θ,   dx_{j+D/2} = dy_{j+D/2} cos θ − dy_j sin θ
 struct RopeOp : Node {
