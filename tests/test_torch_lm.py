@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
 """ctest torch_lm: scripts/torch_lm.py reads tiny shakespeare as docs/spec.md
 §2.1 says (65 characters, the first 90 % to train on), its targets are the
-inputs shifted by one character, and a 3-update run writes its evaluations.
+inputs shifted by one character, and a 3-update run writes its evaluations
+(train and val loss at update 0, every --eval-every and after the last), the
+val loss at longer contexts and the recipe (dropout 0.1, lr 1e-3, weight
+decay 0.01).
 Needs Debian's python3-torch (run under /usr/bin/python3); prints
 "SKIPPED: ..." without it."""
 import json
@@ -41,12 +44,17 @@ def main():
     with tempfile.TemporaryDirectory() as d:
         out = os.path.join(d, "l.json")
         run = subprocess.run([py, SCRIPT, "--preset", "hybrid", "--steps", "3", "--eval-every", "2",
-                              "--eval-batches", "2", "--batch", "4", "--threads", "1", "--json", out],
-                             capture_output=True, text=True)
+                              "--eval-batches", "2", "--extrap-batches", "1", "--batch", "4", "--threads", "1",
+                              "--json", out], capture_output=True, text=True)
         doc = json.load(open(out)) if run.returncode == 0 and os.path.exists(out) else {}
         evals = doc.get("eval", [])
-        if not ([e["step"] for e in evals] == [2, 3] and all(3.5 < e["val_loss"] < 5.0 for e in evals)):
+        if not ([e["step"] for e in evals] == [0, 2, 3]
+                and all(3.0 < e[k] < 6.0 for e in evals for k in ("train_loss", "val_loss"))):
             failures.append("a 3-update run's json: %r %s" % (evals, run.stderr[-300:]))  # about ln 65 = 4.17
+        if sorted(doc.get("val_loss_by_context", {}), key=int) != ["64", "128", "256", "512"]:
+            failures.append("the val loss at contexts 64..512: %r" % doc.get("val_loss_by_context"))
+        if (doc.get("dropout"), doc.get("lr"), doc.get("weight_decay")) != (0.1, 1e-3, 0.01):
+            failures.append("the json records spec 2's recipe (dropout 0.1, lr 1e-3, weight decay 0.01)")
         for args, word in ((["--steps", "0"], "--steps"), (["--data", os.path.join(d, "none.txt")], "no text")):
             bad = subprocess.run([py, SCRIPT] + args, capture_output=True, text=True)
             if bad.returncode == 0 or word not in bad.stderr:

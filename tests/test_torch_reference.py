@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """ctest torch_reference: scripts/torch_reference.py, the PyTorch yardstick
 that lina's training step is timed against, on the CPU: its chunked scan
-matches the token-by-token one (--check), a one-step run writes a json row
-per preset with its compile mode and warm-up time, and bad arguments
+matches the token-by-token one for every write rule and for whole models
+(--check), a one-step run writes a json row per preset with its compile
+mode, warm-up time and the course model's parameter count (docs/spec.md
+§1.4), and bad arguments
 (--compile with too few warm-up steps, or on a PyTorch without
 torch.compile; a bad shape) end with one line and a non-zero exit. Needs
 Debian's python3-torch (run under /usr/bin/python3); prints "SKIPPED: ..."
@@ -34,8 +36,10 @@ def main():
         print("SKIPPED: PyTorch is not installed for /usr/bin/python3 (apt-get install python3-torch)")
         return 0
     r = run("--check")
-    check(r.returncode == 0 and "gdn: chunked vs token by token" in r.stdout,
-          "--check: the chunked scan matches the token-by-token one for every rule")
+    rules = ("linear", "delta", "gdn", "retnet", "mamba2", "gla")
+    check(r.returncode == 0 and all(f"{x}: chunked vs token by token" in r.stdout for x in rules)
+          and "hybrid: model, chunked vs token by token" in r.stdout,
+          "--check: the chunked scan matches the token-by-token one for every rule and model")
 
     with tempfile.TemporaryDirectory() as d:
         out = os.path.join(d, "t.json")
@@ -48,6 +52,8 @@ def main():
         check(all(x.get("compile") == "none" and x.get("warmup_s", -1) >= 0 and x["ms_per_step"] > 0
                   for x in rows), "each row names its compile mode (none) and a warm-up time")
         check(doc.get("compile") == "none", "the json names the compile mode")
+        check([x.get("parameters") for x in rows] == [742849, 884321],
+              "the course model's parameter counts (spec §1.4: attn 742,849, gdn 884,321)")
 
     for args, words in ((["--compile", "default", "--warmup", "2"], "--compile"),
                         (["--shapes", "64by64"], "bad shape")):
