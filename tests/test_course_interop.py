@@ -17,7 +17,9 @@ float64 gradient on the saved batch (1e-4 of the tensor's largest), lina's
 new weights against AdamW's formula on lina's own moments (1e-6), and
 against PyTorch's AdamW step (lr 1e-3, betas 0.9/0.999, eps 1e-8, weight
 decay 0.01) from the update-0 weights (1e-6, wherever |gradient| >= 1e-6:
-see check_adamw for why the others are only counted).
+see check_adamw for why the others are only counted). One recall run
+(hybrid) likewise, without the eval: its parameter count is spec §1.4's,
+its saved batch is §2.2's and the update's loss is only where the mask is 1.
 
     tests/test_course_interop.py --lina build/release/lina --work /tmp/interop [--presets gdn,attn]
 
@@ -174,22 +176,22 @@ def one_checkpoint(folder):
     return found[0] if len(found) == 1 else None
 
 
-def lina_runs(lina, preset, text, work):
+def lina_runs(lina, preset, work, task_args):
     """(update-0 checkpoint, update-1 checkpoint, batches.jsonl) from lina, or None."""
-    out0, out1 = os.path.join(work, preset), os.path.join(work, preset + "1")
+    name = preset + ("_recall" if "recall" in task_args else "")
+    out0, out1 = os.path.join(work, name), os.path.join(work, name + "1")
     shutil.rmtree(out0, ignore_errors=True)
     shutil.rmtree(out1, ignore_errors=True)
     batches = os.path.join(out0, "batches.jsonl")
-    rc, _, err = run_lina(lina, "train", "--preset", preset, "--task", "lm", "--data", text, "--steps", "1",
-                          "--stop-at", "0", "--batch", "4", "--context", str(TRAIN_CONTEXT), "--dropout", "0",
-                          "--eval-batches", "1", "--extrap-batches", "0", "--out", out0, "--quiet")
+    rc, _, err = run_lina(lina, "train", "--preset", preset, *task_args, "--steps", "1", "--stop-at", "0",
+                          "--batch", "4", "--dropout", "0", "--eval-batches", "1", "--out", out0, "--quiet")
     ckpt0 = one_checkpoint(out0)
-    if not check(rc == 0 and ckpt0, f"{preset}: lina train writes one checkpoint at update 0 {err.strip()[-300:]}"):
+    if not check(rc == 0 and ckpt0, f"{name}: lina train writes one checkpoint at update 0 {err.strip()[-300:]}"):
         return None
     rc, _, err = run_lina(lina, "train", "--resume", ckpt0, "--out", out1, "--save-batches", batches, "--quiet")
     ckpt1 = one_checkpoint(out1)
     if not check(rc == 0 and ckpt1 and os.path.isfile(batches),
-                 f"{preset}: lina train --resume makes one update and saves its batch {err.strip()[-300:]}"):
+                 f"{name}: lina train --resume makes one update and saves its batch {err.strip()[-300:]}"):
         return None
     return ckpt0, ckpt1, batches
 
@@ -310,7 +312,25 @@ def check_adamw(preset, model0, tensors1, batches):
           f"0 < |gradient| < {TINY_GRAD:g} differ by up to {skipped_worst:.1e}")
 
 
-def lina_checks(lina, work, presets):
+def recall_checks(lina, work, preset):
+    """A recall run: vocabulary 128, the loss only where the mask is 1 (spec §2.2)."""
+    runs = lina_runs(lina, preset, work, ["--task", "recall"])
+    loaded = runs and load_both(preset + "_recall", runs[0], runs[1])
+    if not loaded:
+        return
+    model0, _, tensors1, meta1 = loaded
+    n = sum(p.numel() for p in model0.parameters())
+    want = cm.SPEC_PARAMS.get((preset, 128))
+    check(want is None or n == want, f"{preset}_recall: {n:,d} parameters (spec §1.4: {want:,d})")
+    x, y, mask = saved_batch(runs[2])
+    second_half = [i for i, m in enumerate(mask[0].tolist()) if m]
+    check(x.shape == (4, 127) and torch.equal(x[:, 1:], y[:, :-1]) and second_half == list(range(64, 127, 2))
+          and bool((y[mask > 0] >= 64).all()), f"{preset}_recall: lina's saved batch is 4 sequences of 127 "
+          "inputs, the mask on the second half's values")
+    check_adamw(preset + "_recall", model0, tensors1, runs[2])
+
+
+def lina_checks(lina, work, presets, recall_preset):
     if not check(os.path.isfile(lina) and os.access(lina, os.X_OK), f"lina is at {lina}"):
         return
     _, out, err = run_lina(lina, "train", "--help")
@@ -320,28 +340,32 @@ def lina_checks(lina, work, presets):
     text = os.path.join(work, "text.txt")
     with open(source, "rb") as f, open(text, "wb") as g:
         g.write(f.read(TEXT_CHARS))
+    lm_args = ["--task", "lm", "--data", text, "--context", str(TRAIN_CONTEXT), "--extrap-batches", "0"]
     for preset in presets:
-        runs = lina_runs(lina, preset, text, work)
+        runs = lina_runs(lina, preset, work, lm_args)
         loaded = runs and load_both(preset, runs[0], runs[1])
         if not loaded:
             continue
         model0, model1, tensors1, meta1 = loaded
         check_eval(lina, preset, runs[1], model1, meta1, text)
         check_adamw(preset, model0, tensors1, runs[2])
+    if recall_preset:
+        recall_checks(lina, work, recall_preset)
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--lina", help="the lina binary (without it: only the checks that need no lina)")
     ap.add_argument("--work", help="a folder for the runs (default: a temporary one)")
-    ap.add_argument("--presets", default=PRESETS)
+    ap.add_argument("--presets", default=PRESETS, help="lm runs, comma-separated")
+    ap.add_argument("--recall-preset", default="hybrid", help="one recall run ('' for none)")
     a = ap.parse_args()
     work = a.work or tempfile.mkdtemp(prefix="course_interop_")
     os.makedirs(work, exist_ok=True)
     torch.set_num_threads(1)  # small ops: more threads only contend (2 cores here)
     offline_checks(work)
     if a.lina:
-        lina_checks(os.path.abspath(a.lina), work, a.presets.split(","))
+        lina_checks(os.path.abspath(a.lina), work, [p for p in a.presets.split(",") if p], a.recall_preset)
     else:
         print("note: no --lina, so only the checks without lina ran")
     print("course_interop: " + ("FAILED: " + "; ".join(failures) if failures else "all checks passed"))
