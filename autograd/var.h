@@ -42,7 +42,7 @@ struct VarImpl {
   std::shared_ptr<Node> grad_fn;   // the op that made this Var; null for leaves
   bool graph_freed = false;        // made by an op that backward(Graph::free) dropped
   long graph_edges = 0;            // how many ops' inputs lists hold this Var
-  std::string name;                // a leaf's name ("layers.0.mixer.wq.weight"), optional
+  std::string name;                // a leaf's name ("blocks.0.mix.q_proj.weight"), optional
 };
 
 class Var {
@@ -124,7 +124,7 @@ struct Node {
 
   OpKind kind;
   std::vector<Var> inputs;
-  // What the model calls this op's output ("layers.0.mixer.q"), set by
+  // What the model calls this op's output ("blocks.0.mix.q"), set by
   // named(); an interned string, so naming costs one pointer store.
   const char* output_name = nullptr;
   // When the forward recorded this op (1, 2, 3, ... per process): backward

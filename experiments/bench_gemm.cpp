@@ -16,11 +16,11 @@ long long matmul_weights(const ModelConfig& c) {
   const long long kv = (long long)c.n_kv_head * c.head_size, H = c.n_head;
   long long w = C * c.vocab;  // the head (the embedding is a lookup, not a product)
   for (MixerKind k : c.layers) {
-    w += 2 * C * c.mlp_hidden;  // mlp.fc, mlp.proj
+    w += 3 * C * c.mlp_hidden;  // ffn.gate, ffn.up, ffn.down (SwiGLU)
     if (k == MixerKind::Attn) {
-      w += C * inner + 2 * C * kv + inner * C;  // wq, wk, wv (n_kv_head heads), wo
+      w += C * inner + 2 * C * kv + inner * C;  // q_proj, k_proj, v_proj (n_kv_head heads), o_proj
     } else {
-      w += 3 * C * inner + inner * C;           // wq, wk, wv, wo
+      w += 3 * C * inner + C * inner + inner * C;  // q_proj, k_proj, v_proj, g_proj, o_proj
       const ScanRule rule = scan_rule(k);
       if (uses_beta(rule)) w += C * H;  // b_proj (β per head)
       if (uses_gate(rule)) w += C * (gate_per_channel(rule) ? inner : H);  // a_proj (α per head or channel)

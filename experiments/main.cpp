@@ -209,7 +209,7 @@ int main(int argc, char** argv) {
     sub->add_option("--scan-form", teach_scan_form, "sequential (default) | chunked");
     sub->add_option("--seed", to.seed, "seed of the weights and the random batch")->check(not_negative());
   }
-  teach->add_option("--param", to.param, "parameter to check (default layers.0.mixer.b_proj.bias)");
+  teach->add_option("--param", to.param, "parameter to check (default blocks.0.mix.b_proj.bias)");
   teach->add_option("--elements", to.elements, "how many of its elements (default 8, evenly spread)")->check(within(1, 1e6));
   teach->add_option("--step", to.step, "h of the central difference (default 1e-4)")->check(within(1e-12, 1));
   graph->add_option("--out", to.out, "dot file to write (default graph.dot; the SVG goes beside it)");

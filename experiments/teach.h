@@ -1,6 +1,6 @@
 // The teaching commands of `lina`: each runs one training step of a tiny
 // model (the first layers of a preset, a short random batch) and shows it.
-//   lina teach  --param layers.0.mixer.b_proj.bias   backward's gradient beside a finite difference
+//   lina teach  --param blocks.0.mix.b_proj.bias   backward's gradient beside a finite difference
 //   lina trace                                       every op, forward then backward
 //   lina graph  --out g.dot                          the step's graph as Graphviz dot (+ SVG)
 #pragma once
@@ -19,7 +19,7 @@ struct TeachOptions {
   ScanForm scan_form = ScanForm::Sequential;  // the readable token-by-token recurrence, or chunked
   uint64_t seed = 1337;                  // the weights and the random batch
   // lina teach
-  std::string param = "layers.0.mixer.b_proj.bias";  // the parameter to check
+  std::string param = "blocks.0.mix.b_proj.bias";  // the parameter to check
   int elements = 8;        // how many of its elements (evenly spread)
   double step = 1e-4;      // h of the central difference: rounding grows like ε·L/h, truncation like h²
   // lina graph

@@ -2,7 +2,7 @@
 // a named view into it, and every gradient in a second buffer laid out the
 // same way. AdamW and the gradient norm then run once over whole buffers,
 // while checkpoints and tests address tensors by name
-// ("layers.2.mixer.wq.weight").
+// ("blocks.2.mix.q_proj.weight").
 //
 // Life cycle:
 //   ParameterStore params;

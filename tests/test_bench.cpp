@@ -18,10 +18,10 @@ namespace {
 // Model FLOPs of one training step at B×T from the numbers of docs/spec.md §1:
 // n_embd 128, 4 heads of 32, 2 KV heads, MLP 512, vocab 65, 4 layers.
 double spec_flops(bool attention, double B, double T) {
-  const double C = 128, H = 4, d = 32, kv = 2 * 32, mlp = 512, vocab = 65;
-  double layer = attention ? C * C + 2 * C * kv + C * C  // wq, wk, wv, wo
-                           : 4 * C * C + 2 * C * H;      // wq, wk, wv, wo, b_proj, a_proj (gdn)
-  layer += 2 * C * mlp;
+  const double C = 128, H = 4, d = 32, kv = 2 * 32, mlp = 344, vocab = 65;
+  double layer = attention ? C * C + 2 * C * kv + C * C  // q_proj, k_proj, v_proj, o_proj
+                           : 5 * C * C + 2 * C * H;      // q, k, v, g, o_proj, b_proj, a_proj (gdn)
+  layer += 3 * C * mlp;                                  // SwiGLU: gate, up, down
   double weights = 4 * layer + C * vocab;  // + the head; the embedding is not a product
   double per_token = 6 * weights + 4 * (attention ? 6 * H * d * T : 12 * H * d * d);
   return per_token * B * T;

@@ -52,7 +52,11 @@ TEST_CASE("bad numbers: every numeric flag refuses values out of its range") {
       {train, "--weight-decay", {"-0.1", "1e9"}},  // 0: no decay
       {train, "--extend-to", {"-1", "0", "1e12"}},
       {train, "--checkpoint-every", {"-1", "0", "1e12"}},
-      {train, "--stop-at", {"-1", "0", "1e12"}},
+      {train, "--stop-at", {"-1", "1e12"}},  // 0: save the initial weights
+      {train, "--values", {"-1", "0", "9999999"}},
+      {train, "--clip", {"-1", "1e9"}},         // 0: no clipping
+      {train, "--beta2", {"-0.1", "0", "1", "2"}},
+      {train, "--dropout", {"-0.1", "1", "2"}},
       {train, "--eval-every", {"-1", "0", "1e12"}},
       {train, "--eval-batches", {"-1", "0", "1e9"}},
       {lm, "--extrap-batches", {"-1", "1e9"}},  // 0: no extrapolation
@@ -100,7 +104,7 @@ TEST_CASE("bad input: one line, non-zero exit") {
   expect_error("train --preset gdn --task lm --context 64 --data " + (d / "short.txt").string() + out,
                "context");
   expect_error("train --preset gdn --task recall --device tpu" + out, "unknown device 'tpu'");
-  expect_error("train --preset gdn --task lm --pairs 8" + out, "--pairs and --keys are for --task recall");
+  expect_error("train --preset gdn --task lm --pairs 8" + out, "--pairs, --keys and --values are for --task recall");
   expect_error("train --preset gdn --task recall --scan-form parallel" + out, "unknown --scan-form 'parallel'");
   expect_error("train --preset attn --task recall --attention flash" + out, "unknown --attention 'flash'");
   expect_error("train --preset gdn --task recall --conv bogus" + out,
@@ -189,7 +193,7 @@ TEST_CASE("recall --pairs/--keys: recorded in the json and in the file name") {
   CHECK(j["config"]["train"]["pairs"] == 8);
   CHECK(j["config"]["train"]["keys"] == 16);
   CHECK(j["config"]["train"]["context"] == 31);
-  CHECK(j["config"]["model"]["vocab"] == 32);
+  CHECK(j["config"]["model"]["vocab"] == 16 + 64);  // 64 value tokens
 }
 
 // Two tiny recall runs of `preset`, one per value of `flag`, that must be the

@@ -220,7 +220,9 @@ TEST_CASE("RecallTask: sequences repeat 32 distinct keys with their values, mask
   }
   CHECK(reordered_rows == B);       // a new order every time (32! orders)
   CHECK(keys_seen.size() == 64);    // every key is drawn somewhere in the batch
-  CHECK(values_seen.size() == 16);  // and every value
+  CHECK(values_seen.size() == 64);  // and every value (2048 draws of 64)
+  CHECK(*values_seen.begin() == 64);
+  CHECK(*values_seen.rbegin() == 127);
 }
 
 TEST_CASE("RecallTask: same seed, same batch, and the held-out set is fixed by its seed") {
@@ -244,8 +246,9 @@ TEST_CASE("RecallTask: same seed, same batch, and the held-out set is fixed by i
                        lina::Error);
 }
 
-TEST_CASE("RecallTask: --pairs and --keys resize the task") {
-  RecallTask task(8, 16);
+TEST_CASE("RecallTask: --pairs, --keys and --values resize the task") {
+  CHECK(RecallTask(8, 16).vocab() == 16 + 64);  // 64 values by default
+  RecallTask task(8, 16, 16);
   CHECK(task.context() == 31);
   CHECK(task.vocab() == 32);
   Rng rng(3);

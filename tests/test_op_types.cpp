@@ -75,6 +75,7 @@ std::vector<OpCase> op_cases() {
       {OpKind::CausalConv1dSilu, [] { return causal_conv1d_silu(leaf({1, 4, 3}), leaf({3, 2})); }},
       {OpKind::CausalConv1dSiluL2Norm, [] { return causal_conv1d_silu_l2_norm(leaf({1, 4, 4}), leaf({4, 2}), 2); }},
       {OpKind::Rope, [] { return rope(leaf({1, 2, 1, 4})); }},
+      {OpKind::Dropout, [] { return dropout(x23(), DropoutKey{0.5, 3, 1, 2}); }},
       {OpKind::Scan, [] {
          ScanOptions linear{ScanRule::Linear, ScanForm::Sequential, 2};
          return scan(linear, leaf({1, 2, 1, 2}), leaf({1, 2, 1, 2}), leaf({1, 2, 1, 2}), Var(),

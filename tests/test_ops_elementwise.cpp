@@ -70,6 +70,10 @@ const std::vector<GradcheckRow> kRows = {
        check_gradients([](auto& v) { return relu(v[0]); }, {away_from_zero({3, 5})});
        check_gradients([](auto& v) { return relu(v[0]); }, {away_from_zero({2, 3, 4})});
      }},
+    {OpKind::Dropout, "p 0.1 and p 0.5, the mask fixed by the key", [] {
+       check_gradients([](auto& v) { return dropout(v[0], DropoutKey{0.1, 1337, 7, 5}); }, {randn64({6, 9})});
+       check_gradients([](auto& v) { return dropout(v[0], DropoutKey{0.5, 1, 0, 0}); }, {randn64({2, 3, 4})});
+     }},
 };
 const int kRegistered = register_gradchecks(kRows);
 

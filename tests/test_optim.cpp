@@ -142,7 +142,8 @@ TEST_CASE("ParameterStore: errors") {
 TEST_CASE("AdamW: one step matches the hand-computed update (float64)") {
   ParameterStore store = two_parameter_store<double>();
   set_grads<double>(store, {0.1, -0.2, 0.3});
-  AdamWConfig cfg;  // β1 0.9, β2 0.99, eps 1e-8, wd 0.1
+  // β1 0.9, β2 0.99, eps 1e-8, wd 0.1 on the decay parameters only (spec 1's optimiser)
+  AdamWConfig cfg{1e-3, 0.9, 0.99, 1e-8, 0.1, /*decay_all=*/false};
   AdamW opt(store, cfg);
   const double lr = 0.01;
   opt.step(lr);
@@ -162,6 +163,8 @@ TEST_CASE("AdamW: two steps use the bias corrections of t = 2 (float64)") {
   ParameterStore store = two_parameter_store<double>();
   AdamWConfig cfg;
   cfg.weight_decay = 0.05;
+  cfg.beta2 = 0.99;
+  cfg.decay_all = false;  // b is not decayed
   AdamW opt(store, cfg);
   Scalar s[3] = {{0.5}, {-1.5}, {2.0}};
   const double wd[3] = {0.05, 0.05, 0.0};
@@ -222,6 +225,7 @@ TEST_CASE_TEMPLATE("AdamW: weight decay only on parameters added with decay = tr
   store.data().copy_from(Tensor::from_vector<T>({1, -2, 3, 4, -5}, {5}));
   AdamWConfig cfg;
   cfg.weight_decay = 0.5;
+  cfg.decay_all = false;  // --decay-matrices
   AdamW opt(store, cfg);
   opt.step(0.1);  // zero gradients: only the decay moves anything, p ← p(1 − 0.05)
   std::vector<T> p = store.data().to_vector<T>();
@@ -230,6 +234,20 @@ TEST_CASE_TEMPLATE("AdamW: weight decay only on parameters added with decay = tr
   CHECK(p[2] == T(3));  // not decayed
   CHECK(p[3] == T(4) * (T(1) - T(0.05)));
   CHECK(p[4] == T(-5) * (T(1) - T(0.05)));
+}
+
+TEST_CASE("AdamW's defaults are PyTorch's: β2 0.999, weight decay 0.01 on every parameter") {
+  AdamWConfig cfg;
+  CHECK(cfg.beta1 == 0.9);
+  CHECK(cfg.beta2 == 0.999);
+  CHECK(cfg.eps == 1e-8);
+  CHECK(cfg.weight_decay == 0.01);
+  ParameterStore store = two_parameter_store<double>();  // b is added with decay = false
+  AdamW opt(store, cfg);
+  opt.step(0.1);  // zero gradients: every parameter, b included, decays by lr · wd
+  std::vector<double> p = store.data().to_vector<double>();
+  CHECK(p[2] == doctest::Approx(2.0 * (1 - 0.1 * 0.01)).epsilon(1e-14));
+  CHECK(p[0] == doctest::Approx(0.5 * (1 - 0.1 * 0.01)).epsilon(1e-14));
 }
 
 TEST_CASE("AdamW: float32 matches the float64 update to float rounding") {
@@ -263,7 +281,11 @@ TEST_CASE_TEMPLATE("clip_grad_norm scales above the limit and leaves the rest", 
   CHECK(g[2] == doctest::Approx(4 * coef).epsilon(1e-6));
   CHECK(std::sqrt(double(g[0]) * g[0] + double(g[2]) * g[2]) == doctest::Approx(1.0).epsilon(1e-5));
   CHECK(store.get("b").grad().at(0) == doctest::Approx(4 * coef).epsilon(1e-6));  // views see it
-  CHECK_THROWS_WITH_AS(clip_grad_norm(store, 0.0), doctest::Contains("max_norm must be positive"),
+  // max_norm 0: no clipping (the course's recipe), the norm still measured
+  set_grads<T>(store, {T(3), T(0), T(4)});
+  CHECK(clip_grad_norm(store, 0.0) == doctest::Approx(5.0));
+  CHECK(store.grad().to_vector<T>() == std::vector<T>{T(3), T(0), T(4)});
+  CHECK_THROWS_WITH_AS(clip_grad_norm(store, -1.0), doctest::Contains("max_norm must not be negative"),
                        Error);
 }
 

@@ -18,7 +18,7 @@ namespace {
 
 using test::run;
 
-// One line of a trace: "forward  12  matmul  layers.0.mixer.q_proj  float32[2, 8, 128]  |out| 1.2e+00".
+// One line of a trace: "forward  12  matmul  blocks.0.mix.q_proj  float32[2, 8, 128]  |out| 1.2e+00".
 struct TraceLine {
   std::string phase;
   int number = 0;
@@ -69,13 +69,13 @@ std::set<std::string> names_in(const std::vector<TraceLine>& lines) {
 }
 
 TEST_CASE("names: interned once, set on the op that made a tensor, nothing without a graph") {
-  const char* a = intern_name("layers.0.mixer.q");
-  CHECK(a == intern_name(std::string("layers.0.") + "mixer.q"));  // one copy per name
-  CHECK(std::string(a) == "layers.0.mixer.q");
+  const char* a = intern_name("blocks.0.mix.q");
+  CHECK(a == intern_name(std::string("blocks.0.") + "mix.q"));  // one copy per name
+  CHECK(std::string(a) == "blocks.0.mix.q");
 
   Var w(Tensor::ones({2, 3}), /*requires_grad=*/true, "w");
   Var y = named(mul_scalar(w, 2.0), a);
-  CHECK(std::string(y.display_name()) == "layers.0.mixer.q");
+  CHECK(std::string(y.display_name()) == "blocks.0.mix.q");
   CHECK(std::string(w.display_name()) == "w");
   {
     NoGradGuard no_graph;
@@ -105,10 +105,10 @@ TEST_CASE("names: the model names its intermediates after spec 1.4's prefixes") 
   LanguageModel model(config, 7);
   std::set<std::string> names = graph_names(model.forward(Tensor::zeros({1, 4}, DType::i32)));
   for (const char* expected :
-       {"tok_emb", "layers.0.norm1", "layers.0.mixer.q", "layers.0.mixer.beta",
-        "layers.0.mixer.log_alpha", "layers.0.mixer.o", "layers.0.mixer.o_norm", "layers.0.mixer",
-        "layers.1.mixer.q", "layers.1.mixer.o", "layers.1.mlp", "layers.1.out", "norm_f",
-        "logits", "layers.0.mixer.b_proj.bias", "head.weight"}) {
+       {"tok", "blocks.0.n1", "blocks.0.mix.q", "blocks.0.mix.beta",
+        "blocks.0.mix.log_alpha", "blocks.0.mix.o", "blocks.0.mix.o_norm", "blocks.0.mix",
+        "blocks.1.mix.q", "blocks.1.mix.o", "blocks.1.ffn", "blocks.1.out", "norm_f",
+        "logits", "blocks.0.mix.b_proj.bias", "lm_head.weight"}) {
     INFO(std::string(expected));
     CHECK(names.count(expected) == 1);
   }
@@ -116,8 +116,8 @@ TEST_CASE("names: the model names its intermediates after spec 1.4's prefixes") 
   config.attention = Fusion::Composed;
   LanguageModel composed(config, 7);
   names = graph_names(composed.forward(Tensor::zeros({1, 4}, DType::i32)));
-  CHECK(names.count("layers.1.mixer.scores") == 1);
-  CHECK(names.count("layers.1.mixer.weights") == 1);
+  CHECK(names.count("blocks.1.mix.scores") == 1);
+  CHECK(names.count("blocks.1.mix.weights") == 1);
 }
 
 TEST_CASE("lina trace: every op of the forward once in the backward, in reverse, same shapes") {
@@ -130,17 +130,17 @@ TEST_CASE("lina trace: every op of the forward once in the backward, in reverse,
     REQUIRE(r.code == 0);
     std::vector<TraceLine> lines = parse_trace(r.output);
     check_reverse(lines);
-    CHECK(names_in(lines).count("layers.0.mixer.o") == 1);
+    CHECK(names_in(lines).count("blocks.0.mix.o") == 1);
   }
   test::Result r = run("trace --preset gdn,attn --layers 2");
   std::set<std::string> names = names_in(parse_trace(r.output));
-  for (const char* expected : {"tok_emb", "layers.0.mixer.q", "layers.0.mixer.beta",
-                               "layers.1.mixer.o", "norm_f", "logits", "loss"}) {
+  for (const char* expected : {"tok", "blocks.0.mix.q", "blocks.0.mix.beta",
+                               "blocks.1.mix.o", "norm_f", "logits", "loss"}) {
     INFO(std::string(expected));
     CHECK(names.count(expected) == 1);
   }
   // The scan op: one step of a sequential gdn layer keeps S_0 … S_{T−1}.
-  CHECK(r.output.find("scan            layers.0.mixer.o") != std::string::npos);
+  CHECK(r.output.find("scan            blocks.0.mix.o") != std::string::npos);
 }
 
 TEST_CASE("LINA_TRACE=1 and lina train --trace trace the first update only") {
@@ -153,7 +153,7 @@ TEST_CASE("LINA_TRACE=1 and lina train --trace trace the first update only") {
     REQUIRE(r.code == 0);
     std::vector<TraceLine> lines = parse_trace(r.output);
     check_reverse(lines);  // one update: each op once forward, once backward
-    CHECK(names_in(lines).count("layers.3.mixer.o") == 1);
+    CHECK(names_in(lines).count("blocks.3.mix.o") == 1);
   }
   test::Result quiet = run(args);
   CHECK(parse_trace(quiet.output).empty());
@@ -171,12 +171,12 @@ TEST_CASE("lina graph writes the step's graph as dot: names, saved tensors, grad
   text << f.rdbuf();
   const std::string g = text.str();
   CHECK(g.rfind("digraph lina {", 0) == 0);
-  CHECK(g.find("label=\"layers.0.mixer.o\\nfloat32[2, 8, 4, 32]\"") != std::string::npos);
+  CHECK(g.find("label=\"blocks.0.mix.o\\nfloat32[2, 8, 4, 32]\"") != std::string::npos);
   // The sequential scan saved S_0 … S_7 of each (batch, head): [B, H, T, d, d].
   CHECK(g.find("saved states float32[2, 4, 8, 32, 32]") != std::string::npos);
   CHECK(g.find("saved rstd float32[16]") != std::string::npos);
   std::smatch m;
-  CHECK(std::regex_search(g, m, std::regex(R"(layers\.0\.mixer\.b_proj\.bias\\nfloat32\[4\]\\n\|grad\| = [0-9.e+-]+)")));
+  CHECK(std::regex_search(g, m, std::regex(R"(blocks\.0\.mix\.b_proj\.bias\\nfloat32\[4\]\\n\|grad\| = [0-9.e+-]+)")));
   CHECK(test::expect_error("graph --preset nope --out " + dot, "preset").code != 0);
   CHECK(test::expect_error("graph --layers 5 --out " + dot, "layers").code != 0);
   std::filesystem::remove_all(dir);
@@ -196,7 +196,7 @@ TEST_CASE("lina graph renders SVG with graphviz") {
   std::stringstream svg;
   svg << f.rdbuf();
   CHECK(svg.str().find("<svg") != std::string::npos);
-  CHECK(svg.str().find("layers.3.mixer.o") != std::string::npos);
+  CHECK(svg.str().find("blocks.3.mix.o") != std::string::npos);
   CHECK(svg.str().find("saved probs") != std::string::npos);  // the fused attention op
   std::filesystem::remove_all(dir);
 }
@@ -210,11 +210,11 @@ double largest_error(const std::string& output) {
 
 TEST_CASE("lina teach: the hand-written gradient agrees with the finite difference") {
   for (const char* args :
-       {"", "--scan-form chunked", "--param layers.0.mixer.a_proj.weight --elements 4",
-        "--preset delta --param layers.0.mixer.conv_k.weight --elements 4",
-        "--preset attn --param layers.0.mixer.wk.weight --elements 4",
-        "--preset gla --param layers.0.mixer.a_proj.bias --elements 4",
-        "--preset gdn,gdn --layers 2 --param layers.0.mixer.o_norm.weight --elements 4"}) {
+       {"", "--scan-form chunked", "--param blocks.0.mix.a_proj.weight --elements 4",
+        "--preset delta --param blocks.0.mix.conv.weight --elements 4",
+        "--preset attn --param blocks.0.mix.k_proj.weight --elements 4",
+        "--preset gla --param blocks.0.mix.a_proj.bias --elements 4",
+        "--preset gdn,gdn --layers 2 --param blocks.0.mix.o_norm.weight --elements 4"}) {
     test::Result r = run(std::string("teach ") + args);
     INFO("lina teach " << args << "\n" << r.output);
     CHECK(r.code == 0);
@@ -222,9 +222,9 @@ TEST_CASE("lina teach: the hand-written gradient agrees with the finite differen
     CHECK(largest_error(r.output) < 1e-5);
   }
   test::Result r = run("teach");
-  CHECK(r.output.find("parameter layers.0.mixer.b_proj.bias [4]") != std::string::npos);
+  CHECK(r.output.find("parameter blocks.0.mix.b_proj.bias [4]") != std::string::npos);
   CHECK(test::count_lines(r.output) == 4 + 4 + 1);  // header, 4 elements, verdict
-  test::expect_error("teach --param layers.0.mixer.nope", "unknown --param");
+  test::expect_error("teach --param blocks.0.mix.nope", "unknown --param");
   test::expect_error("teach --context 0", "--context");
 }
 
