@@ -223,6 +223,12 @@ void add_elementwise_rows(std::vector<Row>& rows) {
                     kernels::scale_inplace(x, 0.37);
                     return Outputs{x};
                   }});
+  // The same Philox masks on both devices, bit for bit: 0 or x / (1 − p).
+  rows.push_back({"dropout_apply p 0.1 and 0.5 [100003]", [](Device d) {
+                    Tensor x = Inputs(d).randn({100003});
+                    return Outputs{kernels::dropout(x, DropoutKey{0.1, 1337, 4999, 14}),
+                                   kernels::dropout(x, DropoutKey{0.5, 1, 0, 0})};
+                  }, true});
 }
 
 // ---- rows: layout (copy_strided) & reductions ----
@@ -629,19 +635,21 @@ void add_attention_rows(std::vector<Row>& rows) {
   struct Case {
     int64_t B, Tq, Tk, H, Hkv, d;
   };
+  // The last case drops probabilities (p = 0.1): the same masks on both devices.
   for (const Case& c : {Case{2, 9, 9, 4, 2, 8}, Case{1, 3, 11, 4, 1, 16}, Case{1, 1, 20, 2, 2, 32},
-                        Case{2, 70, 70, 4, 2, 12}})
+                        Case{2, 70, 70, 4, 2, 12}, Case{2, 33, 33, 4, 2, 32, 0.1}})
     rows.push_back({"attention B=" + std::to_string(c.B) + " Tq=" + std::to_string(c.Tq) + " Tk=" +
                         std::to_string(c.Tk) + " H=" + std::to_string(c.H) + " Hkv=" + std::to_string(c.Hkv) +
-                        " d=" + std::to_string(c.d),
+                        " d=" + std::to_string(c.d) + (c.dropout > 0 ? " dropout 0.1" : ""),
                     [c](Device d) {
                       Inputs in(d);
                       Tensor q = in.randn({c.B, c.Tq, c.H, c.d}), k = in.randn({c.B, c.Tk, c.Hkv, c.d});
                       Tensor v = in.randn({c.B, c.Tk, c.Hkv, c.d}), dout = in.randn({c.B, c.Tq, c.H, c.d});
                       const double scale = 1.0 / std::sqrt(double(c.d));
+                      const DropoutKey drop{c.dropout, 1337, 12, 3};
                       Tensor probs;
-                      Tensor out = kernels::attention_forward(q, k, v, scale, probs);
-                      kernels::AttentionGrads g = kernels::attention_backward(q, k, v, probs, dout, scale);
+                      Tensor out = kernels::attention_forward(q, k, v, scale, probs, drop);
+                      kernels::AttentionGrads g = kernels::attention_backward(q, k, v, probs, dout, scale, drop);
                       return Outputs{out, probs, g.dq, g.dk, g.dv};
                     },
                     true});
