@@ -634,6 +634,7 @@ void add_scan_rows(std::vector<Row>& rows) {
 void add_attention_rows(std::vector<Row>& rows) {
   struct Case {
     int64_t B, Tq, Tk, H, Hkv, d;
+    double dropout = 0;
   };
   // The last case drops probabilities (p = 0.1): the same masks on both devices.
   for (const Case& c : {Case{2, 9, 9, 4, 2, 8}, Case{1, 3, 11, 4, 1, 16}, Case{1, 1, 20, 2, 2, 32},
