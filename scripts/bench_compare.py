@@ -3,7 +3,7 @@
 (lowest) ms per training step of each binary over the rounds, their ratio,
 the after binary's model-FLOP rate as a fraction of its GEMM rate, peak
 memory, each run's step times over attn's (ratios inside one run only), and
-the speed targets of README "Benchmarks" checked one by one, and where gdn's
+the speed targets (docs/benchmarks.md) checked one by one, and where gdn's
 step spends its time beyond attn's (the after binary's profile, by op and by
 product shape).
     scripts/bench_compare.py OUT_DIR ROUNDS > OUT_DIR/summary.md

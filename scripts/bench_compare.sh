@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Benchmarks two lina binaries back to back on this machine and writes a
-# summary of the ratios and of the speed targets (README "Benchmarks"):
+# summary of the ratios and of the speed targets (docs/benchmarks.md):
 #   scripts/bench_compare.sh BEFORE_LINA AFTER_LINA OUT_DIR [ROUNDS]
 # For each round, `lina bench` (default settings) of BEFORE then AFTER, so
 # that machine load hits both alike; then one `lina bench --profile` of each

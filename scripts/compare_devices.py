@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The same runs on two devices, side by side: for every run file name found
-in both folders (lm_gdn.json in results/cpu-full/cpu and results/cuda-full/cuda,
+in both folders (lm_gdn.json in results/runs/cpu and results/runs/cuda,
 say), its final val loss (lm) or held-out accuracy (recall) on each, the
 first update at which their training losses differ by more than 1e-3, the
 mean training loss of the last 250 updates on each.

@@ -3,9 +3,11 @@
 # on a CPU what a 32×32 memory per head buys on exact recall. gdn (gated
 # delta rule) and linear (plain linear attention) are trained on the recall
 # task with 16 key–value pairs out of 32 keys (sequences of 64 tokens,
-# batch 32, 600 updates); gdn sits on a plateau, then its held-out accuracy
-# jumps to near 1, while linear's elu+1 keys overlap and it stays low. Then
-# the report: a table, plots and the explorer page.
+# batch 32, 600 updates), and it prints each one's held-out accuracy by
+# update: whether and when it learns to read back the value stored with a
+# key. Then the report: a table, plots and the explorer page. Last, the
+# same comparison at the course's full length from the runs kept in
+# results/runs/cpu/, or a line saying they are not in yet.
 #   scripts/main_job.sh [--out DIR]      (default DIR: runs/main)
 # Writes DIR/cpu/recall_{linear,gdn}_p16_k32.{json,safetensors,predictions.json}
 # and DIR/report/{report.md,recall.png,memory.png,explorer.html,...}.
@@ -41,36 +43,44 @@ scripts/report.py "$out" --out "$out/report" >/dev/null
 echo "main_job: report: $out/report/report.md (table, findings), $out/report/recall.png,"
 echo "          $out/report/explorer.html (open in a browser); $((SECONDS - start)) s in all"
 # The same comparison at the course's full length, from the runs kept in the repository.
-python3 - results/cpu-full/cpu <<'EOF'
+python3 - results/runs/cpu <<'EOF'
 import json, os, sys
+folder = sys.argv[1]
 COURSE = ("attn", "linear", "delta", "gdn", "hybrid")
 def finished(name):
     """The run json `name` in the folder if it finished, else None."""
-    path = os.path.join(sys.argv[1], name)
-    run = json.load(open(path)) if os.path.exists(path) else None
-    return run if run and run.get("finished") else None
-def line(task, key, fmt):
-    runs = {p: finished(f"{task}_{p}.json") for p in COURSE}
-    return ", ".join(f"{p} {fmt % r['final'][key]}" for p, r in runs.items() if r) or "none finished yet"
-def seeds(preset):
-    """Final lm val losses of a preset's finished runs at every seed (seed 1337 has no suffix)."""
-    names = [n for n in sorted(os.listdir(sys.argv[1]))
-             if n == f"lm_{preset}.json" or (n.startswith(f"lm_{preset}_s") and n.endswith(".json"))]
-    return [r["final"]["val_loss"] for r in map(finished, names) if r]
-def capacity(preset):
-    """Held-out recall accuracy by pair count (64 keys): 32 pairs is the main run."""
-    runs = {n: finished(f"recall_{preset}.json" if n == 32 else f"recall_{preset}_p{n}.json") for n in (8, 16, 32, 48)}
-    return " ".join(f"{n}:{r['final']['val_accuracy']:.3f}" for n, r in runs.items() if r) or "none"
-print("main_job: at the course's full length (results/cpu-full/report.md):")
-print("          recall, 32 pairs of 64 keys, 2000 steps, held-out accuracy: " + line("recall", "val_accuracy", "%.3f"))
-print("          lm (tiny shakespeare), 5000 steps, val loss: " + line("lm", "val_loss", "%.4f"))
+    try:
+        run = json.load(open(os.path.join(folder, name)))
+    except (OSError, ValueError):
+        return None
+    return run if isinstance(run, dict) and run.get("finished") else None
+names = sorted(os.listdir(folder)) if os.path.isdir(folder) else []
+if not any(finished(n) for n in names if n.endswith(".json")):
+    print(f"main_job: the course's full-length runs are not in {folder}/ yet (they are being run);")
+    print(f"          once they are, this prints their numbers, and {folder}/report.md is their report.")
+    sys.exit(0)
+def drop(run):
+    """The first evaluation with held-out accuracy >= 0.5 (the report's drop step), or None."""
+    return next((e["step"] for e in run.get("eval", []) if e.get("val_accuracy", 0) >= 0.5), None)
+print(f"main_job: at the course's full length ({folder}/report.md):")
+recall = {p: finished(f"recall_{p}.json") for p in COURSE}
+parts = [f"{p} {r['final']['val_accuracy']:.3f} (" + ("no drop" if drop(r) is None else f"drop at {drop(r)}") + ")"
+         for p, r in recall.items() if r]
+print("          recall, 32 pairs of 64 keys, held-out accuracy: " + (", ".join(parts) or "none finished yet"))
+lm = {p: finished(f"lm_{p}.json") for p in COURSE}
+print("          lm (tiny shakespeare), val loss: "
+      + (", ".join(f"{p} {r['final']['val_loss']:.4f}" for p, r in lm.items() if r) or "none finished yet"))
 means = []
 for preset in COURSE:
-    v = seeds(preset)
+    stem = f"lm_{preset}_s"
+    seeds = [n for n in names if n.startswith(stem) and n.endswith(".json") and n[len(stem):-5].isdigit()]
+    v = [r["final"]["val_loss"] for r in map(finished, [f"lm_{preset}.json"] + seeds) if r]
     if len(v) >= 2:
         means.append(f"{preset} {sum(v) / len(v):.4f} ({len(v)} seeds)")
 if means:
     print("          lm val loss, mean over seeds: " + ", ".join(means))
-for preset in ("linear", "delta", "gdn"):
-    print(f"          recall capacity, {preset:6s} accuracy by pairs: " + capacity(preset))
+for p, r in recall.items():
+    if r and r.get("capacity"):
+        print(f"          recall capacity probe, {p:6s} accuracy at N pairs: "
+              + " ".join(f"{c['pairs']}:{c['accuracy']:.3f}" for c in r["capacity"]))
 EOF

@@ -9,7 +9,6 @@ framework. Works on partial sets and short runs: what is not there yet is
 left out or marked "—". Bad input ends with one line and exit status 2.
 """
 import argparse
-import json
 import os
 import sys
 
@@ -31,7 +30,7 @@ def need_matplotlib():
 
 need_matplotlib()
 sys.path.insert(0, HERE)
-from report_lib import capacity, explorer, findings, groups, memory, plots, seeds  # noqa: E402
+from report_lib import ablation, capacity, course, drops, explorer, findings, groups, memory, plots, recipe, seeds  # noqa: E402
 from report_lib.runs import ReportError, best_val, extrap, final, load  # noqa: E402
 
 
@@ -48,17 +47,21 @@ def best_cell(r):
 
 
 def runs_table(runs):
-    head = ["run", "preset", "task", "role", "steps", "final val loss", "best val (step)", "accuracy",
-            "extrap 64", "128", "256", "512",
+    head = ["run", "preset", "task", "role", "recipe", "steps", "final val loss", "best val (step)", "train loss",
+            "held-out accuracy", "fresh accuracy", "drop step", "extrap 64", "128", "256", "512",
             "kv_per_token", "state_const", "conv_cache", "params", "ms/step", "tokens/s", "device", "commit"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     role = groups.roles(runs)
     for r in runs:
         ex = extrap(r)
         done = r.get("steps_done", "?")
-        steps = f"{done}" + ("" if r.get("finished") else f" of {r['config'].get('train', {}).get('steps', '?')} (unfinished)")
-        cells = [r["_label"], r["preset"], r["task"], role[id(r)], steps, fmt(final(r, "val_loss")), best_cell(r),
-                 fmt(final(r, "val_accuracy"), ".3f"), *[fmt(ex.get(c)) for c in (64, 128, 256, 512)],
+        steps = f"{done}" + ("" if r.get("finished") else f" of {recipe.length(r)[1] or '?'} (unfinished)")
+        recall = r["task"] == "recall"
+        drop = drops.drop_step(r) if recall else None
+        cells = [r["_label"], r["preset"], r["task"], role[id(r)], recipe.short(r), steps, fmt(final(r, "val_loss")),
+                 best_cell(r), fmt(final(r, "train_loss")), fmt(final(r, "val_accuracy"), ".3f"),
+                 fmt(final(r, "fresh_accuracy"), ".3f"), ("no drop" if drop is None else str(drop)) if recall else "—",
+                 *[fmt(ex.get(c)) for c in (64, 128, 256, 512)],
                  fmt(r.get("kv_per_token")), fmt(r.get("state_const")), fmt(r.get("conv_cache")),
                  f"{r.get('params', 0):,}", fmt(r.get("ms_per_step"), ".1f"), fmt(r.get("tokens_per_s"), ",.0f"),
                  r.get("device", "?"), str(r.get("git_commit", "?"))[:10]]
@@ -85,32 +88,41 @@ def memory_section(runs):
     return out
 
 
-def write_report(runs, out, course):
+def write_report(runs, out, course_figures):
     os.makedirs(out, exist_ok=True)
     pngs = plots.all_plots(runs, out)
     noise = seeds.lm_noise(runs)
+    pairs, keys = groups.main_size(runs)
     md = ["# lina report", "",
           f"{len(runs)} runs from: " + ", ".join(sorted({os.path.dirname(r['_path']) for r in runs}))
-          + ". Interactive page: [explorer.html](explorer.html).", "", "## Runs", "",
-          "Role: main — the run that stands for its preset (seed 1337, or the only seed; recall at 32 pairs "
-          "of 64 keys); only main runs are compared with each other and with the course. seed N — another "
-          "seed (the Noise section); capacity — recall at another pair count (Recall capacity); duplicate — "
-          "a second run of the same identity (task, preset, pairs, keys, seed); other — not compared.", ""]
+          + ". Interactive page: [explorer.html](explorer.html). Every finding below is computed from these run "
+          "jsons; the course's figures are scripts/course_figures.json (course-figures.md).", "", "## Runs", "",
+          "Role: main — the run that stands for its preset (the course's recipe, seed 1337 or the only seed; "
+          f"recall at {pairs} pairs of {keys} keys); only main runs are compared with each other and with the "
+          "course. seed N — another seed (the Noise section); capacity — recall trained at another pair count; "
+          "ablation — a recipe that differs from the course's (the recipe column; the section on spec 1); "
+          "duplicate — a second run of the same identity; other — not compared. Recipe: course, or the flags "
+          "that differ from the course's.", ""]
     md += runs_table(runs)
-    md += ["", "## Noise", ""] + seeds.section(noise, course["lm"]["noise"])
+    md += ["", "## Noise", ""] + seeds.section(noise, course_figures["lm"]["noise"])
+    md += ["", "## The course, like for like", "",
+           "One row per figure the course publishes, lina's number from the main runs, and whether they agree. "
+           "lm rows are judged against the seed noise measured from the seed runs here (lm_P_s1338, lm_P_s1339): "
+           "a number against the course's one run within 2·√2·σ agrees; a gap the course ranks must have its sign "
+           "and be above the noise; a gap the course calls noise must be within it. Without seed runs a row says "
+           "\"no seed runs yet\". Recall rows compare behaviour: a drop or none (the drop rule in the next "
+           "section). A row whose runs are not at the course's length and batch says \"indicative only\".", ""]
+    md += course.table(runs, course_figures, noise)
+    md += ["", "## Recall: when each run drops", ""] + drops.table(runs)
+    md += ["", "## Recall capacity", "", "### The course's capacity probe", ""]
+    md += capacity.probe_section(runs, course_figures)
+    md += ["", "### Trained at other pair counts", ""] + capacity.section(runs)
+    md += ["", "## What changed from spec 1, and why it mattered", ""] + ablation.section(runs, noise)
     md += ["", "## Findings (generated from the numbers)", ""]
     md += findings.lm_findings(runs, noise) + findings.recall_findings(runs) + findings.answer_lines(runs)
     ladder = findings.decay_ladder(runs, noise)
     if ladder:
         md += ["", "### The decay ladder: no decay → fixed → learned → per channel", ""] + ladder
-    md += ["", "### Recall capacity", ""] + capacity.section(runs)
-    md += ["", "### Course reported / lina measured", "",
-           "| what | course reported | lina measured | verdict |", "|---|---|---|---|"]
-    md += [f"| {a} | {b} | {c} | {d} |" for a, b, c, d in findings.course_table(runs, course, noise)]
-    md += ["", "From the main runs only. The course's figures are for 5000 lm steps (2000 recall) at batch 64; "
-           "a row whose runs have another length says so and compares only in sign and shape.", "",
-           "### The spec's \"what to expect\"", ""]
-    md += findings.spec_expectations(runs, course)
     md += ["", "## Memory (spec §1.3)", ""] + memory_section(runs)
     md += ["", "## Plots", ""] + [f"![{p}]({p})" for p in pngs]
     with open(os.path.join(out, "report.md"), "w") as f:
@@ -126,10 +138,9 @@ def main():
     a = ap.parse_args()
     out = a.out or a.dirs[0]
     try:
-        with open(os.path.join(HERE, "course_figures.json")) as f:
-            course = json.load(f)
+        course_figures = recipe.load_course()
         runs = load(a.dirs, lambda m: print("report: " + m, file=sys.stderr))
-        pngs = write_report(runs, out, course)
+        pngs = write_report(runs, out, course_figures)
     except (ReportError, OSError) as e:
         print(f"report: error: {e}", file=sys.stderr)
         return 2

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""ctest report_explorer: three very short lina runs -> scripts/report.py ->
+"""ctest report_explorer: four very short lina runs (spec 2's run json; one
+an ablation, lm without dropout as spec 1 had it) -> scripts/report.py ->
 report.md, PNG plots and explorer.html, loaded in headless chromium with
 #selftest (the page moves its sliders and clicks its buttons and writes
 SELFTEST PASS/FAIL into the DOM). Also writes screenshots of the page into
@@ -62,16 +63,25 @@ def main():
         base = os.path.join(runs, "cpu", f"recall_{preset}")
         run([a.lina, "eval", "--task", "recall", "--checkpoint", base + ".safetensors",
              "--predictions", base + ".predictions.json"])
+    run([a.lina, "train", "--preset", "gdn", "--task", "lm", "--dropout", "0", "--extrap-batches", "0",
+         "--data", os.path.join(ROOT, "data", "tinyshakespeare.txt")] + tiny)
     print(f"runs: {time.time() - t0:.1f} s")
 
     p = run([sys.executable, REPORT, runs, "--out", out])
-    check("3 runs" in p.stdout, "report.py read 3 runs: " + p.stdout.strip())
+    check("4 runs" in p.stdout, "report.py read 4 runs: " + p.stdout.strip())
     md = open(os.path.join(out, "report.md")).read()
     for label in ("lm_gdn", "recall_gdn", "recall_linear"):
         check(f"| {label} |" in md, f"report.md has a table row for {label}")
-    for section in ("## Noise", "## Findings", "Course reported / lina measured", "## Memory", "18,874,368"):
+    check("| lm_gdn_drop0 | gdn | lm | ablation | dropout 0, batch 2, updates 4 |" in md,
+          "the run without dropout is an ablation, its recipe named")
+    check("| lm_gdn_drop0 | dropout 0 (course 0.1; spec 1's) |" in md and "| lm_gdn | val loss" in md,
+          "'What changed from spec 1' lists the ablation beside lm_gdn")
+    for section in ("## Noise", "## The course, like for like", "| recall gdn: a sudden drop |",
+                    "## Recall: when each run drops", "### The course's capacity probe",
+                    "## What changed from spec 1, and why it mattered", "## Findings", "## Memory", "18,874,368",
+                    "no seed runs yet"):
         check(section in md, f"report.md has '{section}'")
-    for png in ("lm_loss.png", "recall.png", "extrapolation.png", "memory.png", "alpha.png"):
+    for png in ("lm_loss.png", "recall.png", "extrapolation.png", "memory.png", "alpha.png", "capacity_probe.png"):
         path = os.path.join(out, png)
         check(os.path.exists(path) and os.path.getsize(path) > 5000, f"{png} written")
     bad = run([sys.executable, REPORT, os.path.join(a.work, "nowhere")], ok=False)
@@ -84,7 +94,7 @@ def main():
     flags = [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--virtual-time-budget=5000"]
     dom = run(flags + ["--dump-dom", page + "#selftest"], timeout=60).stdout
     marker = dom.split('id="selftest-result"')[1].split("</div>")[0] if 'id="selftest-result"' in dom else "(no marker)"
-    check("SELFTEST PASS (3 runs, 2 with predictions)" in marker, "explorer self-test: " + marker.split(">", 1)[-1])
+    check("SELFTEST PASS (4 runs, 2 with predictions)" in marker, "explorer self-test: " + marker.split(">", 1)[-1])
     for name, size in (("explorer.png", "1200,2600"), ("explorer_top.png", "1200,900")):
         run(flags + [f"--window-size={size}", f"--screenshot={os.path.join(out, name)}", page], timeout=60)
         check(os.path.exists(os.path.join(out, name)), f"screenshot {name}")

@@ -1,9 +1,12 @@
 #!/usr/bin/env python3
 """scripts/results_index.py, the index of results/: the repository's
-results/README.md is what the script writes; on a small fake results tree,
-a json not in the index, a json that names no commit, a json in no set, a
-set README without its Commit line and a stale index each fail --check
-with one line, and writing the index again fixes a stale one.
+results/README.md is what the script writes and results/ keeps the layout
+(runs/cpu, runs/cuda, bench, device); on a small fake results tree, a json
+not in the index, a json that names no commit, a json in no set, a set
+README without its Commit line, a folder outside the layout (an earlier
+set kept beside the current one) and a stale index each fail --check with
+one line, a folder being filled needs no Commit line, a run json's line
+names its recipe changes, and writing the index again fixes a stale one.
 
     tests/test_results_index.py [--work DIR]
 """
@@ -46,9 +49,15 @@ def readme(title, paragraph, commit):
             f"- **Date**: 2026-11-30\n- **Machine**: a test machine\n\nMore text.\n")
 
 
-def run_doc(commit, task="lm", preset="gdn"):
-    doc = {"task": task, "preset": preset, "steps_done": 3, "finished": True,
-           "config": {"model": {"preset": preset}, "train": {"seed": 1337}}}
+def run_doc(commit, task="lm", preset="gdn", **changes):
+    """A spec-2 run json: the course's recipe (3 steps at batch 2) with `changes`."""
+    recipe = {"lr": 0.001, "schedule": "constant", "warmup": 0, "clip": 0.0, "weight_decay": 0.01, "decay": "all",
+              "beta2": 0.999, "dropout": 0.1 if task == "lm" else 0.0, "batch": 2, "steps": 3}
+    if task == "recall":
+        recipe.update(pairs=32, keys=64, values=64)
+    recipe.update(changes)
+    doc = {"task": task, "preset": preset, "steps_done": 3, "finished": True, "recipe": recipe,
+           "config": {"model": {"preset": preset}, "train": dict(recipe, seed=1337)}}
     if commit is not None:
         doc["git_commit"] = commit
     return doc
@@ -72,14 +81,19 @@ def main():
     # the repository's own results/: up to date, every json listed with a commit
     r = index("--check")
     check(r.returncode == 0, f"--check on the repository's results/ passes ({r.stderr.strip()})")
+    top = sorted(n for n in os.listdir(os.path.join(ROOT, "results")) if not n.startswith("."))
+    check(set(top) <= {"README.md", "runs", "bench", "device"}, f"results/ holds only runs, bench and device ({top})")
 
     # a tiny fake tree: runs (own commits, predictions), bench (the README's commit), device (own date)
-    write(os.path.join(results, "runs", "README.md"),
-          readme("Short runs", "Two tiny runs, see [the spec](../../docs/spec.md).", "each run json's `git_commit`"))
+    write(os.path.join(results, "runs", "cpu", "README.md"),
+          readme("Short runs", "Three tiny runs, see [the spec](../../../docs/spec.md).", "each run json's `git_commit`"))
     write_json(os.path.join(results, "runs", "cpu", "lm_gdn.json"), run_doc("abc1234def56"))
     write_json(os.path.join(results, "runs", "cpu", "recall_gdn.json"), run_doc("bcd2345ef012", task="recall"))
     write_json(os.path.join(results, "runs", "cpu", "recall_gdn.predictions.json"),
                {"task": "recall", "preset": "gdn", "step": 3})
+    write_json(os.path.join(results, "runs", "cpu", "recall_attn_v16_cosine.json"),
+               run_doc("bcd2345ef012", task="recall", preset="attn", values=16, schedule="cosine"))
+    write(os.path.join(results, "runs", "cuda", "README.md"), "# GPU runs: being filled\n\nNone yet.\n")
     write(os.path.join(results, "bench", "README.md"), readme("Bench", "One bench run.", "1234567 (a CPU build)"))
     write_json(os.path.join(results, "bench", "bench.json"),
                {"schema": "lina-bench-1", "presets": ["attn", "gdn"], "shapes": ["64x64"], "profile": True})
@@ -91,15 +105,35 @@ def main():
     check(r.returncode == 0, f"writing the fake tree's index exits 0 ({r.stderr.strip()})")
     text = open(os.path.join(results, "README.md"), encoding="utf-8").read() if r.returncode == 0 else ""
     check(index(*fake, "--check").returncode == 0, "--check passes right after writing")
-    check("| [runs/cpu/lm_gdn.json](runs/cpu/lm_gdn.json) | run: lm gdn, 3 steps | abc1234def56 | 2026-11-30 |" in text,
-          "a run json: its own git_commit, the README's date")
+    check("| [runs/cpu/lm_gdn.json](runs/cpu/lm_gdn.json) | run: lm gdn, 3 steps, batch 2, updates 3 | abc1234def56 "
+          "| 2026-11-30 |" in text, "a run json: its own git_commit, the README's date, its length against the course's")
+    check("| run: recall attn, 3 steps, values 16, schedule cosine, batch 2, updates 3 |" in text,
+          "an ablation run json: the recipe flags it changes")
+    check("## [runs/cuda/](runs/cuda/README.md): GPU runs: being filled\n\nNone yet.\n\nNo json files" in text,
+          "a folder being filled: no Command/Commit/Date/Machine lines needed")
     check("| bcd2345ef012 (its run) |" in text, "a predictions file: the commit of the run beside it")
     check("| `lina bench --profile`: attn,gdn at 64x64 | 1234567 (README) |" in text,
           "a bench json: the commit its set's README names")
     check("| 6951b2ea0fb4 | 2026-12-02 |" in text, "a device summary: its own commit and date")
-    check("Two tiny runs, see [the spec](../docs/spec.md)." in text,
+    check("Three tiny runs, see [the spec](../docs/spec.md)." in text,
           "a set's first paragraph, its links made relative to results/")
-    check(text.index("## [bench/]") < text.index("## [device/]") < text.index("## [runs/]"), "one section per set, in order")
+    check(text.index("## [bench/]") < text.index("## [device/]") < text.index("## [runs/cpu/]"),
+          "one section per set, in order")
+
+    # outside the layout: an earlier set beside the current one, a folder in runs/ that is no device, a stray file
+    for extra, what in (("cpu-full", "an earlier set beside the current one"), (os.path.join("runs", "cpu-300"),
+                        "a folder in runs/ that is not a device"), ("notes.md", "a stray file at the top")):
+        path = os.path.join(results, extra)
+        if extra.endswith(".md"):
+            write(path, "notes\n")
+        else:
+            write(os.path.join(path, "README.md"), readme("Old", "An earlier set.", "1234567"))
+        one_line_failure(index(*fake, "--check"), "is not part of the layout", what)
+        if os.path.isdir(path):
+            shutil.rmtree(path)
+        else:
+            os.remove(path)
+    check(index(*fake, "--check").returncode == 0, "the fake tree passes again once they are gone")
 
     # (a) a json that is not listed
     extra = os.path.join(results, "runs", "cpu", "lm_attn.json")
@@ -120,10 +154,13 @@ def main():
     os.remove(nameless)
 
     # a json in no set, and a set README without its Commit line
-    stray = os.path.join(results, "stray.json")
+    cuda_readme = os.path.join(results, "runs", "cuda", "README.md")
+    os.remove(cuda_readme)
+    stray = os.path.join(results, "runs", "cuda", "lm_gdn.json")
     write_json(stray, run_doc("abc1234def56"))
-    one_line_failure(index(*fake, "--check"), "stray.json is in no set", "a json in no set")
+    one_line_failure(index(*fake, "--check"), "lm_gdn.json is in no set", "a json in no set")
     os.remove(stray)
+    write(cuda_readme, "# GPU runs: being filled\n\nNone yet.\n")
     bench_readme = os.path.join(results, "bench", "README.md")
     write(bench_readme, readme("Bench", "One bench run.", "1234567").replace("- **Commit**: 1234567\n", ""))
     one_line_failure(index(*fake, "--check"), "bench/README.md: no '- **Commit**", "a set README without Commit")
@@ -131,13 +168,13 @@ def main():
     check(index(*fake, "--check").returncode == 0, "the fake tree passes again")
 
     # (c) a stale index: a set's description changed, or the index edited by hand
-    write(os.path.join(results, "runs", "README.md"),
-          readme("Short runs", "Two tiny runs, described anew.", "each run json's `git_commit`"))
+    write(os.path.join(results, "runs", "cpu", "README.md"),
+          readme("Short runs", "Three tiny runs, described anew.", "each run json's `git_commit`"))
     one_line_failure(index(*fake, "--check"), "is not what scripts/results_index.py writes", "a stale index")
     # (d) writing it again fixes it
     r = index(*fake)
     text = open(os.path.join(results, "README.md"), encoding="utf-8").read()
-    check(r.returncode == 0 and "Two tiny runs, described anew." in text and index(*fake, "--check").returncode == 0,
+    check(r.returncode == 0 and "Three tiny runs, described anew." in text and index(*fake, "--check").returncode == 0,
           "writing the index again takes the new description and --check passes")
     with open(os.path.join(results, "README.md"), "a", encoding="utf-8") as f:
         f.write("a line added by hand\n")

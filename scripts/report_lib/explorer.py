@@ -1,7 +1,7 @@
 """explorer.html: the template with the run data embedded as JSON."""
 import json
 
-from . import groups, memory
+from . import capacity, drops, groups, memory, recipe
 from .runs import extrap
 
 
@@ -15,7 +15,7 @@ def thin(points, n=300):
 
 
 def run_data(r, role):
-    """What the page needs of one run; role as groups.roles ('main', 'seed 1338', 'capacity', ...)."""
+    """What the page needs of one run; role as groups.roles ('main', 'seed 1338', 'capacity', 'ablation', ...)."""
     keep = ("preset", "task", "device", "steps_done", "finished", "params", "kv_per_token", "state_const",
             "conv_cache", "ms_per_step", "tokens_per_s", "final", "alpha", "eval")
     d = {k: r.get(k) for k in keep}
@@ -25,6 +25,10 @@ def run_data(r, role):
     d["commit"] = str(r.get("git_commit", ""))[:10]
     d["loss_curve"] = [[p["step"], p["loss"]] for p in thin(r.get("loss_curve") or [])]
     d["extrapolation"] = extrap(r)
+    d["recipe"] = recipe.short(r)
+    d["capacity"] = {str(n): a for n, (a, _) in capacity.probe(r).items()}
+    if r["task"] == "recall":
+        d["drop_step"] = drops.drop_step(r)
     p = r.get("_predictions")
     if p and role == "main":  # the page shows the main runs' answers only
         d["predictions"] = {k: p.get(k) for k in ("pairs", "keys", "values", "accuracy", "step", "examples")}

@@ -2,35 +2,21 @@
 
 Presets are compared through their main runs (groups.py: seed 1337, recall
 at 32 pairs of 64 keys). Differences are ranked only when larger than the
-noise: for lm, seeds.LmNoise (2·√2·σ from the seeds, else the largest
-val-vs-extrap@64 gap; means over seeds where both presets have them); for
+noise: for lm, seeds.LmNoise (2·√2·σ from the seed runs; means over seeds
+where both presets have them; without seed runs nothing is ranked); for
 recall accuracy, twice the binomial standard error of the difference.
 """
 import math
 
-from .groups import by_preset
-from .runs import best_val, extrap, f4, final, number, scored_per_eval, train_cfg
+from .drops import THRESHOLD, drop_step
+from .groups import by_preset, main_size
+from .runs import best_val, extrap, final, number, scored_per_eval
 
 
 def acc_noise(a, b):
     pa, pb = final(a, "val_accuracy"), final(b, "val_accuracy")
     var = pa * (1 - pa) / scored_per_eval(a) + pb * (1 - pb) / scored_per_eval(b)
     return 2 * math.sqrt(max(var, 1e-12))
-
-
-def drop_step(r, threshold=0.5):
-    """First evaluation step with held-out accuracy ≥ threshold (None: never)."""
-    for e in r.get("eval") or []:
-        if (e.get("val_accuracy") or 0) >= threshold:
-            return e["step"]
-    return None
-
-
-def acc_at(r, step):
-    for e in r.get("eval") or []:
-        if e["step"] == step and "val_accuracy" in e:
-            return e["val_accuracy"]
-    return None
 
 
 def fmt3(x):
@@ -51,9 +37,9 @@ def lm_findings(runs, noise):
     parts = []
     for r in lm[1:]:
         d = final(r, "val_loss") - final(best, "val_loss")
-        tag = "no noise estimate" if n is None else ("noise" if d <= n else "above noise")
+        tag = "no seed runs yet" if n is None else ("noise" if d <= n else "above noise")
         parts.append(f"{r['preset']} +{d:.4f} ({tag})")
-    nz = f"noise {n:.4f}" if n is not None else "no noise estimate yet"
+    nz = f"noise {n:.4f}" if n is not None else "no seed runs yet"
     out.append(f"- lm (main runs): lowest val loss {best['preset']} {final(best, 'val_loss'):.4f}; "
                + ("; ".join(parts) if parts else "no other lm run") + f" ({nz}).")
     rises = [(r["preset"], extrap(r)[512] - extrap(r)[64]) for r in lm if 64 in extrap(r) and 512 in extrap(r)]
@@ -141,7 +127,7 @@ LADDER = [("linear", "retnet", "a fixed decay per head"),
 
 def noise_tag(diff):
     """'noise' / 'above noise' / 'no noise estimate' of a seeds.Diff."""
-    return "no noise estimate" if diff.noise is None else ("noise" if diff.is_noise() else "above noise")
+    return "no seed runs yet" if diff.noise is None else ("noise" if diff.is_noise() else "above noise")
 
 
 def decay_ladder(runs, noise):
@@ -178,12 +164,13 @@ def recall_findings(runs):
         d = final(best, "val_accuracy") - final(r, "val_accuracy")
         n = acc_noise(best, r)
         parts.append(f"{r['preset']} −{d:.4f} ({'noise' if d <= n else 'above noise'}, noise {n:.4f})")
-    out = [f"- recall (main runs, 32 pairs of 64 keys): highest held-out accuracy {best['preset']} "
+    pairs, keys = main_size(runs)
+    out = [f"- recall (main runs, {pairs} pairs of {keys} keys): highest held-out accuracy {best['preset']} "
            f"{final(best, 'val_accuracy'):.3f}; " + ("; ".join(parts) if parts else "no other recall run") + "."]
     for r in rec:
         s = drop_step(r)
-        out.append(f"- recall {r['preset']}: " + (f"held-out accuracy first ≥ 0.5 at step {s}" if s is not None
-                   else f"never reaches accuracy 0.5 in {r.get('steps_done')} steps (final loss {fmt3(final(r, 'val_loss'))})") + ".")
+        out.append(f"- recall {r['preset']}: " + (f"held-out accuracy first ≥ {THRESHOLD} at step {s}" if s is not None
+                   else f"never reaches accuracy {THRESHOLD} in {r.get('steps_done')} steps (final loss {fmt3(final(r, 'val_loss'))})") + ".")
     return out
 
 
@@ -228,175 +215,4 @@ def answer_lines(runs):
                    f"sequences ({r['_label']}.predictions.json): a most frequent value of the sequence {frequent:.0%} "
                    f"of the time (the targets {frequent_targets:.0%}), {distinct:.1f} distinct answers per sequence of {pred.get('pairs')} queries"
                    + (" — the values' frequencies, not the key→value binding" if frequent > max(0.5, 2 * frequent_targets) else "") + ".")
-    return out
-
-
-def verdict_signed(course_diff, diff, a, b):
-    """course_diff and diff.d: loss(a) − loss(b)."""
-    if diff is None:
-        return "not measured"
-    if diff.noise is None:
-        return "no noise estimate"
-    if diff.is_noise():
-        return f"noise in lina (|{diff.d:.4f}| ≤ {diff.noise:.4f}); the course ranks it"
-    if (diff.d < 0) == (course_diff < 0):
-        return f"agrees (above noise {diff.noise:.4f})"
-    return f"DISAGREES: lina has {a} {'lower' if diff.d < 0 else 'higher'} than {b} (noise {diff.noise:.4f})"
-
-
-def verdict_noise(diff):
-    """The course calls the gap noise: does lina?"""
-    if diff is None:
-        return "not measured"
-    if diff.noise is None:
-        return "no noise estimate"
-    return "agrees (noise)" if diff.is_noise() else f"DISAGREES: {abs(diff.d):.4f} is above lina's noise {diff.noise:.4f}"
-
-
-def settings_gap(used, steps, batch):
-    """'' when every run a row used has the course's length and batch, else a note."""
-    got = sorted({(r.get("steps_done"), train_cfg(r).get("batch")) for r in used},
-                 key=lambda g: (number(g[0], -1), number(g[1], -1)))
-    if not got or all(g == (steps, batch) for g in got):
-        return ""
-    return (" — runs of " + ", ".join(f"{s} steps at batch {b}" for s, b in got)
-            + f", not the course's {steps} at {batch}: indicative only")
-
-
-def course_table(runs, course, noise):
-    """Rows (what, course reported, lina measured, verdict); a row whose runs are not at the course's
-    length and batch says 'indicative only'."""
-    st = course["settings"]
-    length = {"lm": st["lm_steps"], "recall": st["recall_steps"]}
-    out = []
-    for what, a, b, v, used in course_rows(runs, course, noise):
-        task = what.split()[0]
-        if task in length and v and v != "not measured":
-            v += settings_gap(used, length[task], st["batch"])
-        out.append((what, a, b, v))
-    return out
-
-
-def signed(diff):
-    return "—" if diff is None else f"{diff.d:+.4f} ({diff.basis})"
-
-
-def course_rows(runs, course, noise):
-    """Rows (what, course reported, lina measured, verdict, runs used) from the main runs."""
-    lm, rc, c = by_preset(runs, "lm"), by_preset(runs, "recall"), course["lm"]
-    n = noise.single
-
-    def same_value(course_v, lina_v):
-        if lina_v is None:
-            return "not measured"
-        d = lina_v - course_v
-        if n is not None and abs(d) <= n:
-            return f"agrees ({d:+.4f}, within noise {n:.4f})"
-        return f"DISAGREES: lina {'higher' if d > 0 else 'lower'} by {abs(d):.4f}" + (f" (noise {n:.4f})" if n else "")
-
-    h = lm.get("hybrid")
-    hv, e64 = (final(h, "val_loss"), extrap(h).get(64)) if h else (None, None)
-    rows = [("lm hybrid val loss (200 batches)", f4(c["hybrid_val_loss"]), f4(hv),
-             same_value(c["hybrid_val_loss"], hv), [h]),
-            ("lm hybrid extrapolation loss at 64 (40 batches)", f4(c["hybrid_extrap_64"]), f4(e64),
-             same_value(c["hybrid_extrap_64"], e64), [h]),
-            ("lm noise: largest gap val vs extrap@64 over the runs", f4(c["noise"]), f4(noise.spread),
-             "" if noise.spread is None else ("lina's is larger" if noise.spread > c["noise"] else "lina's is smaller"), []),
-            ("lm noise used for lina's verdicts", f4(c["noise"]), f4(n) + ("" if n is None else f" ({noise.source})"),
-             "", [])]
-    for a, b, key in (("attn", "linear", "attn_below_linear"), ("attn", "gdn", "attn_below_gdn")):
-        d = noise.between(a, b)
-        rows.append((f"lm {a} − {b} val loss", f"−{c[key]:.4f}", signed(d),
-                     verdict_signed(-c[key], d, a, b), d.runs if d else []))
-    for a, b, key in (("gdn", "delta", "gdn_delta_gap_unsigned"), ("attn", "hybrid", "attn_hybrid_gap_unsigned")):
-        d = noise.between(a, b)
-        rows.append((f"lm gap {a} vs {b} (unsigned) val loss", f"{c[key]:.4f} (noise)",
-                     "—" if d is None else f"{abs(d.d):.4f} ({d.basis})", verdict_noise(d), d.runs if d else []))
-    t = c["train_seconds"]
-    if "attn" in lm and "gdn" in lm and lm["attn"].get("ms_per_step") and lm["gdn"].get("ms_per_step"):
-        ratio = lm["gdn"]["ms_per_step"] / lm["attn"]["ms_per_step"]
-        commits = (lm["attn"].get("git_commit"), lm["gdn"].get("git_commit"))
-        if commits[0] != commits[1]:  # other binaries, likely other machines or loads: not one ratio
-            verdict = f"not compared: the runs come from different commits ({commits[0]}, {commits[1]})"
-        else:
-            verdict = ("lina's chunked scan is faster relative to attn" if ratio < t["gdn"] / t["attn"]
-                       else "lina is relatively slower")
-        rows.append(("lm training time gdn / attn", f"{t['gdn'] / t['attn']:.2f}× ({t['gdn']} s / {t['attn']} s, Python loop)",
-                     f"{ratio:.2f}× (ms/step, {lm['gdn'].get('device')})", verdict, [lm["attn"], lm["gdn"]]))
-    g = lm.get("gdn")
-    a0 = next((l["mean_alpha"] for l in (g or {}).get("alpha") or [] if l.get("layer") == 0), None)
-    lo, hi = c["alpha_layer1_range"]
-    rows.append(("lm gdn mean α per head, first layer", f"{lo}–{hi}",
-                 "—" if not a0 else f"{min(a0):.3f}–{max(a0):.3f}",
-                 "not measured" if not a0 else ("agrees" if min(a0) >= lo - 0.05 and max(a0) <= hi + 0.05 else "DISAGREES"),
-                 [g] if g else []))
-    return rows + recall_rows(rc, course) + memory_rows(lm, rc, course)
-
-
-def recall_rows(rc, course):
-    """Course rows on recall: linear does not drop, the others do."""
-    lin = rc.get("linear")
-    if lin and lin.get("eval"):
-        ev = lin["eval"]
-        s = drop_step(lin)
-        rows = [("recall linear: no sudden drop", "loss 2.60 → 2.47, stays",
-                 f"loss {ev[0]['val_loss']:.2f} → {ev[-1]['val_loss']:.2f}, " + ("accuracy ≥ 0.5 at step %d" % s if s else "no drop"),
-                 "agrees" if s is None else "DISAGREES: linear retrieves", [lin])]
-    else:
-        rows = [("recall linear: no sudden drop", "loss 2.60 → 2.47, stays", "—", "not measured", [])]
-    for p in course["recall"]["drops"]:
-        r = rc.get(p)
-        s = drop_step(r) if r else None
-        rows.append((f"recall {p}: sudden drop", "yes (no step given)",
-                     "—" if not r else ("accuracy ≥ 0.5 at step %d" % s if s else f"no drop in {r.get('steps_done')} steps"),
-                     "not measured" if not r else ("agrees" if s else "DISAGREES" if r.get("finished") else
-                                                   f"DISAGREES so far (unfinished, at step {r.get('steps_done')})"),
-                     [r] if r else []))
-    return rows
-
-
-def memory_rows(lm, rc, course):
-    """Course rows on the memory fields of the run jsons (independent of the run's length)."""
-    m, rows = course["memory"], []
-    for p, key, want in (("attn", "kv_per_token", m["attn_kv_per_token"]), ("gdn", "state_const", m["gdn_state_const"]),
-                         ("hybrid", "kv_per_token", m["hybrid_kv_per_token"]), ("hybrid", "state_const", m["hybrid_state_const"])):
-        r = lm.get(p) or rc.get(p)
-        got = r.get(key) if r else None
-        rows.append((f"memory {p} {key}", str(want), "—" if got is None else str(got),
-                     "not measured" if got is None else ("agrees" if got == want else "DISAGREES"), []))
-    return rows
-
-
-def spec_expectations(runs, course):
-    """Lines comparing the spec's "what to expect" with lina's runs (only at matching settings)."""
-    e, out = course["spec_expect"], []
-    lm, rc = by_preset(runs, "lm"), by_preset(runs, "recall")
-    g = rc.get("gdn")
-    if g:
-        t = train_cfg(g)
-        measured = {s: acc_at(g, int(s)) for s in e["recall_gdn_reference_accuracy"]}
-        got = ", ".join(f"{s}: {'—' if v is None else f'{v:.2f}'}" for s, v in measured.items())
-        same = t.get("steps") == 2000 and t.get("batch") == 64 and t.get("seed") == 1337
-        ref = ", ".join(f"{s}: {v}" for s, v in e["recall_gdn_reference_accuracy"].items())
-        lina = ", ".join(f"{s}: {v}" for s, v in e["recall_gdn_lina_accuracy"].items())
-        out.append(f"- recall gdn held-out accuracy by step — spec reference {ref}; spec's lina {lina}; measured {got}"
-                   + ("" if same else f" (this run: {t.get('steps')} steps, batch {t.get('batch')}, seed {t.get('seed')}; the spec's figures are for 2000 steps, batch 64, seed 1337: not comparable)") + ".")
-        if same:
-            for s, v in measured.items():
-                want = e["recall_gdn_lina_accuracy"].get(s)
-                if v is not None and want is not None and abs(v - want) > 0.1:
-                    out.append(f"- DISAGREES with the spec: gdn accuracy at step {s} is {v:.2f}, the spec's lina figure {want}.")
-        first = (g.get("eval") or [{}])[0]
-        if "val_loss" in first:
-            lo, hi = e["recall_plateau_loss"]
-            out.append(f"- recall gdn first evaluation (step {first['step']}): loss {first['val_loss']:.3f} "
-                       f"(chance {e['recall_chance_loss']:.2f}, spec's plateau {lo}–{hi}).")
-    for p, want in e["lm_500_steps_val_loss"].items():
-        r = lm.get(p)
-        if r and train_cfg(r).get("steps") == 500 and train_cfg(r).get("batch") == 64:
-            v = final(r, "val_loss")
-            out.append(f"- lm {p} after a 500-step schedule: spec's reference {want}, lina {f4(v)}"
-                       + (" — DISAGREES by more than 0.05" if v is not None and abs(v - want) > 0.05 else "") + ".")
-    if not any(r and train_cfg(r).get("steps") == 500 for r in lm.values()):
-        out.append("- lm after 500 steps (spec: attn 1.86, gdn 1.72): no lm run with a 500-step schedule here.")
     return out

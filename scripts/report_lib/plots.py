@@ -1,5 +1,6 @@
 """The report's PNG plots (matplotlib, Agg backend). Every function returns
 the file name it wrote, or None when there was nothing to draw."""
+import math
 import os
 
 import matplotlib
@@ -7,7 +8,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from . import capacity, groups, memory  # noqa: E402
+from . import capacity, drops, groups, memory, recipe  # noqa: E402
 from .runs import extrap, final  # noqa: E402
 
 COLORS = {"attn": "tab:blue", "linear": "tab:orange", "delta": "tab:green", "gdn": "tab:red", "hybrid": "tab:purple",
@@ -58,7 +59,7 @@ def lm_curves(runs, out):
 
 
 def recall_curves(runs, out):
-    """Held-out accuracy and loss of the main recall runs against the step."""
+    """Held-out accuracy (solid; fresh batches dashed) and loss of the main recall runs against the step."""
     rc = [r for r in mains(runs, "recall") if r.get("eval")]
     if not rc:
         return None
@@ -66,15 +67,38 @@ def recall_curves(runs, out):
     for r in rc:
         ev = r["eval"]
         a1.plot([e["step"] for e in ev], [e.get("val_accuracy", 0) for e in ev], "o-", color=color(r), label=r["_label"])
+        fresh = [e for e in ev if "fresh_accuracy" in e]
+        a1.plot([e["step"] for e in fresh], [e["fresh_accuracy"] for e in fresh], "--", color=color(r), lw=0.8)
         a2.plot([e["step"] for e in ev], [e["val_loss"] for e in ev], "o-", color=color(r), label=r["_label"])
+    a1.axhline(drops.THRESHOLD, ls=":", color="gray", lw=0.8, label=f"drop: accuracy ≥ {drops.THRESHOLD}")
+    a1.plot([], [], "--", color="gray", lw=0.8, label="fresh batches (dashed)")
     a1.set(xlabel="update (step)", ylabel="held-out accuracy (fraction of scored values)", ylim=(0, 1.02),
            title="recall: held-out accuracy")
-    a2.axhline(2.7726, ls="--", color="gray", lw=0.8, label="chance ln 16")
+    values = sorted({recipe.of_run(r).get("values") for r in rc if recipe.of_run(r).get("values")})
+    for v in values:
+        a2.axhline(math.log(v), ls="--", color="gray", lw=0.8, label=f"chance ln {v}")
     a2.set(xlabel="update (step)", ylabel="held-out loss (nats per scored value)", title="recall: held-out loss")
     for a in (a1, a2):
         a.grid(alpha=0.3)
         a.legend(fontsize=8)
     return save(fig, out, "recall.png")
+
+
+def probe_plot(runs, out):
+    """The course's capacity probe: accuracy at N pairs of every main recall run trained at 32."""
+    rows = [(r, capacity.probe(r)) for r in mains(runs, "recall") if capacity.probe(r)]
+    if not rows:
+        return None
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for r, got in rows:
+        n = sorted(got)
+        ax.plot(n, [got[k][0] for k in n], "o-", color=color(r), label=f"{r['_label']} (trained at {groups.pairs(r)})")
+    ax.set_xticks(sorted({k for _, got in rows for k in got}))
+    ax.set(xlabel="pairs in the sequence (N)", ylabel="accuracy after training", ylim=(0, 1.02),
+           title="recall: the capacity probe (the course gives no numbers)")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    return save(fig, out, "capacity_probe.png")
 
 
 def extrapolation(runs, out):
@@ -151,7 +175,7 @@ def alpha_plot(runs, out):
 def capacity_plot(runs, out):
     """Final held-out accuracy against pairs (64 keys, main seed), one line per preset; x: unfinished."""
     sizes, cap = capacity.capacity(runs)
-    if not capacity.has_sweep(sizes):
+    if not capacity.has_sweep(sizes, groups.main_size(runs)[0]):
         return None
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for preset, by_pairs in cap.items():
@@ -164,7 +188,7 @@ def capacity_plot(runs, out):
     ax.axhline(capacity.BREAKS, ls=":", color="gray", lw=0.8, label=f"breaks: < {capacity.BREAKS}")
     ax.plot([], [], "x", color="black", label="unfinished run")
     ax.set_xticks(sizes)
-    ax.set(xlabel="pairs stored (of 64 keys)", ylabel="held-out accuracy (final)", ylim=(0, 1.02),
+    ax.set(xlabel=f"pairs trained at (of {groups.main_size(runs)[1]} keys)", ylabel="held-out accuracy (final)", ylim=(0, 1.02),
            title="recall capacity")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
@@ -173,5 +197,5 @@ def capacity_plot(runs, out):
 
 def all_plots(runs, out):
     made = [lm_curves(runs, out), recall_curves(runs, out), extrapolation(runs, out),
-            memory_plot(out), alpha_plot(runs, out), capacity_plot(runs, out)]
+            memory_plot(out), alpha_plot(runs, out), probe_plot(runs, out), capacity_plot(runs, out)]
     return [m for m in made if m]

@@ -2,6 +2,8 @@
 import json
 import os
 
+from . import recipe
+
 PRESET_ORDER = ["attn", "linear", "linear-relu", "linear-sigmoid", "delta", "gdn", "hybrid",
                 "retnet", "mamba2", "gla"]
 
@@ -48,27 +50,48 @@ def load(dirs, warn):
         raise ReportError("no run json (with preset, task, loss_curve, config) under " + ", ".join(dirs))
     for r in runs:
         r["_predictions"] = predictions.get(r["_path"])
-    label_runs(runs)
-    runs.sort(key=lambda r: (r["task"], order(r["preset"]), identity(r)[2:], r["_label"]))
+    label_runs(runs, dirs)
+    runs.sort(key=sort_key)
     return runs
+
+
+def sort_key(r):
+    """Task, preset, size, course recipe before variants, seed, label."""
+    task, preset, pairs, keys, seed, var = identity(r)
+    return task, order(preset), pairs, keys, bool(var), str(var), seed, r["_label"]
 
 
 def order(preset):
     return PRESET_ORDER.index(preset) if preset in PRESET_ORDER else len(PRESET_ORDER)
 
 
-def label_runs(runs):
-    """A short unique name: the file's stem, plus the device or folder when two collide."""
+def label_runs(runs, dirs):
+    """A short unique name: the file's stem, plus the device when two collide on different devices, else the
+    folder (relative to the report's input folder; the input folder's own name for runs right in it)."""
+    roots = [os.path.abspath(d) for d in dirs]
+
+    def folder(r):
+        here = os.path.dirname(os.path.abspath(r["_path"]))
+        root = max((d for d in roots if here == d or here.startswith(d + os.sep)), key=len, default=here)
+        rel = os.path.relpath(here, root)
+        return os.path.basename(root) if rel == "." else rel
+
     for r in runs:
         r["_label"] = os.path.splitext(os.path.basename(r["_path"]))[0]
-    for extra in (lambda r: r.get("device", "?"), lambda r: os.path.dirname(r["_path"])):
-        seen = {}
-        for r in runs:
-            seen.setdefault(r["_label"], []).append(r)
-        for group in seen.values():
-            if len(group) > 1:
-                for r in group:
-                    r["_label"] += f" ({extra(r)})"
+    seen = {}
+    for r in runs:
+        seen.setdefault(r["_label"], []).append(r)
+    for group in seen.values():
+        if len(group) > 1:
+            devices = [r.get("device", "?") for r in group]
+            folders = [folder(r) for r in group]
+            for r, dev, fol in zip(group, devices, folders):
+                if len(set(devices)) == len(group):
+                    r["_label"] += f" ({dev})"
+                elif len(set(folders)) == len(group):
+                    r["_label"] += f" ({fol})"
+                else:
+                    r["_label"] += f" ({fol}, {dev})"
 
 
 def final(r, key):
@@ -90,7 +113,7 @@ def train_cfg(r):
     return (r.get("config") or {}).get("train") or {}
 
 
-# lina's defaults (experiments/train.cpp; scripts/sweep.py DEFAULT_*)
+# lina's defaults (experiments/train_options.cpp; scripts/sweep.py DEFAULT_*)
 DEFAULT_SEED, DEFAULT_PAIRS, DEFAULT_KEYS = 1337, 32, 64
 
 
@@ -99,11 +122,13 @@ def number(x, default):
 
 
 def identity(r):
-    """(task, preset, pairs, keys, seed) of a run; pairs and keys are 0 on lm (they do not apply)."""
+    """(task, preset, pairs, keys, seed, variant) of a run; pairs and keys are 0 on lm (they do not apply);
+    variant: the recipe flags in which the run differs from the course's, () for a course run (recipe.py)."""
     t = train_cfg(r)
     recall = r["task"] == "recall"
     return (r["task"], r["preset"], number(t.get("pairs"), DEFAULT_PAIRS) if recall else 0,
-            number(t.get("keys"), DEFAULT_KEYS) if recall else 0, number(t.get("seed"), DEFAULT_SEED))
+            number(t.get("keys"), DEFAULT_KEYS) if recall else 0, number(t.get("seed"), DEFAULT_SEED),
+            recipe.variant(r))
 
 
 def best_val(r):
@@ -117,6 +142,15 @@ def best_val(r):
 
 
 def scored_per_eval(r):
-    """Scored positions per recall evaluation (eval_batches × batch × pairs)."""
+    """Scored positions per recall evaluation on the fixed held-out set (eval_batches × batch × pairs)."""
     t = train_cfg(r)
-    return t.get("eval_batches", 8) * t.get("batch", 64) * t.get("pairs", 32)
+    batch = recipe.of_run(r).get("batch") or t.get("batch", 128)
+    return t.get("eval_batches", 8) * batch * t.get("pairs", DEFAULT_PAIRS)
+
+
+def eval_every(r):
+    """Updates between the run's evaluations (the step gap of its first two, else config's eval_every)."""
+    steps = [e["step"] for e in r.get("eval") or [] if isinstance(e, dict) and isinstance(e.get("step"), int)]
+    if len(steps) >= 2:
+        return steps[1] - steps[0]
+    return train_cfg(r).get("eval_every")

@@ -1,18 +1,18 @@
-"""Noise on lm val loss, from the seeds and from the val-vs-extrapolation gap.
+"""Noise on lm val loss, measured from the seed runs.
 
-Two estimates:
 - seeds: per lm preset with finished runs at two or more seeds (at the main
-  run's steps and batch), the mean and sample sd of the final val loss; σ is
-  the sd pooled over those presets, √(Σ(nᵢ−1)sᵢ² / Σ(nᵢ−1)). Two single runs
-  differ by noise alone with sd √2·σ, so a difference between two presets'
-  single main runs is called noise below 2·√2·σ. Where both presets have
-  seeds, their means are compared instead, against 2·σ·√(1/na + 1/nb): the
-  pooled σ, not each preset's own sd, which from two or three seeds is
-  itself too noisy to judge by (one or two degrees of freedom).
-- val vs extrap@64 (the course's estimate): a main run's val loss (200
-  batches) and its extrapolation loss at context 64 (40 batches) measure the
-  same thing; the largest gap over the main runs. Used when no preset has
-  two seeds yet.
+  run's steps and batch; lm_P_s1338, lm_P_s1339 beside lm_P), the mean and
+  sample sd of the final val loss; σ is the sd pooled over those presets,
+  √(Σ(nᵢ−1)sᵢ² / Σ(nᵢ−1)). Two single runs differ by noise alone with sd
+  √2·σ, so a difference between two presets' single main runs (or between
+  one of lina's runs and the course's one run) is called noise below
+  2·√2·σ. Where both presets have seeds, their means are compared instead,
+  against 2·σ·√(1/na + 1/nb): the pooled σ, not each preset's own sd, which
+  from two or three seeds is itself too noisy to judge by.
+- Without seed runs nothing is judged: the verdicts say "no seed runs yet".
+- val vs extrap@64 (the course's own estimate: a main run's val loss on 200
+  batches and its extrapolation loss at context 64 on 40 batches measure
+  the same thing) is shown beside the course's 0.0069, not used to judge.
 """
 import math
 from dataclasses import dataclass, field
@@ -119,15 +119,13 @@ class LmNoise:
 
     @property
     def single(self):
-        """2·√2·σ when seed sd's exist, else the largest val-vs-extrap@64 spread (None without either)."""
-        return 2 * math.sqrt(2) * self.sigma if self.sigma is not None else self.spread
+        """2·√2·σ from the seed runs, or None (no seed runs yet)."""
+        return 2 * math.sqrt(2) * self.sigma if self.sigma is not None else None
 
     @property
     def source(self):
         """Which estimate `single` is, in a few words."""
-        if self.sigma is not None:
-            return f"2·√2·σ, σ = {self.sigma:.4f} the pooled seed sd"
-        return "the largest val-vs-extrap@64 gap" if self.spread is not None else "none"
+        return f"2·√2·σ, σ = {self.sigma:.4f} the pooled seed sd" if self.sigma is not None else "no seed runs yet"
 
     def usable(self, p):
         return p in self.seeds and self.seeds[p].n >= 2
@@ -163,21 +161,21 @@ def section(noise, course_noise):
     """The report's Noise section (markdown lines)."""
     out = seeds_table(noise, course_noise)
     if noise.spreads:
-        out += ["", "Val loss (the run's evaluation batches; 200 in the spec) against the extrapolation loss at "
-                "context 64 (40 batches in the spec) of the same main run — two estimates of one number:", ""]
+        out += ["", "The course's own noise estimate, for comparison (not used to judge): val loss (the run's "
+                "evaluation batches; 200 in the recipe) against the extrapolation loss at context 64 (40 batches) "
+                "of the same main run — two estimates of one number:", ""]
         out += [f"- {l}: {v:.4f} vs {e:.4f}, spread {s:.4f}" for l, v, e, s in noise.spreads]
         out += ["", f"Largest spread {noise.spread:.4f} (the course's: {course_noise:.4f})."]
     else:
         out += ["", "No main lm run has both a val loss and an extrapolation loss at 64 yet."]
     out.append("")
     if noise.single is None:
-        out.append("**No lm noise estimate yet**: lm differences are not ranked against noise.")
+        out.append("**No seed runs yet** (lm_P_s1338, lm_P_s1339 of a course preset): lm differences are not "
+                   "judged against noise, and the course rows say so.")
     else:
-        out.append(f"**Noise = {noise.single:.4f}**, {noise.source}: a difference between two presets' single "
-                   "main runs (seed 1337) smaller than this is called noise and not ranked"
-                   + (" (a difference of two single runs has sd √2·σ; twice that)." if noise.sigma is not None
-                      else " (no preset has two finished seeds yet; with them it becomes 2·√2·σ, σ the pooled "
-                           "seed sd)."))
+        out.append(f"**Noise = {noise.single:.4f}**, {noise.source}: a difference between two single runs (two "
+                   "presets' seed-1337 runs, or one of lina's runs and the course's) smaller than this is called "
+                   "noise (a difference of two single runs has sd √2·σ; twice that).")
     out += means_table(noise)
     out += ["", "Recall accuracies: a difference is noise when below twice its binomial standard error "
             "(held-out positions = eval batches × batch × pairs)."]
@@ -187,7 +185,7 @@ def section(noise, course_noise):
 def seeds_table(noise, course_noise):
     """Per lm preset with two or more seeds: mean ± sd of final and best val loss."""
     if not noise.seeds:
-        return ["No lm preset has runs at two or more seeds: no seed-to-seed estimate."]
+        return ["No lm preset has runs at two or more seeds: no seed runs yet."]
     out = ["| preset | seeds (n) | final val loss mean ± sd | best val mean ± sd | val − extrap@64 gap (main run) "
            "| course's estimate |", "|---|---|---|---|---|---|"]
     gaps = {l: s for l, _, _, s in noise.spreads}
