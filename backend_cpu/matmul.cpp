@@ -72,7 +72,7 @@ static void gemm_block(const Eigen::Map<const RowMatrix<T>>& A, bool ta,
 // thread: on the model's shapes (4096×128 by 128×128, the MLP's, the weight
 // gradients) two single-threaded GEMMs on halves of C ran 8–34 % faster
 // than Eigen's own two threads on the whole of it, all but the MLP-up
-// weight gradient (5 % slower; results/bench/gemm-split/).
+// weight gradient (5 % slower; results/bench/gemm-split/ at e88f518, docs/results-history.md).
 constexpr int64_t kSplitMin = 32 * kParallelMin;
 
 // A product whose inner dimension is this many times C's longer side (a

@@ -5,7 +5,7 @@
 //
 // On this project's 2-core AVX-512 machine, OpenBLAS's AVX-512 kernels made
 // the whole training step 2–9 % faster than Eigen's products did
-// (results/bench/openblas/), mostly on the weight gradients' long inner
+// (results/bench/openblas/ at e88f518), mostly on the weight gradients' long inner
 // dimension. Debian 12's OpenBLAS (0.3.21) does not recognise every newer
 // CPU and then falls back to its oldest x86-64 kernels (Prescott: 63 GFLOP/s
 // here against about 280 with its AVX-512 ones), so before loading it lina

@@ -2,7 +2,7 @@
 // feed the graph dump, error messages and the test that every op has a
 // gradient check (tests/test_gradcheck_coverage.cpp). To add an op: add an
 // X(Name, op_name) line to LINA_OPS (elementwise functions go in the lists in
-// core/elementwise_math.h instead), then see README.md "Adding an op".
+// core/elementwise_math.h instead), then see docs/extending.md.
 #pragma once
 #include "core/elementwise_math.h"
 

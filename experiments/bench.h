@@ -63,7 +63,7 @@ std::string run_bench(const BenchOptions& o);
 void run_bench_worker(const BenchOptions& o, const std::string& job, const std::string& out);
 
 // Model FLOPs of one training step (forward + backward) of `c` on B×T
-// tokens, fixed by the config (see README "Benchmarks"):
+// tokens, fixed by the config (see docs/benchmarks.md):
 //   per token: 6 × (weights in matrix products: projections, MLP, head;
 //              not the embedding)
 //            + per attention layer 6 × n_head × head_size × T
