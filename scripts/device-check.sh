@@ -232,7 +232,7 @@ import json, sys
 j = json.load(open(sys.argv[1]))
 final = j.get("final", {})
 step = j.get("cuda_step", {})
-print(j["train_time_s"], final.get("train_loss", "nan"), final.get("val_loss", "nan"),
+print(j["train_time_s"], final.get("last_update_loss", "nan"), final.get("val_loss", "nan"),
       step.get("launches", -1), j.get("cuda_runtime", "-"), round(step.get("host_ms", -1), 3),
       round(step.get("wait_ms", -1), 3))
 EOF2
