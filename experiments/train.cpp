@@ -431,9 +431,7 @@ void TrainingRun::capacity_probe() {
   for (int pairs : kProbePairs) {
     if (pairs > o_.keys) continue;
     RecallTask task(pairs, o_.keys, o_.values);
-    Rng rng = evaluation_rng(o_.seed, pairs, 3);
-    std::vector<Batch> batches;
-    for (int i = 0; i < kProbeBatches; ++i) batches.push_back(task.sample_batch(o_.batch, rng, o_.device));
+    std::vector<Batch> batches = task.heldout(kProbeBatches, o_.batch, o_.seed + 3 + uint64_t(pairs), o_.device);
     std::optional<EvalResult> r = evaluate(*model_, batches, stop_);
     if (!r) break;
     probe.push_back({{"pairs", pairs}, {"accuracy", r->accuracy}, {"loss", r->loss}});
@@ -478,12 +476,16 @@ void TrainingRun::write_json() {
   if (o_.device == Device::cuda) j["cuda_runtime"] = kernels::cuda_runtime();  // "cuda" or "sim"
   j["git_commit"] = LINA_GIT_COMMIT;
   j["machine"] = machine_json();  // of the last stretch, for a resumed run
-  j["config"] = {{"model", model_json(config)}, {"train", options_json(o_)}};
+  const json options = options_json(o_);
+  j["config"] = {{"model", model_json(config)}, {"train", options}};
   j["params"] = model_->params().count();
-  j["recipe"] = {{"lr", o_.lr}, {"schedule", o_.schedule}, {"warmup", o_.warmup}, {"clip", o_.clip},
-                 {"weight_decay", o_.weight_decay}, {"decay", o_.decay_matrices ? "matrices" : "all"},
-                 {"beta2", o_.beta2}, {"dropout", o_.dropout}, {"batch", o_.batch}, {"steps", o_.steps}};
-  if (o_.task == "recall") j["recipe"].update({{"pairs", o_.pairs}, {"keys", o_.keys}, {"values", o_.values}});
+  // The recipe (docs/spec.md §2.3): the options that make it, as config.train records them.
+  json& recipe = j["recipe"] = json::object();
+  for (const char* key : {"lr", "schedule", "warmup", "clip", "weight_decay", "beta2", "dropout", "batch", "steps"})
+    recipe[key] = options[key];
+  recipe["decay"] = o_.decay_matrices ? "matrices" : "all";
+  if (o_.task == "recall")
+    for (const char* key : {"pairs", "keys", "values"}) recipe[key] = options[key];
   j["kv_per_token"] = config.kv_per_token();
   j["state_const"] = config.state_const();
   j["conv_cache"] = config.conv_cache();
