@@ -144,6 +144,8 @@ int main(int argc, char** argv) {
   train->add_option("--stop-at", t.stop_at, "stop after this many updates, as if interrupted (0: save the initial weights)")->check(within(0, kMaxSteps));
   train->add_option("--eval-every", t.eval_every, "updates between evaluations (default 500)")->check(within(1, kMaxSteps));
   train->add_option("--eval-batches", t.eval_batches, "batches per evaluation (default: lm 200 train and 200 val, recall a held-out set of 8)")->check(within(1, kMaxBatches));
+  train->add_option("--fresh-batches", t.fresh_batches, "recall: fresh batches of the course's loss estimate at each evaluation (default 50)")->check(within(1, kMaxBatches));
+  train->add_option("--probe-batches", t.probe_batches, "recall: batches per number of pairs in the capacity probe (default 20)")->check(within(1, kMaxBatches));
   train->add_option("--extrap-batches", t.extrap_batches, "lm: batches per extrapolation context (0: no extrapolation)")->check(within(0, kMaxBatches));
   train->add_flag("--quiet", t.quiet, "no progress line");
   train->add_flag("--trace", t.trace, "print every op of the first update, forward then backward (also LINA_TRACE=1)");

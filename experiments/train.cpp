@@ -39,12 +39,9 @@ namespace {
 
 // Updates of --extend-to's fresh warm-up (cosine schedule; fewer when it adds fewer).
 constexpr int kExtensionWarmup = 100;
-// recall: the course's estimate of the loss, on this many fresh batches.
-constexpr int kRecallFreshBatches = 50;
 // recall: the capacity probe after training, accuracy at these numbers of
-// pairs (the course's), kProbeBatches batches each.
+// pairs (the course's), --probe-batches batches each.
 constexpr int kProbePairs[] = {8, 16, 24, 32};
-constexpr int kProbeBatches = 20;
 
 // ---- the task -------------------------------------------------------------------------
 
@@ -133,6 +130,7 @@ json options_json(const TrainOptions& o) {
   return {{"preset", o.preset}, {"task", o.task}, {"device", device_name(o.device)},
           {"steps", o.steps}, {"batch", o.batch}, {"context", o.context}, {"seed", o.seed},
           {"data", o.data}, {"eval_every", o.eval_every}, {"eval_batches", o.eval_batches},
+          {"fresh_batches", o.fresh_batches}, {"probe_batches", o.probe_batches},
           {"checkpoint_every", o.checkpoint_every}, {"pairs", o.pairs}, {"keys", o.keys},
           {"values", o.values}, {"scan_form", o.scan_form}, {"scan_chunk", o.scan_chunk},
           {"feature_map", o.feature_map}, {"attention", o.attention}, {"conv", o.conv},
@@ -334,7 +332,7 @@ void TrainingRun::train_one_step() {
 
 // lm: train and val loss on fresh random batches (the course's estimate);
 // recall: loss and accuracy on the fixed held-out set, and on the course's
-// estimate, kRecallFreshBatches fresh batches.
+// estimate, --fresh-batches fresh batches.
 void TrainingRun::record_evaluation() {
   json e = {{"step", step_}};
   Rng rng = evaluation_rng(o_.seed, step_, 1);
@@ -346,7 +344,7 @@ void TrainingRun::record_evaluation() {
     auto val = random_batches(task_, Split::val, o_.eval_batches, o_.batch, o_.context, rng, o_.device);
     if (t) r = evaluate(*model_, val, stop_);
   } else {
-    auto fresh = random_batches(task_, Split::val, kRecallFreshBatches, o_.batch, o_.context, rng, o_.device);
+    auto fresh = random_batches(task_, Split::val, o_.fresh_batches, o_.batch, o_.context, rng, o_.device);
     std::optional<EvalResult> f = evaluate(*model_, fresh, stop_);
     if (f) e["fresh_loss"] = f->loss, e["fresh_accuracy"] = f->accuracy;
     if (f) r = evaluate(*model_, task_.heldout, stop_);
@@ -425,13 +423,13 @@ void TrainingRun::extrapolation() {
 }
 
 // recall: accuracy at each number of pairs of kProbePairs (at most --keys) for
-// the model trained at --pairs, kProbeBatches fresh batches each.
+// the model trained at --pairs, --probe-batches fresh batches each.
 void TrainingRun::capacity_probe() {
   json probe = json::array();
   for (int pairs : kProbePairs) {
     if (pairs > o_.keys) continue;
     RecallTask task(pairs, o_.keys, o_.values);
-    std::vector<Batch> batches = task.heldout(kProbeBatches, o_.batch, o_.seed + 3 + uint64_t(pairs), o_.device);
+    std::vector<Batch> batches = task.heldout(o_.probe_batches, o_.batch, o_.seed + 3 + uint64_t(pairs), o_.device);
     std::optional<EvalResult> r = evaluate(*model_, batches, stop_);
     if (!r) break;
     probe.push_back({{"pairs", pairs}, {"accuracy", r->accuracy}, {"loss", r->loss}});

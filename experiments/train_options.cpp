@@ -70,6 +70,8 @@ void validate(TrainOptions& o) {
         "--feature-map is for linear attention layers; preset '" + o.preset + "' has none");
   check(o.task == "recall" || (!was_given(o, "--pairs") && !was_given(o, "--keys") && !was_given(o, "--values")),
         "--pairs, --keys and --values are for --task recall");
+  check(o.task == "recall" || (!was_given(o, "--fresh-batches") && !was_given(o, "--probe-batches")),
+        "--fresh-batches and --probe-batches are for --task recall");
   if (o.task == "recall") (void)RecallTask(o.pairs, o.keys, o.values);  // throws for impossible sizes
   check(o.lr > 0 && std::isfinite(o.lr), "--lr must be a positive number");
   check(o.schedule == "constant" || o.schedule == "cosine",
@@ -149,6 +151,8 @@ void adopt_checkpoint_options(TrainOptions& o, const CheckpointInfo& info, const
   adopt("--seed", "seed", o.seed);
   adopt("--eval-every", "eval_every", o.eval_every);
   adopt("--eval-batches", "eval_batches", o.eval_batches);
+  adopt("--fresh-batches", "fresh_batches", o.fresh_batches);
+  adopt("--probe-batches", "probe_batches", o.probe_batches);
   adopt_unless_given("--checkpoint-every", "checkpoint_every", o.checkpoint_every);
   adopt_unless_given("--data", "data", o.data);
   if (saved.contains("device") && !was_given(o, "--device"))

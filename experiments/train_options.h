@@ -47,6 +47,8 @@ struct TrainOptions {
   int checkpoint_every = -1;  // updates between checkpoints (+ json); −1: every evaluation
   int eval_every = -1;     // −1: lm 500, recall 100
   int eval_batches = -1;   // −1: lm 200, recall 8 (of `batch` sequences each)
+  int fresh_batches = 50;  // recall: the course's loss estimate at each evaluation, on fresh batches
+  int probe_batches = 20;  // recall: batches per number of pairs of the capacity probe
   int extrap_batches = 40; // lm: batches per context length of the extrapolation eval
   std::vector<int> extrap_contexts = {64, 128, 256, 512};
   bool quiet = false;      // no progress line

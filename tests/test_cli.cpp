@@ -24,7 +24,9 @@ using namespace lina::test;
 
 namespace {
 
-const std::string kTiny = " --steps 4 --batch 2 --eval-every 2 --eval-batches 1 --quiet";
+// A tiny run: recall evaluates on one fresh batch and probes with one.
+const std::string kTinyLm = " --steps 4 --batch 2 --eval-every 2 --eval-batches 1 --quiet";
+const std::string kTiny = kTinyLm + " --fresh-batches 1 --probe-batches 1";
 
 }  // namespace
 
@@ -320,7 +322,7 @@ TEST_CASE("--weight-decay: in the run's name and json, applied, checked on resum
   // lr 0.1 from the first update, so that one update's decay (p −= lr·wd·p)
   // moves the second update's loss
   const std::string base = "train --preset gdn --task recall --steps 2 --batch 2 --lr 0.1 "
-                           "--eval-every 2 --eval-batches 1 --quiet --out " + d.string();
+                           "--eval-every 2 --eval-batches 1 --fresh-batches 1 --probe-batches 1 --quiet --out " + d.string();
   std::vector<nlohmann::json> runs;
   for (const char* wd : {"0.01", "0", "1"}) {
     Result r = run(base + " --weight-decay " + wd);
@@ -411,7 +413,7 @@ TEST_CASE("a short run writes json and checkpoint, and bad checkpoints are refus
 TEST_CASE("resume: N steps + N resumed equal 2N uninterrupted, to the bit") {
   for (std::string preset : {"gdn", "attn"}) {
     fs::path a = temp_dir("full_" + preset), b = temp_dir("split_" + preset);
-    std::string common = " --preset " + preset + " --task recall --steps 6 --batch 2 --eval-every 3 --eval-batches 1 --quiet";
+    std::string common = " --preset " + preset + " --task recall --steps 6 --batch 2 --eval-every 3 --eval-batches 1 --fresh-batches 1 --probe-batches 1 --quiet";
     REQUIRE(run("train" + common + " --out " + a.string()).code == 0);
     REQUIRE(run("train" + common + " --out " + b.string() + " --stop-at 3").code == 0);
     fs::path ckpt = b / "cpu" / ("recall_" + preset + ".safetensors");
@@ -432,7 +434,7 @@ TEST_CASE("resume: N steps + N resumed equal 2N uninterrupted, to the bit") {
   // Resuming takes the run's options from the checkpoint; a flag that
   // contradicts them is refused.
   fs::path c = temp_dir("resume_options");
-  REQUIRE(run("train --preset linear --task recall --steps 4 --batch 2 --eval-every 2 --eval-batches 1 --quiet --stop-at 2 --out " + c.string()).code == 0);
+  REQUIRE(run("train --preset linear --task recall --steps 4 --batch 2 --eval-every 2 --eval-batches 1 --fresh-batches 1 --probe-batches 1 --quiet --stop-at 2 --out " + c.string()).code == 0);
   fs::path half = c / "half.safetensors";
   fs::copy_file(c / "cpu" / "recall_linear.safetensors", half);
   expect_error("train --preset linear --task recall --batch 3 --quiet --out " + c.string() + " --resume " + half.string(),
@@ -453,7 +455,7 @@ TEST_CASE("lm: train on a small text, then eval and sample from the checkpoint")
   }
   std::string text = (d / "text.txt").string();
   Result r = run("train --preset hybrid --task lm --context 16 --data " + text + " --out " + d.string() +
-                 " --extrap-batches 1" + kTiny);
+                 " --extrap-batches 1" + kTinyLm);
   INFO(r.output);
   REQUIRE(r.code == 0);
   auto j = nlohmann::json::parse(std::ifstream(d / "cpu" / "lm_hybrid.json"));
@@ -480,23 +482,23 @@ TEST_CASE("lm: train on a small text, then eval and sample from the checkpoint")
 }
 
 TEST_CASE("SIGINT (Ctrl-C) and SIGTERM stop cleanly after writing the checkpoint and the json") {
-  // SIGTERM comes from `timeout`, which signals lina and then its whole
-  // process group: lina receives it twice. SIGINT is sent twice by hand,
-  // 10 ms apart, once the first checkpoint is written. Either way the copy
-  // is one stop request, not the second Ctrl-C that kills.
+  // SIGTERM comes from `timeout`, which passes it to lina and then to its
+  // whole process group: lina receives it twice. SIGINT is sent twice by
+  // hand, 10 ms apart. Both are sent once the first checkpoint is written
+  // (however slow the machine), and either way the copy is one stop
+  // request, not the second Ctrl-C that kills.
   const std::string train_args =
-      " train --preset linear --task recall --steps 1000000 --batch 2 --eval-every 1000000 --eval-batches 1 --quiet --out ";
+      " train --preset linear --task recall --steps 1000000 --batch 2 --eval-every 1000000 --eval-batches 1 --fresh-batches 1 --probe-batches 1 --quiet --out ";
   for (auto [signal_name, code] : {std::pair<std::string, int>{"INT", 130}, {"TERM", 143}}) {
     fs::path d = temp_dir("signal_" + signal_name);
     fs::path ckpt = d / "cpu" / "recall_linear.safetensors";
-    std::string cmd;
-    if (signal_name == "TERM") {
-      cmd = "timeout --preserve-status -s TERM 8 " + std::string(LINA_BINARY) + train_args + d.string() + " 2>&1";
-    } else {
-      cmd = "sh -c '" + std::string(LINA_BINARY) + train_args + d.string() +
-            " --checkpoint-every 1 2>&1 & pid=$!; i=0; while [ ! -e " + ckpt.string() +
-            " ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done; kill -INT $pid; sleep 0.01; kill -INT $pid 2>/dev/null; wait $pid'";
-    }
+    // TERM: `timeout` is the process signalled; INT: lina itself, twice.
+    std::string start = signal_name == "TERM" ? "timeout --preserve-status -s TERM 3600 " : "";
+    std::string second = signal_name == "TERM" ? "" : "sleep 0.01; kill -INT $pid 2>/dev/null; ";
+    std::string cmd = "sh -c '" + start + std::string(LINA_BINARY) + train_args + d.string() +
+                      " --checkpoint-every 1 2>&1 & pid=$!; i=0; while [ ! -e " + ckpt.string() +
+                      " ] && [ $i -lt 3000 ]; do sleep 0.1; i=$((i+1)); done; kill -" + signal_name + " $pid; " +
+                      second + "wait $pid'";
     FILE* p = popen(cmd.c_str(), "r");
     REQUIRE(p != nullptr);
     std::string output;

@@ -16,7 +16,7 @@ using namespace lina::test;
 TEST_CASE("eval --task recall: held-out accuracy as in training, predictions file") {
   fs::path d = temp_dir("eval_recall");
   Result r = run("train --preset gdn --task recall --pairs 8 --keys 16 --steps 4 --batch 3 --eval-every 2"
-                 " --eval-batches 2 --quiet --out " + d.string());
+                 " --eval-batches 2 --fresh-batches 1 --probe-batches 1 --quiet --out " + d.string());
   INFO(r.output);
   REQUIRE(r.code == 0);
   fs::path run_json = d / "cpu" / "recall_gdn_p8_k16.json";

@@ -27,7 +27,9 @@ constexpr bool kUnderSanitizer = true;
 constexpr bool kUnderSanitizer = false;
 #endif
 
-const std::string kSmall = " --batch 2 --eval-batches 1 --quiet";
+// recall evaluates on one fresh batch and probes with one
+const std::string kSmallLm = " --batch 2 --eval-batches 1 --quiet";
+const std::string kSmall = kSmallLm + " --fresh-batches 1 --probe-batches 1";
 
 }  // namespace
 
@@ -176,7 +178,7 @@ TEST_CASE("peak resident memory does not grow with the number of training steps 
   fs::path d = temp_dir("memory");
   auto train = [&](int steps) {
     Result r = run_measured({"train", "--preset", "gdn", "--task", "recall", "--batch", "4", "--steps",
-                             std::to_string(steps), "--eval-every", "50", "--eval-batches", "2",
+                             std::to_string(steps), "--eval-every", "50", "--eval-batches", "2", "--fresh-batches", "2", "--probe-batches", "1",
                              "--quiet", "--out", d.string()});
     REQUIRE(r.code == 0);
     return r.peak_rss_mb;
@@ -191,7 +193,7 @@ TEST_CASE("peak resident memory does not grow with the number of training steps 
     for (int i = 0; i < 100; ++i) text << "To be, or not to be, that is the question:\n";
   }
   REQUIRE(run("train --preset gdn --task lm --steps 2 --context 16 --eval-every 2 --extrap-batches 0 --data " +
-              (d / "text.txt").string() + " --out " + d.string() + kSmall).code == 0);
+              (d / "text.txt").string() + " --out " + d.string() + kSmallLm).code == 0);
   auto sample = [&](int tokens) {
     Result r = run_measured({"sample", "--checkpoint", (d / "cpu" / "lm_gdn.safetensors").string(),
                              "--tokens", std::to_string(tokens)});

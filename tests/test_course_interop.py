@@ -37,6 +37,8 @@ import subprocess
 import sys
 import tempfile
 
+import system_torch
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PY = "/usr/bin/python3"
 PRESETS = "attn,linear,delta,gdn,hybrid,retnet,mamba2,gla"
@@ -58,9 +60,7 @@ def reexec_under_system_python():
     """ctest runs this with whatever python3 it found; the torch is /usr/bin/python3's."""
     if os.path.realpath(sys.executable) == os.path.realpath(PY) or os.environ.get("LINA_INTEROP_CHILD"):
         return
-    if not os.path.exists(PY) or subprocess.run([PY, "-c", "import torch"], capture_output=True).returncode:
-        print("SKIPPED: PyTorch is not installed for /usr/bin/python3 (apt-get install python3-torch)")
-        sys.exit(0)
+    system_torch.skip_unless_available()
     env = dict(os.environ, LINA_INTEROP_CHILD="1")
     sys.exit(subprocess.run([PY, os.path.abspath(__file__)] + sys.argv[1:], env=env).returncode)
 

@@ -59,7 +59,7 @@ def main():
     run([a.lina, "train", "--preset", "gdn", "--task", "lm", "--extrap-batches", "1",
          "--data", os.path.join(ROOT, "data", "tinyshakespeare.txt")] + tiny)
     for preset in ("gdn", "linear"):
-        run([a.lina, "train", "--preset", preset, "--task", "recall"] + tiny)
+        run([a.lina, "train", "--preset", preset, "--task", "recall", "--fresh-batches", "1", "--probe-batches", "1"] + tiny)
         base = os.path.join(runs, "cpu", f"recall_{preset}")
         run([a.lina, "eval", "--task", "recall", "--checkpoint", base + ".safetensors",
              "--predictions", base + ".predictions.json"])

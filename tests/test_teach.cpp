@@ -146,7 +146,7 @@ TEST_CASE("lina trace: every op of the forward once in the backward, in reverse,
 TEST_CASE("LINA_TRACE=1 and lina train --trace trace the first update only") {
   std::filesystem::path dir = test::temp_dir("trace");
   const std::string args = "train --preset gdn --task recall --steps 2 --batch 2 --pairs 4 --keys 8 "
-                           "--eval-batches 1 --quiet --out " + dir.string();
+                           "--eval-batches 1 --fresh-batches 1 --probe-batches 1 --quiet --out " + dir.string();
   for (const std::string& env : {std::string("LINA_TRACE=1"), std::string()}) {
     test::Result r = run(args + (env.empty() ? " --trace" : ""), env);
     INFO(r.output);

@@ -13,6 +13,8 @@ import subprocess
 import sys
 import tempfile
 
+import system_torch
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPT = os.path.join(ROOT, "scripts", "torch_lm.py")
 PROBE = r"""
@@ -32,9 +34,7 @@ print("BAD: " + ", ".join(bad) if bad else "GOOD")
 
 def main():
     py = "/usr/bin/python3"
-    if not os.path.exists(py) or subprocess.run([py, "-c", "import torch"], capture_output=True).returncode:
-        print("SKIPPED: PyTorch is not installed for /usr/bin/python3 (apt-get install python3-torch)")
-        return
+    system_torch.skip_unless_available()
     data = os.path.join(ROOT, "data", "tinyshakespeare.txt")
     failures = []
     probe = subprocess.run([py, "-c", PROBE, os.path.join(ROOT, "scripts"), data], capture_output=True, text=True)

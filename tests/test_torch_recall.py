@@ -12,6 +12,8 @@ import subprocess
 import sys
 import tempfile
 
+import system_torch
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPT = os.path.join(ROOT, "scripts", "torch_recall.py")
 PROBE = r"""
@@ -41,9 +43,7 @@ print("BAD: " + ", ".join(sorted(set(bad))) if bad else "GOOD")
 
 def main():
     py = "/usr/bin/python3"
-    if not os.path.exists(py) or subprocess.run([py, "-c", "import torch"], capture_output=True).returncode:
-        print("SKIPPED: PyTorch is not installed for /usr/bin/python3 (apt-get install python3-torch)")
-        return
+    system_torch.skip_unless_available()
     failures = []
     probe = subprocess.run([py, "-c", PROBE, os.path.join(ROOT, "scripts")], capture_output=True, text=True)
     print(probe.stdout.strip() or probe.stderr.strip())

@@ -15,6 +15,8 @@ import subprocess
 import sys
 import tempfile
 
+import system_torch
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPT = os.path.join(ROOT, "scripts", "torch_reference.py")
 PY = "/usr/bin/python3"
@@ -32,9 +34,7 @@ def run(*args):
 
 
 def main():
-    if not os.path.exists(PY) or subprocess.run([PY, "-c", "import torch"], capture_output=True).returncode:
-        print("SKIPPED: PyTorch is not installed for /usr/bin/python3 (apt-get install python3-torch)")
-        return 0
+    system_torch.skip_unless_available()
     r = run("--check")
     rules = ("linear", "delta", "gdn", "retnet", "mamba2", "gla")
     check(r.returncode == 0 and all(f"{x}: chunked vs token by token" in r.stdout for x in rules)
