@@ -22,3 +22,7 @@ if ((${#missing[@]})); then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}"
 fi
+# The PyTorch comparisons run under Debian's python3: say here when it cannot import torch.
+if ! torch_error=$(/usr/bin/python3 -c "import torch" 2>&1); then
+  echo "setup: warning: /usr/bin/python3 cannot import torch, so the PyTorch comparisons will skip: ${torch_error##*$'\n'}"
+fi

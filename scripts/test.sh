@@ -1,32 +1,69 @@
 #!/usr/bin/env bash
-# Builds lina (scripts/build.sh) and the debug preset's lina (for the gdb
-# tests) and runs every test with CTest, then the cuda-sim preset (the CUDA
-# backend on lina's CUDA runtime on the CPU) and its CUDA tests, then builds
-# the "asan" preset
-# (-fsanitize=address,undefined, CPU only) and runs the suite again under
-# the sanitizers; LINA_SANITIZE=0 skips that second part
-# for a quick local run. Under the sanitizers the fuzz test runs fewer cases
-# and the memory measurements report themselves as skipped.
+# The test command (README.md; CI runs exactly this after scripts/setup.sh).
+# Builds lina and runs its tests in stages:
+#   release   scripts/build.sh (CUDA compiled and linked with nvcc where the
+#             toolkit is) and the debug preset's lina, which the gdb tests step
+#             through; then the whole suite with CTest
+#   cuda-sim  the CUDA backend on lina's CUDA runtime on the CPU (cuda_sim/):
+#             the simulator's own tests, `lina train --device cuda`, and the
+#             device check end to end with --sim, which runs the whole CUDA
+#             test file
+#   asan      only with --sanitize (or LINA_SANITIZE=1): the suite again under
+#             -fsanitize=address,undefined (under the sanitizers the fuzz test
+#             runs fewer cases and the memory measurements skip themselves)
+# It ends, pass or fail, with each stage's seconds and every test that
+# skipped itself, with its reason.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+sanitize=${LINA_SANITIZE:-0}
+for arg in "$@"; do
+  case $arg in
+    --sanitize) sanitize=1 ;;
+    *) echo "test.sh: unknown argument '$arg' (use --sanitize)" >&2; exit 2 ;;
+  esac
+done
+
 start=$SECONDS
+stages=()
+presets_run=()
+summary() {
+  local rc=$?
+  echo
+  echo "test.sh: ${stages[*]:-no stage finished}; $((SECONDS - start)) s in all"
+  local preset log
+  for preset in "${presets_run[@]}"; do
+    log=build/$preset/Testing/Temporary/LastTest.log
+    [[ -f $log ]] || continue
+    grep -h -o 'SKIPPED:.*' "$log" | sort | uniq -c | sed "s/^ */test.sh: $preset skipped /" || true
+  done
+  ((rc == 0)) && echo "test.sh: all stages passed" || echo "test.sh: FAILED (exit $rc)"
+}
+trap summary EXIT
+stage_done() { stages+=("$1 $((SECONDS - stage_start)) s"); }
+
+# ---- release ------------------------------------------------------------------
+stage_start=$SECONDS
 scripts/build.sh
-# The debugger tests (gdb_printers, walkthrough_gdb) step through the debug
-# preset's lina: -O0 -g, no OpenMP, no CUDA.
 cmake --preset debug >/dev/null
 cmake --build --preset debug -j "$(nproc)" --target lina
+presets_run+=(release)
 ctest --preset release -j "$(nproc)"
-echo "test.sh: release build and suite took $((SECONDS - start)) s"
-# The CUDA backend on lina's CUDA runtime on the CPU (cuda_sim/): the
-# simulator's own tests, `lina train --device cuda`, and the device check
-# end to end with --sim, which runs the whole CUDA test file.
+stage_done release
+
+# ---- cuda-sim -------------------------------------------------------------------
+stage_start=$SECONDS
 cmake --preset cuda-sim >/dev/null
 cmake --build --preset cuda-sim -j "$(nproc)" --target lina lina_tests lina_cuda_tests cuda_sim_tests
+presets_run+=(cuda-sim)
 ctest --preset cuda-sim -j "$(nproc)" -R '^(cuda_sim/.*|device_check_sim|--device cuda.*)$'
-echo "test.sh: with cuda-sim, $((SECONDS - start)) s"
-if [[ "${LINA_SANITIZE:-1}" != 0 ]]; then
+stage_done cuda-sim
+
+# ---- asan (--sanitize) ------------------------------------------------------------
+if [[ $sanitize != 0 ]]; then
+  stage_start=$SECONDS
   cmake --preset asan >/dev/null
   cmake --build --preset asan -j "$(nproc)"
-  echo "test.sh: the sanitizer build took $((SECONDS - start)) s from the start; now its suite"
+  presets_run+=(asan)
   ctest --preset asan -j "$(nproc)"
+  stage_done asan
 fi

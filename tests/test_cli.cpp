@@ -24,7 +24,9 @@ using namespace lina::test;
 
 namespace {
 
-// A tiny run: recall evaluates on one fresh batch and probes with one.
+// A tiny recall evaluation: one held-out batch, one fresh, one per probed size.
+const std::string kTinyEval = " --eval-batches 1 --fresh-batches 1 --probe-batches 1";
+// A tiny run (lm; recall).
 const std::string kTinyLm = " --steps 4 --batch 2 --eval-every 2 --eval-batches 1 --quiet";
 const std::string kTiny = kTinyLm + " --fresh-batches 1 --probe-batches 1";
 
@@ -124,7 +126,7 @@ TEST_CASE("bad input: one line, non-zero exit") {
 // is present, a short run that trains where one is.
 TEST_CASE("--device cuda: built without CUDA, no GPU present, GPU present") {
   fs::path d = temp_dir("cuda");
-  const std::string train = "train --preset gdn --task recall --batch 4 --steps 2 --eval-every 2"
+  const std::string train = "train --preset gdn --task recall --batch 4 --steps 2 --eval-every 2" + kTinyEval +
                             " --device cuda --out " + d.string();
 #ifndef LINA_WITH_CUDA
   MESSAGE("lina was built without CUDA: expecting that error");

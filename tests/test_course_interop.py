@@ -183,12 +183,15 @@ def lina_runs(lina, preset, work, task_args):
     shutil.rmtree(out0, ignore_errors=True)
     shutil.rmtree(out1, ignore_errors=True)
     batches = os.path.join(out0, "batches.jsonl")
+    # the least evaluation each task allows: these runs are read for their weights and batch
+    least_eval = ["--fresh-batches", "1", "--probe-batches", "1"] if "recall" in task_args else []
     rc, _, err = run_lina(lina, "train", "--preset", preset, *task_args, "--steps", "1", "--stop-at", "0",
-                          "--batch", "4", "--dropout", "0", "--eval-batches", "1", "--out", out0, "--quiet")
+                          "--batch", "4", "--dropout", "0", "--eval-batches", "1", *least_eval, "--out", out0, "--quiet")
     ckpt0 = one_checkpoint(out0)
     if not check(rc == 0 and ckpt0, f"{name}: lina train writes one checkpoint at update 0 {err.strip()[-300:]}"):
         return None
-    rc, _, err = run_lina(lina, "train", "--resume", ckpt0, "--out", out1, "--save-batches", batches, "--quiet")
+    no_extrapolation = [] if "recall" in task_args else ["--extrap-batches", "0"]  # not kept in a checkpoint
+    rc, _, err = run_lina(lina, "train", "--resume", ckpt0, *no_extrapolation, "--out", out1, "--save-batches", batches, "--quiet")
     ckpt1 = one_checkpoint(out1)
     if not check(rc == 0 and ckpt1 and os.path.isfile(batches),
                  f"{name}: lina train --resume makes one update and saves its batch {err.strip()[-300:]}"):
