@@ -1,7 +1,5 @@
 #include "core/safetensors.h"
 
-#include <unistd.h>  // fsync
-
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
@@ -12,6 +10,7 @@
 #include <set>
 #include <nlohmann/json.hpp>
 
+#include "core/atomic_file.h"
 #include "core/printable.h"
 
 namespace lina {
@@ -63,30 +62,6 @@ std::string offsets_str(uint64_t begin, uint64_t end) {
 
 // ---- writing ----------------------------------------------------------------------
 
-// Writes the length field and header, then each tensor's bytes, to `path`
-// and flushes them to disk; on any failure removes `path` and throws.
-void write_file_durably(const std::string& path, const std::string& length_and_header,
-                        const std::vector<Tensor>& host_tensors, const std::string& target) {
-  std::FILE* f = std::fopen(path.c_str(), "wb");
-  if (!f) throw Error("cannot write checkpoint " + target + ": " + std::strerror(errno));
-  bool ok = std::fwrite(length_and_header.data(), 1, length_and_header.size(), f) ==
-            length_and_header.size();
-  for (size_t i = 0; ok && i < host_tensors.size(); ++i) {
-    const Tensor& t = host_tensors[i];
-    if (t.nbytes() > 0) ok = std::fwrite(t.raw(), 1, t.nbytes(), f) == t.nbytes();
-  }
-  ok = ok && std::fflush(f) == 0 && ::fsync(fileno(f)) == 0;
-  int error = ok ? 0 : errno;
-  if (std::fclose(f) != 0 && ok) {
-    ok = false;
-    error = errno;
-  }
-  if (!ok) {
-    std::remove(path.c_str());
-    throw Error("cannot write checkpoint " + target + ": " + std::strerror(error));
-  }
-}
-
 }  // namespace
 
 void save_safetensors(const std::string& path,
@@ -121,13 +96,9 @@ void save_safetensors(const std::string& path,
   for (int i = 0; i < 8; ++i) out[i] = char((uint64_t(text.size()) >> (8 * i)) & 0xff);
   out += text;
 
-  const std::string tmp = path + ".tmp";
-  write_file_durably(tmp, out, host_tensors, path);
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    int saved_errno = errno;
-    std::remove(tmp.c_str());
-    throw Error("cannot write checkpoint " + path + ": " + std::strerror(saved_errno));
-  }
+  std::vector<Bytes> pieces = {{out.data(), out.size()}};  // the length field and header
+  for (const Tensor& t : host_tensors) pieces.push_back({t.raw(), t.nbytes()});
+  write_file_atomically(path, pieces, "checkpoint");
 }
 
 // ---- reading ------------------------------------------------------------------------

@@ -24,8 +24,8 @@
 namespace lina {
 
 // Writes `tensors` (on any device; copied to the host) and string `metadata`
-// to `path`. The file is written to `path + ".tmp"` and renamed over `path`,
-// so a failure never leaves a partial file where a good one was.
+// to `path`, atomically (core/atomic_file.h): a failure never leaves a
+// partial file where a good one was.
 // Tensor names must be distinct, non-empty and not "__metadata__".
 void save_safetensors(const std::string& path,
                       const std::vector<std::pair<std::string, Tensor>>& tensors,

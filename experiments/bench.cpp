@@ -17,6 +17,7 @@
 #include <sstream>
 #include <thread>
 
+#include "core/atomic_file.h"
 #include "core/error.h"
 #include "experiments/machine.h"
 
@@ -376,10 +377,7 @@ std::string run_bench(const BenchOptions& o) {
                 {"load_average", {{"before", load_before}, {"after", load_after}}}, {"gemm", gemm}, {"train", train},
                 {"inference", infer}, {"ratios", ratios}, {"pairs", o.pairs}, {"paired", paired},
                 {"wall_seconds", wall}};
-    std::ofstream f(o.json);
-    check(bool(f), "bench: cannot write --json " + o.json);
-    f << doc.dump(1) << "\n";
-    check(bool(f), "bench: cannot write --json " + o.json);
+    write_file_atomically(o.json, doc.dump(1) + "\n", "bench --json");
     say("wrote " + o.json);
   }
   return out.str();

@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "backend_cpu/host_allocator.h"
+#include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/profile.h"
 #include "core/rng.h"
@@ -199,10 +200,7 @@ void run_bench_worker(const BenchOptions& o, const std::string& job, const std::
   else if (job == "train") r = train_job(o);
   else if (job == "infer") r = infer_job(o);
   else throw Error("bench-worker: unknown job '" + job + "': use train, infer or pair");
-  std::ofstream f(out);
-  check(bool(f), "bench-worker: cannot write " + out);
-  f << r.dump() << "\n";
-  check(bool(f), "bench-worker: cannot write " + out);
+  write_file_atomically(out, r.dump() + "\n", "bench-worker result");
 }
 
 }  // namespace lina

@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "core/atomic_file.h"
 #include "core/printable.h"
 #include "core/safetensors.h"
 
@@ -23,7 +24,8 @@ void save_checkpoint(const std::string& path, const LanguageModel& model, const 
   }
   json rng = json::array();
   for (uint64_t w : info.rng_state) rng.push_back(std::to_string(w));
-  std::vector<int> chars(info.vocab_chars.begin(), info.vocab_chars.end());
+  std::vector<int> chars;  // bytes 0..255 (a char is signed: 0xE2 would be stored as −30)
+  for (char c : info.vocab_chars) chars.push_back(int(uint8_t(c)));
   std::map<std::string, std::string> meta = {
       {"format", "lina-checkpoint-1"},
       {"preset", info.preset},
@@ -170,17 +172,7 @@ void load_checkpoint(const SafetensorsFile& f, LanguageModel& model, AdamW* opti
 }
 
 void write_json_atomically(const std::string& path, const nlohmann::json& j) {
-  std::string tmp = path + ".tmp";
-  std::ofstream f(tmp);
-  check(bool(f), "cannot write " + tmp);
-  f << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
-  f.close();
-  if (!f) {
-    std::error_code ec;
-    std::filesystem::remove(tmp, ec);
-    throw Error("error writing " + tmp);
-  }
-  std::filesystem::rename(tmp, path);
+  write_file_atomically(path, j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n", "json");
 }
 
 }  // namespace lina

@@ -22,6 +22,13 @@ CharDataset CharDataset::load(const std::string& path) {
                 "data/tinyshakespeare.txt");
   if (std::filesystem::is_directory(path, ec))
     throw Error("data file '" + path + "' is a directory, not a text file");
+  // A device or a pipe (/dev/zero) has no end to read to: only regular files, of bounded size.
+  if (!std::filesystem::is_regular_file(path, ec))
+    throw Error("data file '" + path + "' is not a regular file");
+  constexpr uintmax_t kMaxBytes = uintmax_t(1) << 30;
+  const uintmax_t bytes = std::filesystem::file_size(path, ec);
+  if (ec || bytes > kMaxBytes)
+    throw Error("data file '" + path + "' is larger than lina reads (1 GiB) or its size is unknown");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw Error("cannot read data file '" + path + "': " + std::strerror(errno));
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());

@@ -14,6 +14,7 @@
 #include <CLI/CLI.hpp>
 
 #include <atomic>
+#include <cerrno>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -75,11 +76,18 @@ CLI::Validator within(double lo, double hi) {
       "");
 }
 
-// A seed is any uint64; CLI11 would wrap "-1" round to 2^64 − 1.
-CLI::Validator not_negative() {
+// A seed is any integer 0..2^64 − 1, in decimal; CLI11 would wrap "-1"
+// round to 2^64 − 1 and saturate 2^64 and above to it.
+CLI::Validator seed_range() {
   return CLI::Validator(
       [](std::string& text) -> std::string {
-        return text.find('-') != std::string::npos ? "must not be negative, got " + lina::printable(text, 40) : "";
+        const std::string shown = lina::printable(text, 40);
+        if (text.find('-') != std::string::npos) return "must not be negative, got " + shown;
+        if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos)
+          return "must be a whole number in decimal, got " + shown;
+        errno = 0;
+        (void)std::strtoull(text.c_str(), nullptr, 10);
+        return errno == ERANGE ? "must be at most 18446744073709551615 (2^64 - 1), got " + shown : "";
       },
       "");
 }
@@ -100,9 +108,13 @@ int main(int argc, char** argv) {
   CLI::App app{"lina: linear-attention experiments on a from-scratch C++ engine"};
   app.require_subcommand(1);
 
-  // The ranges of the numeric flags: below them is meaningless, above them
-  // absurd for these models on one machine.
-  constexpr double kMaxSteps = 1e7, kMaxBatch = 4096, kMaxContext = 65536, kMaxBatches = 1e5;
+  // The numeric train flags' ranges, shared with a checkpoint's options
+  // (train_options.h); the other subcommands' ranges are written here.
+  auto range = [](const char* flag) {
+    lina::OptionRange r = lina::train_option_range(flag);
+    return within(r.lo, r.hi);
+  };
+  constexpr double kMaxContext = 65536, kMaxBatches = 1e5;
 
   lina::TrainOptions t;
   std::string device = "cpu";
@@ -112,41 +124,41 @@ int main(int argc, char** argv) {
   train->add_option("--preset", t.preset, "attn | linear | delta | gdn | hybrid | retnet | mamba2 | gla | a pattern like gdn,gdn,gdn,attn (required unless --resume)");
   train->add_option("--task", t.task, "lm | recall (required unless --resume)");
   train->add_option("--device", device, "cpu | cuda");
-  train->add_option("--steps", t.steps, "updates (default: lm 5000, recall 6000)")->check(within(1, kMaxSteps));
-  train->add_option("--batch", t.batch, "sequences per batch (default: lm 64, recall 128)")->check(within(1, kMaxBatch));
-  train->add_option("--context", t.context, "lm context length")->check(within(1, kMaxContext));
-  train->add_option("--pairs", t.pairs, "recall: key–value pairs per sequence (default 32)")->check(within(1, 4096));
-  train->add_option("--keys", t.keys, "recall: distinct key tokens (default 64)")->check(within(1, 65536));
-  train->add_option("--values", t.values, "recall: distinct value tokens (default 64)")->check(within(1, 65536));
+  train->add_option("--steps", t.steps, "updates (default: lm 5000, recall 6000)")->check(range("--steps"));
+  train->add_option("--batch", t.batch, "sequences per batch (default: lm 64, recall 128)")->check(range("--batch"));
+  train->add_option("--context", t.context, "lm context length")->check(range("--context"));
+  train->add_option("--pairs", t.pairs, "recall: key–value pairs per sequence (default 32)")->check(range("--pairs"));
+  train->add_option("--keys", t.keys, "recall: distinct key tokens (default 64)")->check(range("--keys"));
+  train->add_option("--values", t.values, "recall: distinct value tokens (default 64)")->check(range("--values"));
   train->add_option("--attention", attention, "fused (default) | composed: attention as one op, or op by op (permute, expand, matmul, softmax) to step through");
   train->add_option("--conv", conv, "fused (default) | composed: recurrent layers' conv + SiLU (+ q's and k's L2 norm, all but linear) as one op, or as causal_conv1d, silu (, l2_norm) to step through");
   train->add_option("--scan-form", scan_form, "chunked (default) | sequential: the recurrence's training form; sequential runs the readable token-by-token backward");
-  train->add_option("--scan-chunk", t.scan_chunk, "tokens per chunk of the chunked scan (default 16)")->check(within(1, 4096));
+  train->add_option("--scan-chunk", t.scan_chunk, "tokens per chunk of the chunked scan (default 16)")->check(range("--scan-chunk"));
   train->add_option("--feature-map", feature_map, "linear layers' feature map: elu1 (default, elu(x)+1) | relu (relu(x)+1e-5) | sigmoid (sigmoid(x)+1e-5)");
   // The recipe (docs/spec.md §2.3): the course's values by default.
   bool decay_all = false;
-  train->add_option("--lr", t.lr, "learning rate (default 1e-3; with --schedule cosine the peak, ending at lr/10)")->check(within(1e-12, 1e6));
+  train->add_option("--lr", t.lr, "learning rate (default 1e-3; with --schedule cosine the peak, ending at lr/10)")->check(range("--lr"));
   train->add_option("--schedule", t.schedule, "constant (default) | cosine: linear warm-up (--warmup), then a cosine down to lr/10");
-  train->add_option("--warmup", t.warmup, "cosine schedule: warm-up updates (default 0)")->check(within(0, kMaxSteps));
-  train->add_option("--clip", t.clip, "clip the global gradient norm to this (default 0: no clipping)")->check(within(0, 1e6));
-  train->add_option("--weight-decay", t.weight_decay, "AdamW's decoupled weight decay (default 0.01)")->check(within(0, 1e3));
+  train->add_option("--warmup", t.warmup, "cosine schedule: warm-up updates (default 0)")->check(range("--warmup"));
+  train->add_option("--clip", t.clip, "clip the global gradient norm to this (default 0: no clipping)")->check(range("--clip"));
+  train->add_option("--weight-decay", t.weight_decay, "AdamW's decoupled weight decay (default 0.01)")->check(range("--weight-decay"));
   train->add_flag("--decay-all", decay_all, "weight decay on every parameter (the default)");
   train->add_flag("--decay-matrices", t.decay_matrices, "weight decay only on parameters of two or more dimensions");
-  train->add_option("--beta2", t.beta2, "AdamW's second-moment decay (default 0.999)")->check(within(1e-6, 0.999999));
-  train->add_option("--dropout", t.dropout, "dropout probability (default: lm 0.1, recall 0)")->check(within(0, 0.99));
+  train->add_option("--beta2", t.beta2, "AdamW's second-moment decay (default 0.999)")->check(range("--beta2"));
+  train->add_option("--dropout", t.dropout, "dropout probability (default: lm 0.1, recall 0)")->check(range("--dropout"));
   train->add_option("--save-batches", t.save_batches, "write every update's batch to this file (json lines: step, x, y, mask)");
-  train->add_option("--seed", t.seed, "seed of every random choice")->check(not_negative());
+  train->add_option("--seed", t.seed, "seed of every random choice")->check(seed_range());
   train->add_option("--data", t.data, "tiny shakespeare text (lm)");
   train->add_option("--out", t.out, "output folder: writes <out>/<device>/<task>_<preset>.json");
   train->add_option("--resume", t.resume, "continue from this checkpoint, with its options");
-  train->add_option("--extend-to", t.extend_to, "with --resume: train on to N updates in all (fresh warm-up, cosine over the added updates)")->check(within(1, kMaxSteps));
-  train->add_option("--checkpoint-every", t.checkpoint_every, "updates between checkpoints (default: every evaluation)")->check(within(1, kMaxSteps));
-  train->add_option("--stop-at", t.stop_at, "stop after this many updates, as if interrupted (0: save the initial weights)")->check(within(0, kMaxSteps));
-  train->add_option("--eval-every", t.eval_every, "updates between evaluations (default 500)")->check(within(1, kMaxSteps));
-  train->add_option("--eval-batches", t.eval_batches, "batches per evaluation (default: lm 200 train and 200 val, recall a held-out set of 8)")->check(within(1, kMaxBatches));
-  train->add_option("--fresh-batches", t.fresh_batches, "recall: fresh batches of the course's loss estimate at each evaluation (default 50)")->check(within(1, kMaxBatches));
-  train->add_option("--probe-batches", t.probe_batches, "recall: batches per number of pairs in the capacity probe (default 20)")->check(within(1, kMaxBatches));
-  train->add_option("--extrap-batches", t.extrap_batches, "lm: batches per extrapolation context (0: no extrapolation)")->check(within(0, kMaxBatches));
+  train->add_option("--extend-to", t.extend_to, "with --resume: train on to N updates in all (fresh warm-up, cosine over the added updates)")->check(range("--extend-to"));
+  train->add_option("--checkpoint-every", t.checkpoint_every, "updates between checkpoints (default: every evaluation)")->check(range("--checkpoint-every"));
+  train->add_option("--stop-at", t.stop_at, "stop after this many updates, as if interrupted (0: save the initial weights)")->check(range("--stop-at"));
+  train->add_option("--eval-every", t.eval_every, "updates between evaluations (default 500)")->check(range("--eval-every"));
+  train->add_option("--eval-batches", t.eval_batches, "batches per evaluation (default: lm 200 train and 200 val, recall a held-out set of 8)")->check(range("--eval-batches"));
+  train->add_option("--fresh-batches", t.fresh_batches, "recall: fresh batches of the course's loss estimate at each evaluation (default 50)")->check(range("--fresh-batches"));
+  train->add_option("--probe-batches", t.probe_batches, "recall: batches per number of pairs in the capacity probe (default 20)")->check(range("--probe-batches"));
+  train->add_option("--extrap-batches", t.extrap_batches, "lm: batches per extrapolation context (0: no extrapolation)")->check(range("--extrap-batches"));
   train->add_flag("--quiet", t.quiet, "no progress line");
   train->add_flag("--trace", t.trace, "print every op of the first update, forward then backward (also LINA_TRACE=1)");
 
@@ -169,7 +181,7 @@ int main(int argc, char** argv) {
   sample->add_option("--prompt", prompt, "text to start from");
   sample->add_option("--tokens", tokens, "characters to generate")->check(within(1, 1e6));
   sample->add_option("--temperature", temperature, "sampling temperature (0: greedy)")->check(within(0, 100));
-  sample->add_option("--seed", seed, "sampling seed")->check(not_negative());
+  sample->add_option("--seed", seed, "sampling seed")->check(seed_range());
 
   int64_t size_context = 4096;
   auto* state_size = app.add_subcommand("state-size", "floats each preset keeps at a context length");
@@ -209,7 +221,7 @@ int main(int argc, char** argv) {
     sub->add_option("--batch", to.batch, "sequences (default 2)")->check(within(1, 64));
     sub->add_option("--context", to.context, "tokens per sequence (default 8)")->check(within(1, 512));
     sub->add_option("--scan-form", teach_scan_form, "sequential (default) | chunked");
-    sub->add_option("--seed", to.seed, "seed of the weights and the random batch")->check(not_negative());
+    sub->add_option("--seed", to.seed, "seed of the weights and the random batch")->check(seed_range());
   }
   teach->add_option("--param", to.param, "parameter to check (default blocks.0.mix.b_proj.bias)");
   teach->add_option("--elements", to.elements, "how many of its elements (default 8, evenly spread)")->check(within(1, 1e6));

@@ -12,6 +12,7 @@
 #include <memory>
 #include <vector>
 
+#include "core/atomic_file.h"
 #include "autograd/trace.h"
 #include "models/model.h"
 
@@ -172,12 +173,7 @@ std::string write_graph(const TeachOptions& o) {
   model.params().zero_grad();
   Var loss = loss_of(model, batch);
   loss.backward();
-  {
-    std::ofstream f(o.out, std::ios::binary);
-    check(f.good(), "cannot write " + o.out);
-    f << graph_dot(loss);
-    check(f.good(), "cannot write " + o.out);
-  }
+  write_file_atomically(o.out, graph_dot(loss), "graph");
   std::string message = "wrote " + o.out;
   const std::string dot = find_dot();
   if (dot.empty()) return message + " (install graphviz to render it: dot -Tsvg " + o.out + ")";

@@ -31,6 +31,9 @@ using nlohmann::json;
 using Clock = std::chrono::steady_clock;
 namespace fs = std::filesystem;
 
+// A double for the json: itself when finite, else its name ("nan", "inf").
+static json json_number(double v) { return std::isfinite(v) ? json(v) : json(std::to_string(v)); }
+
 static double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
@@ -194,7 +197,7 @@ class TrainingRun {
   void capacity_probe();
   void alpha_statistics();
   void write_json();
-  [[noreturn]] void diverged(double loss, double grad_norm);
+  [[noreturn]] void diverged(int bad_step, const std::string& numbers, json record);
 
   TrainOptions o_;
   const std::atomic<int>* stop_;
@@ -319,7 +322,11 @@ void TrainingRun::train_one_step() {
   double grad_norm = clip_grad_norm(model_->params(), o_.clip);  // clip 0: the norm only; on cuda: reads back, so waits
   if (counted.on) counted.split(t0, queued, Clock::now());
   double loss_value = loss.item();
-  if (!std::isfinite(loss_value) || !std::isfinite(grad_norm)) diverged(loss_value, grad_norm);
+  if (!std::isfinite(loss_value) || !std::isfinite(grad_norm)) {
+    char numbers[96];
+    std::snprintf(numbers, sizeof numbers, "loss %g, gradient norm %g", loss_value, grad_norm);
+    diverged(step_ + 1, numbers, {{"loss", json_number(loss_value)}, {"grad_norm", json_number(grad_norm)}});
+  }
   optimizer_->step(lr);
   train_seconds_ += seconds_since(t0);
   if (counted.on) cuda_step_counts_ = counted.since_start();
@@ -352,6 +359,11 @@ void TrainingRun::record_evaluation() {
   if (!r) {
     interrupted_ = true;
     return;
+  }
+  if (!std::isfinite(r->loss)) {  // the weights of this update score NaN: not saved
+    char numbers[64];
+    std::snprintf(numbers, sizeof numbers, "val loss %g at its evaluation", r->loss);
+    diverged(step_, numbers, {{"val_loss", json_number(r->loss)}});
   }
   ResidentMemory mem = resident_memory();
   e["val_loss"] = r->loss;
@@ -514,21 +526,21 @@ void TrainingRun::write_json() {
   write_json_atomically(json_path_, j);
 }
 
-// A loss or gradient that is not finite: the update is not applied, the
-// last good checkpoint stays as it is, the json says where it happened.
-void TrainingRun::diverged(double loss, double grad_norm) {
-  const int bad_step = step_ + 1;
-  auto number = [](double v) { return std::isfinite(v) ? json(v) : json(std::to_string(v)); };
-  diverged_ = {{"step", bad_step}, {"loss", number(loss)}, {"grad_norm", number(grad_norm)}};
+// A number that is not finite: in an update's loss or gradient (the update
+// is not applied) or in an evaluation's val loss (the weights it scored are
+// not saved). The last checkpoint, all of whose losses were finite, stays as
+// it is; the json says where it happened (`record`: the numbers, by name).
+void TrainingRun::diverged(int bad_step, const std::string& numbers, json record) {
+  diverged_ = std::move(record);
+  diverged_["step"] = bad_step;
   progress_->finish();
   write_json();
-  char lower_lr[32], numbers[96];
+  char lower_lr[32];
   std::snprintf(lower_lr, sizeof lower_lr, "%g", o_.lr / 2);
-  std::snprintf(numbers, sizeof numbers, "loss %g, gradient norm %g", loss, grad_norm);
   std::string what = "training diverged at step " + std::to_string(bad_step) + " (" + numbers + "); ";
   if (last_checkpoint_.empty())
     throw Error(what + "no checkpoint was written yet: start again with a lower learning rate, e.g. --lr " + lower_lr);
-  throw Error(what + "the last good checkpoint is " + last_checkpoint_ + " (step " +
+  throw Error(what + "the last checkpoint with finite losses is " + last_checkpoint_ + " (step " +
               std::to_string(last_checkpoint_step_) + "): resume it with a lower learning rate: lina train --resume " +
               last_checkpoint_ + " --extend-to " + std::to_string(o_.steps) + " --lr " + lower_lr);
 }

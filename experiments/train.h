@@ -21,8 +21,9 @@ struct TrainResult {
 // 0 the run stops after writing its checkpoint and json, with
 // "interrupted": true.
 //
-// A diverged run (a loss or gradient that is not finite) throws one
-// lina::Error naming the step, the last good checkpoint (left as it was)
+// A diverged run (a loss, gradient or val loss that is not finite) throws
+// one lina::Error naming the step, the last checkpoint with finite losses
+// (left as it was; weights that score NaN are never saved)
 // and the command that resumes it with a lower learning rate; the json
 // records "diverged".
 TrainResult train(TrainOptions options, const std::atomic<int>* stop_signal = nullptr);

@@ -15,6 +15,71 @@
 namespace lina {
 
 using nlohmann::json;
+
+// ---- the ranges of the numeric flags --------------------------------------------------
+
+namespace {
+
+constexpr double kMaxSteps = 1e7, kMaxBatch = 4096, kMaxContext = 65536, kMaxBatches = 1e5;
+
+// flag, its key in a checkpoint's options, its range
+struct NamedRange {
+  const char* flag;
+  const char* key;
+  OptionRange range;
+};
+constexpr NamedRange kRanges[] = {
+    {"--steps", "steps", {1, kMaxSteps}},
+    {"--batch", "batch", {1, kMaxBatch}},
+    {"--context", "context", {1, kMaxContext}},
+    {"--pairs", "pairs", {1, 4096}},
+    {"--keys", "keys", {1, 65536}},
+    {"--values", "values", {1, 65536}},
+    {"--scan-chunk", "scan_chunk", {1, 4096}},
+    {"--lr", "lr", {1e-12, 1e6}},
+    {"--warmup", "warmup", {0, kMaxSteps}},
+    {"--clip", "clip", {0, 1e6}},
+    {"--weight-decay", "weight_decay", {0, 1e3}},
+    {"--beta2", "beta2", {1e-6, 0.999999}},
+    {"--dropout", "dropout", {0, 0.99}},
+    {"--extend-to", "", {1, kMaxSteps}},
+    {"--checkpoint-every", "checkpoint_every", {1, kMaxSteps}},
+    {"--stop-at", "", {0, kMaxSteps}},
+    {"--eval-every", "eval_every", {1, kMaxSteps}},
+    {"--eval-batches", "eval_batches", {1, kMaxBatches}},
+    {"--fresh-batches", "fresh_batches", {1, kMaxBatches}},
+    {"--probe-batches", "probe_batches", {1, kMaxBatches}},
+    {"--extrap-batches", "extrap_batches", {0, kMaxBatches}},
+};
+
+std::string shown(double x) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.10g", x);
+  return buf;
+}
+
+// A checkpoint's options pass the command line's ranges: a crafted or
+// damaged checkpoint cannot ask for a batch of 10^9.
+void check_checkpoint_ranges(const json& saved, const std::string& path) {
+  for (const NamedRange& r : kRanges) {
+    if (!*r.key || !saved.contains(r.key)) continue;
+    const json& v = saved[r.key];
+    check(v.is_number(), "checkpoint " + path + ": option " + r.key + " is not a number");
+    const double x = v.get<double>();
+    check(x >= r.range.lo && x <= r.range.hi, "checkpoint " + path + ": option " + r.key + " (" + r.flag +
+                                                  ") must be in " + shown(r.range.lo) + ".." + shown(r.range.hi) +
+                                                  ", got " + shown(x));
+  }
+}
+
+}  // namespace
+
+OptionRange train_option_range(const std::string& flag) {
+  for (const NamedRange& r : kRanges)
+    if (flag == r.flag) return r.range;
+  throw Error("no range for " + flag);
+}
+
 namespace fs = std::filesystem;
 
 static bool was_given(const TrainOptions& o, const char* flag) {
@@ -72,6 +137,9 @@ void validate(TrainOptions& o) {
         "--pairs, --keys and --values are for --task recall");
   check(o.task == "recall" || (!was_given(o, "--fresh-batches") && !was_given(o, "--probe-batches")),
         "--fresh-batches and --probe-batches are for --task recall");
+  check(o.task == "lm" || (!was_given(o, "--context") && !was_given(o, "--data")),
+        "--context and --data are for --task lm (a recall sequence's length follows from --pairs)");
+  check(!o.out.empty(), "--out must name a folder (it is empty)");
   if (o.task == "recall") (void)RecallTask(o.pairs, o.keys, o.values);  // throws for impossible sizes
   check(o.lr > 0 && std::isfinite(o.lr), "--lr must be a positive number");
   check(o.schedule == "constant" || o.schedule == "cosine",
@@ -92,6 +160,7 @@ void validate(TrainOptions& o) {
 
 void adopt_checkpoint_options(TrainOptions& o, const CheckpointInfo& info, const std::string& path) {
   const json& saved = info.options;
+  check_checkpoint_ranges(saved, path);
   auto must_agree = [&](const char* flag, const std::string& given, const std::string& saved_value) {
     check(!was_given(o, flag) || given == saved_value,
           std::string(flag) + " " + given + " differs from the " + saved_value + " of checkpoint " + path);

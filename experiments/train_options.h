@@ -60,6 +60,15 @@ struct TrainOptions {
   std::vector<std::string> given;
 };
 
+// The range of a numeric `lina train` flag ("--batch": 1..4096): below it is
+// meaningless, above it absurd for these models on one machine. The command
+// line (main.cpp) and the options a checkpoint carries (on --resume) both
+// pass it. Throws for a flag without one.
+struct OptionRange {
+  double lo, hi;
+};
+OptionRange train_option_range(const std::string& flag);
+
 // Throws lina::Error (one line) for impossible options; fills in the task's
 // defaults (steps, evaluation) where an option was not given.
 void validate(TrainOptions& options);

@@ -8,7 +8,6 @@ cd "$(dirname "$0")/.."
 steps=${1:-10}
 device=${2:-cpu}
 data=${LINA_DATA:-data/tinyshakespeare.txt}
-[[ -f $data ]] || data=../shared/data/tinyshakespeare.txt
 out=$(mktemp -d)
 printf "%-8s %10s %10s\n" preset ms/step "vs attn"
 attn_ms=""

@@ -70,7 +70,7 @@ def parse(argv):
     p.add_argument("--keys")
     p.add_argument("--steps")
     p.add_argument("--batch")
-    p.add_argument("--eval-batches")
+    p.add_argument("--eval-batches", help="batches of every evaluation (lm: also the extrapolation's; recall: also the fresh estimate's and the probe's)")
     p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     p.add_argument("--out", default="runs")
     p.add_argument("--jobs", default="1")
@@ -178,10 +178,12 @@ def train_command(a, run):
         args += ["--steps", str(a.steps), "--eval-every", str(max(every, 1))]
     if a.batch:
         args += ["--batch", str(a.batch)]
-    if a.eval_batches:
+    if a.eval_batches:  # every evaluation's batches: lm's extrapolation, recall's fresh estimate and probe too
         args += ["--eval-batches", str(a.eval_batches)]
         if run["task"] == "lm":
             args += ["--extrap-batches", str(a.eval_batches)]
+        else:
+            args += ["--fresh-batches", str(a.eval_batches), "--probe-batches", str(a.eval_batches)]
     return args
 
 

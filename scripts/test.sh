@@ -34,7 +34,9 @@ summary() {
   for preset in "${presets_run[@]}"; do
     log=build/$preset/Testing/Temporary/LastTest.log
     [[ -f $log ]] || continue
-    grep -h -o 'SKIPPED:.*' "$log" | sort | uniq -c | sed "s/^ */test.sh: $preset skipped /" || true
+    # "N/M Test: NAME" heads each test's output in the log
+    awk -v preset="$preset" '/^[0-9]+\/[0-9]+ Test: /{sub(/^[0-9]+\/[0-9]+ Test: /, ""); name=$0}
+      /SKIPPED: /{sub(/.*SKIPPED: /, ""); print "test.sh: " preset " skipped " name ": " $0}' "$log"
   done
   ((rc == 0)) && echo "test.sh: all stages passed" || echo "test.sh: FAILED (exit $rc)"
 }

@@ -29,8 +29,17 @@ using Fn = std::function<Var(const std::vector<Var>&)>;
 
 // Builds L = Σ f(inputs) ⊙ R for a fixed random R, runs backward, and
 // compares every input's gradient with central differences. `differentiable`
-// (default: every float input) marks which inputs to check. Fails the
-// current doctest test with the op, the input index and the error.
+// (default: every float input) marks which inputs to check. The result is
+// the worst |numeric − analytic| / max(1, |analytic|) over every direction
+// checked (+∞ for a NaN or an input that received no gradient) and where.
+struct GradcheckResult {
+  double worst = 0;
+  std::string where;
+};
+GradcheckResult gradient_error(const Fn& f, const std::vector<Tensor>& inputs,
+                               std::vector<bool> differentiable = {},
+                               const GradcheckSettings& settings = kGradcheck);
+// gradient_error, failing the current doctest test above the tolerance.
 void check_gradients(const Fn& f, const std::vector<Tensor>& inputs,
                      std::vector<bool> differentiable = {},
                      const GradcheckSettings& settings = kGradcheck);
@@ -44,6 +53,8 @@ struct GradcheckRow {
 int register_gradchecks(const std::vector<GradcheckRow>& rows);
 const std::vector<GradcheckRow>& gradcheck_registry();
 void run_gradchecks(const std::vector<GradcheckRow>& rows);
+// The names of the ops (core/ops.h) that no row of `rows` checks.
+std::vector<std::string> ops_without_gradcheck(const std::vector<GradcheckRow>& rows);
 
 
 }  // namespace lina::test

@@ -23,11 +23,7 @@ Tensor random_ids(int64_t B, int64_t T, int vocab, uint64_t seed) {
 
 double max_abs_diff(const Tensor& a, const Tensor& b) {
   REQUIRE(a.shape() == b.shape());
-  std::vector<double> va = a.to(DType::f64).to_vector<double>();
-  std::vector<double> vb = b.to(DType::f64).to_vector<double>();
-  double m = 0;
-  for (size_t i = 0; i < va.size(); ++i) m = std::max(m, std::fabs(va[i] - vb[i]));
-  return m;
+  return max_abs_diff(a.to(DType::f64).to_vector<double>(), b.to(DType::f64).to_vector<double>());
 }
 
 void check_close(const std::string& what, const Tensor& got, const Tensor& want, double tolerance,

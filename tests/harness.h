@@ -27,7 +27,19 @@ template <class T> std::vector<T> random_vector(int64_t n, Rng& rng, double lo, 
 // Token ids [B, T] in [0, vocab), int32 on the CPU, from a generator of `seed`.
 Tensor random_ids(int64_t B, int64_t T, int vocab, uint64_t seed);
 
-// max |a − b| over all elements (any float dtype, any device).
+// max |a − b| over all elements (any float dtype, any device), and +∞ where
+// either side holds a NaN or an infinity: a comparison that meets one fails.
+template <class A, class B>
+double max_abs_diff(const std::vector<A>& a, const std::vector<B>& b) {
+  REQUIRE(a.size() == b.size());
+  double m = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    const double x = double(a[i]), y = double(b[i]);
+    if (!std::isfinite(x) || !std::isfinite(y)) return INFINITY;
+    m = std::max(m, std::fabs(x - y));
+  }
+  return m;
+}
 double max_abs_diff(const Tensor& a, const Tensor& b);
 
 // The one closeness check: max|got − want| ≤ tolerance · max(floor, max|want|),
@@ -40,13 +52,13 @@ template <class A, class B>
 void check_close(const std::string& what, const std::vector<A>& got, const std::vector<B>& want,
                  double tolerance, double floor = 1.0) {
   REQUIRE_MESSAGE(got.size() == want.size(), what);
-  double err = 0, size = floor;
-  for (size_t i = 0; i < got.size(); ++i) {
-    const double e = std::fabs(double(got[i]) - double(want[i]));
-    err = std::isnan(e) ? INFINITY : std::max(err, e);
-    size = std::max(size, std::fabs(double(want[i])));
-  }
-  CHECK_MESSAGE(err <= tolerance * size, what << ": max|got − want| = " << err << ", max|want| = " << size);
+  double size = floor;
+  for (const B& w : want)
+    if (std::isfinite(double(w))) size = std::max(size, std::fabs(double(w)));
+  const double err = max_abs_diff(got, want);  // +∞ for a NaN or an infinity on either side
+  CHECK_MESSAGE(err <= tolerance * size, what << ": max|got − want| = " << err
+                                              << (std::isinf(err) ? " (a NaN or an infinity)" : "")
+                                              << ", max|want| = " << size);
 }
 
 }  // namespace lina::test

@@ -63,6 +63,8 @@ TEST_CASE("bad numbers: every numeric flag refuses values out of its range") {
       {train, "--dropout", {"-0.1", "1", "2"}},
       {train, "--eval-every", {"-1", "0", "1e12"}},
       {train, "--eval-batches", {"-1", "0", "1e9"}},
+      {train, "--fresh-batches", {"-1", "0", "1e9"}},
+      {train, "--probe-batches", {"-1", "0", "1e9"}},
       {lm, "--extrap-batches", {"-1", "1e9"}},  // 0: no extrapolation
       {"eval --task lm --text x" + ckpt, "--context", {"-1", "0", "1000000"}},
       {"eval --task recall" + ckpt, "--batches", {"-1", "0", "1e9"}},
@@ -86,8 +88,12 @@ TEST_CASE("bad numbers: every numeric flag refuses values out of its range") {
   for (const Flag& f : flags)
     for (const std::string& value : f.bad)
       expect_error(f.command + " " + f.flag + " " + value, f.flag + ": must be in ");
-  for (const std::string& command : {train, "sample" + ckpt, std::string("teach")})
+  for (const std::string& command : {train, "sample" + ckpt, std::string("teach")}) {
     expect_error(command + " --seed -1", "--seed: must not be negative, got -1");
+    // 2^64 and above would saturate to 2^64 − 1: a different seed than asked for
+    expect_error(command + " --seed 18446744073709551616", "--seed: must be at most 18446744073709551615");
+    expect_error(command + " --seed 1e3", "--seed: must be a whole number in decimal, got 1e3");
+  }
   CHECK(fs::is_empty(d));  // refused before any work: not even a folder written
 }
 
@@ -109,6 +115,13 @@ TEST_CASE("bad input: one line, non-zero exit") {
                "context");
   expect_error("train --preset gdn --task recall --device tpu" + out, "unknown device 'tpu'");
   expect_error("train --preset gdn --task lm --pairs 8" + out, "--pairs, --keys and --values are for --task recall");
+  expect_error("train --preset gdn --task lm --probe-batches 2" + out,
+               "--fresh-batches and --probe-batches are for --task recall");
+  expect_error("train --preset gdn --task recall --context 64" + out, "--context and --data are for --task lm");
+  expect_error("train --preset gdn --task recall --data x.txt" + out, "--context and --data are for --task lm");
+  expect_error("train --preset gdn --task recall --out ''", "--out must name a folder (it is empty)");
+  expect_error("train --preset gdn, --task recall" + out, "preset 'gdn,' ends with a comma");
+  expect_error("train --preset gdn --task lm --data /dev/zero" + out, "'/dev/zero' is not a regular file");
   expect_error("train --preset gdn --task recall --scan-form parallel" + out, "unknown --scan-form 'parallel'");
   expect_error("train --preset attn --task recall --attention flash" + out, "unknown --attention 'flash'");
   expect_error("train --preset gdn --task recall --conv bogus" + out,
@@ -481,6 +494,33 @@ TEST_CASE("lm: train on a small text, then eval and sample from the checkpoint")
   Result s2 = run("sample --checkpoint " + ckpt + " --prompt \"To be\" --tokens 30 --seed 3");
   CHECK(s2.output == s.output);  // seeded
   expect_error("sample --checkpoint " + ckpt + " --prompt \"~~~\"", "vocabulary");
+}
+
+// A checkpoint keeps its vocabulary as bytes 0..255: a text in UTF-8 (bytes
+// above 0x7f) trains, and its checkpoint loads for eval, sample and resume.
+TEST_CASE("a text with bytes above 0x7f: its checkpoint loads for eval, sample and resume") {
+  const std::string kCedillaC = "\xc3\x87";  // Ç
+  fs::path d = temp_dir("utf8");
+  {
+    std::ofstream f(d / "text.txt", std::ios::binary);
+    // "Ça va, café? “quoted” — yes", in UTF-8
+    for (int i = 0; i < 200; ++i) f << kCedillaC << "a va, caf\xc3\xa9? \xe2\x80\x9c" "quoted\xe2\x80\x9d \xe2\x80\x94 yes\n";
+  }
+  const std::string text = (d / "text.txt").string(), ckpt = (d / "cpu" / "lm_gdn.safetensors").string();
+  Result r = run("train --preset gdn --task lm --context 16 --extrap-batches 0 --data " + text + " --stop-at 2 --out " +
+                 d.string() + kTinyLm);
+  INFO(r.output);
+  REQUIRE(r.code == 0);
+  Result e = run("eval --checkpoint " + ckpt + " --text " + text + " --context 16");
+  INFO(e.output);
+  CHECK(e.code == 0);
+  Result s = run("sample --checkpoint " + ckpt + " --prompt \"" + kCedillaC + "a\" --tokens 5 --seed 1");
+  INFO(s.output);
+  CHECK(s.code == 0);
+  CHECK(s.output.rfind(kCedillaC + "a", 0) == 0);
+  Result resumed = run("train --resume " + ckpt + " --extrap-batches 0 --quiet --out " + d.string());
+  INFO(resumed.output);
+  CHECK(resumed.code == 0);
 }
 
 TEST_CASE("SIGINT (Ctrl-C) and SIGTERM stop cleanly after writing the checkpoint and the json") {

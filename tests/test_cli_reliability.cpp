@@ -7,6 +7,8 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <tuple>
 #include <nlohmann/json.hpp>
 
 #include "core/safetensors.h"
@@ -122,7 +124,7 @@ TEST_CASE("--checkpoint-every N: a run that fails loses at most N updates (CUDA 
   CHECK(j["loss_curve"].size() == 7);
 }
 
-TEST_CASE("a diverged run stops with one line, keeps the last good checkpoint, says how to go on") {
+TEST_CASE("a diverged run stops with one line, keeps the last finite checkpoint, says how to go on") {
   fs::path d = temp_dir("diverge");
   // lr 1e5 makes the loss overflow within a few updates
   Result r = expect_error("train --preset gdn --task recall --steps 20 --lr 1e5 --eval-every 100 --checkpoint-every 1 --out " +
@@ -137,6 +139,28 @@ TEST_CASE("a diverged run stops with one line, keeps the last good checkpoint, s
   CHECK(j["finished"] == false);
   lina::SafetensorsFile f = lina::load_safetensors((d / "cpu" / "recall_gdn.safetensors").string());
   CHECK(lina::checkpoint_info(f).step == bad - 1);
+}
+
+// Evaluated after every update, the weights that first score NaN are caught
+// by the evaluation: they are not saved, and the checkpoint kept is the
+// update before, every weight finite.
+TEST_CASE("a val loss that is not finite stops the run before its weights are saved") {
+  fs::path d = temp_dir("diverge_eval");
+  Result r = expect_error("train --preset gdn --task recall --steps 20 --lr 1e5 --eval-every 1 --checkpoint-every 1 --out " +
+                              d.string() + kSmall,
+                          "training diverged at step");
+  CHECK(r.output.find("at its evaluation") != std::string::npos);
+  CHECK(r.output.find("the last checkpoint with finite losses is") != std::string::npos);
+  json j = read_json(d / "cpu" / "recall_gdn.json");
+  REQUIRE(j.contains("diverged"));
+  CHECK(j["diverged"].contains("val_loss"));
+  const int bad = j["diverged"]["step"].get<int>();
+  CHECK(j["checkpoint_step"] == bad - 1);
+  for (const json& e : j["eval"]) CHECK(std::isfinite(e["val_loss"].get<double>()));
+  lina::SafetensorsFile f = lina::load_safetensors((d / "cpu" / "recall_gdn.safetensors").string());
+  CHECK(lina::checkpoint_info(f).step == bad - 1);
+  for (const auto& [name, tensor] : f.tensors)
+    for (double v : tensor.to(lina::DType::f64).to_vector<double>()) REQUIRE_MESSAGE(std::isfinite(v), name);
 }
 
 TEST_CASE("every kernel writes its whole output: training on NaN-filled new buffers stays finite") {
@@ -203,4 +227,24 @@ TEST_CASE("peak resident memory does not grow with the number of training steps 
   double few = sample(200), many = sample(1000);
   MESSAGE("peak resident memory of sample: 200 tokens " << few << " MB, 1000 tokens " << many << " MB");
   CHECK(many <= 1.05 * few);
+}
+
+// A checkpoint's options pass the command line's ranges on --resume: one
+// edited to ask for a batch of 99,999 is refused in one line.
+TEST_CASE("options read from a checkpoint pass the command line's ranges") {
+  fs::path d = temp_dir("checkpoint_ranges");
+  REQUIRE(run("train --preset linear --task recall --steps 2 --stop-at 1 --out " + d.string() + kSmall).code == 0);
+  lina::SafetensorsFile f = lina::load_safetensors((d / "cpu" / "recall_linear.safetensors").string());
+  for (const auto& [key, value, message] :
+       {std::tuple<std::string, json, std::string>{"batch", 99999, "option batch (--batch) must be in 1..4096, got 99999"},
+        {"eval_every", 0, "option eval_every (--eval-every) must be in 1..10000000, got 0"},
+        {"dropout", 5, "option dropout (--dropout) must be in 0..0.99, got 5"}}) {
+    std::map<std::string, std::string> metadata = f.metadata;
+    json options = json::parse(metadata.at("options"));
+    options[key] = value;
+    metadata["options"] = options.dump();
+    const fs::path edited = d / ("edited_" + key + ".safetensors");
+    lina::save_safetensors(edited.string(), f.tensors, metadata);
+    expect_error("train --resume " + edited.string() + " --quiet --out " + d.string(), message);
+  }
 }

@@ -142,11 +142,8 @@ TEST_CASE("CharDataset: missing, empty and too-short files are one-line errors")
 }
 
 TEST_CASE("CharDataset: the tiny shakespeare file has 65 characters and 1,115,394 tokens") {
-  const std::string path = LINA_SOURCE_DIR "/../shared/data/tinyshakespeare.txt";
-  if (!fs::exists(path)) {
-    MESSAGE("tiny shakespeare not found at " << path << "; skipping the real-file checks");
-    return;
-  }
+  const std::string path = LINA_SOURCE_DIR "/data/tinyshakespeare.txt";
+  REQUIRE_MESSAGE(fs::exists(path), "the repository's copy of tiny shakespeare is missing: " << path);
   CharDataset d = CharDataset::load(path);
   CHECK(d.vocab_size() == 65);
   CHECK(d.size() == 1115394);

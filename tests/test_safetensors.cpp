@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/safetensors.h"
+#include "tests/full_disk.h"
 #include "tests/temp_dir.h"
 
 using namespace lina;
@@ -85,7 +86,7 @@ TEST_CASE("safetensors: round trip of f32, f64, i32, scalar and empty tensors wi
   }
   CHECK(file.find("scalar")->item() == 42.0);
   CHECK(file.find("nothing") == nullptr);
-  CHECK(!fs::exists(path + ".tmp"));
+  CHECK(dir.names() == std::vector<std::string>{fs::path(path).filename().string()});  // no temporary file left
 }
 
 TEST_CASE("safetensors: header is 8-byte aligned JSON describing every tensor") {
@@ -231,7 +232,7 @@ TEST_CASE("safetensors: a failed save throws and leaves no file behind") {
   CHECK_THROWS_WITH_AS(save_safetensors(path, sample_tensors(), {}),
                        doctest::Contains(("cannot write checkpoint " + path).c_str()), lina::Error);
   CHECK(!fs::exists(path));
-  CHECK(!fs::exists(path + ".tmp"));
+  CHECK(dir.names().empty());
 
   const std::string ok = dir.file("ok.safetensors");
   Tensor t = Tensor::ones({2});
@@ -254,13 +255,16 @@ TEST_CASE("safetensors: saving over an existing file replaces it, and a failed s
   CHECK(second.metadata.at("step") == "2");
   CHECK(second.find("w")->shape() == Shape{2, 2});
   CHECK(second.find("w")->at(3) == 2.0);
-  CHECK(!fs::exists(path + ".tmp"));
+  CHECK(dir.names() == std::vector<std::string>{"ckpt.safetensors"});
 
-  // The temporary name is taken by a directory, so writing fails: the good
-  // file from before must still be there, whole.
-  fs::create_directory(path + ".tmp");
-  CHECK_THROWS_AS(save_safetensors(path, {{"w", Tensor::full({5}, 3.0)}}, {{"step", "3"}}),
-                  lina::Error);
+  // The disk fills up half way (tests/full_disk.h): the good file from
+  // before must still be there, whole, and nothing else.
+  {
+    lina::test::FullDisk full(1000);
+    CHECK_THROWS_WITH_AS(save_safetensors(path, {{"w", Tensor::full({5000}, 3.0)}}, {{"step", "3"}}),
+                         doctest::Contains("File too large"), lina::Error);
+  }
+  CHECK(dir.names() == std::vector<std::string>{"ckpt.safetensors"});
   SafetensorsFile kept = load_safetensors(path);
   CHECK(kept.metadata.at("step") == "2");
   CHECK(kept.find("w")->shape() == Shape{2, 2});
