@@ -109,6 +109,8 @@ ModelConfig make_config(const std::string& preset, int vocab) {
       check(c.layers.size() <= size_t(kMaxLayers),
             "preset: a layer pattern has at most " + std::to_string(kMaxLayers) + " layers");
     }
+    // getline drops a last empty word: "gdn," would be one gdn layer
+    check(pattern.back() != ',', "preset '" + preset.substr(0, 60) + "' ends with a comma: name a mixer after it");
   }
   return c;
 }
