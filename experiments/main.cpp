@@ -160,6 +160,8 @@ int main(int argc, char** argv) {
   train->add_option("--probe-batches", t.probe_batches, "recall: batches per number of pairs in the capacity probe (default 20)")->check(range("--probe-batches"));
   train->add_option("--extrap-batches", t.extrap_batches, "lm: batches per extrapolation context (0: no extrapolation)")->check(range("--extrap-batches"));
   train->add_flag("--quiet", t.quiet, "no progress line");
+  bool dry_run = false;
+  train->add_flag("--dry-run", dry_run, "check the options and print the json path the run would write; train nothing");
   train->add_flag("--trace", t.trace, "print every op of the first update, forward then backward (also LINA_TRACE=1)");
 
   std::string checkpoint, text, prompt;
@@ -261,6 +263,12 @@ int main(int argc, char** argv) {
       if (t.resume.empty()) {
         if (train->count("--preset") == 0) throw lina::Error("--preset is required (or --resume CKPT)");
         if (train->count("--task") == 0) throw lina::Error("--task is required (or --resume CKPT)");
+      }
+      if (dry_run) {
+        if (!t.resume.empty()) throw lina::Error("--dry-run names a new run: not with --resume");
+        lina::validate(t);
+        std::printf("%s\n", lina::run_path(t, ".json").c_str());
+        return 0;
       }
       lina::TrainResult result = lina::train(t, &g_stop_signal);
       std::printf("wrote %s\n", result.json_path.c_str());

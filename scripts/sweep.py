@@ -4,6 +4,7 @@
     scripts/sweep.py --presets attn,gdn --tasks lm,recall --seeds 1337,1338 \\
                      [--pairs 8,16,32,48] [--keys 64] [--steps N] [--batch N] \\
                      [--device cpu|cuda] [--out DIR] [--jobs N] [--eval-batches N]
+                     [--recipe "LINA TRAIN FLAGS"]
     scripts/sweep.py --grid FILE ...        the same keys in a small json file
     scripts/sweep.py ... --list             the grid's elements, one per line
     scripts/sweep.py ... --slurm [--dry-run]
@@ -73,6 +74,9 @@ def parse(argv):
     p.add_argument("--eval-batches", help="batches of every evaluation (lm: also the extrapolation's; recall: also the fresh estimate's and the probe's)")
     p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     p.add_argument("--out", default="runs")
+    p.add_argument("--recipe", default="",
+                   help="lina train flags for every run of the grid, e.g. \"--dropout 0\" (an ablation; "
+                        "the runs take the names lina gives them, such as lm_gdn_drop0)")
     p.add_argument("--jobs", default="1")
     p.add_argument("--list", action="store_true")
     p.add_argument("--slurm", action="store_true")
@@ -122,6 +126,10 @@ def parse(argv):
         if task not in ("lm", "recall"):
             die(f"--tasks: unknown task '{task}' (lm, recall)")
     a.skip_recall_hybrid = all_presets
+    try:
+        a.recipe = shlex.split(a.recipe)
+    except ValueError as e:
+        die(f"--recipe: {e}")
     return a
 
 
@@ -139,8 +147,19 @@ def elements(a):
     return runs
 
 
+def run_base(a, run):
+    """OUT/<device>/<name>, the run's files without their extension. With --recipe
+    lina names the run itself (lina train ... --dry-run), its recipe's suffixes included."""
+    if not a.recipe:
+        return os.path.join(a.out, a.device, run_name(run))
+    done = subprocess.run(train_command(a, run) + ["--dry-run"], capture_output=True, text=True)
+    if done.returncode != 0 or not done.stdout.strip().endswith(".json"):
+        die(f"--recipe: {(done.stderr.strip().splitlines() or ['lina train --dry-run failed'])[-1]}")
+    return done.stdout.strip()[:-len(".json")]
+
+
 def run_name(run):
-    """lina's file name for the run (experiments/train.cpp, run_name)."""
+    """lina's file name for the run (experiments/train_options.cpp, run_name) without --recipe."""
     name = f"{run['task']}_{run['name']}"
     if run["task"] == "recall" and run["pairs"] != DEFAULT_PAIRS:
         name += f"_p{run['pairs']}"
@@ -184,12 +203,12 @@ def train_command(a, run):
             args += ["--extrap-batches", str(a.eval_batches)]
         else:
             args += ["--fresh-batches", str(a.eval_batches), "--probe-batches", str(a.eval_batches)]
-    return args
+    return args + a.recipe
 
 
 def run_one(a, run, threads):
     """Trains (or resumes, or skips) one element; returns its one-line summary."""
-    base = os.path.join(a.out, a.device, run_name(run))
+    base = run["base"]
     json_path, checkpoint = base + ".json", base + ".safetensors"
     env = dict(os.environ, OMP_NUM_THREADS=str(threads))
     start = time.time()
@@ -206,10 +225,10 @@ def run_one(a, run, threads):
         done = subprocess.run(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         if done.returncode != 0:
             last = (done.stderr.strip().splitlines() or ["(no message)"])[-1]
-            return False, f"{run_name(run)}: failed (exit {done.returncode}): {last}"
+            return False, f"{os.path.basename(base)}: failed (exit {done.returncode}): {last}"
         j = read_json(json_path)
         if not j or j.get("finished") is not True:  # stopped by a signal: its checkpoint resumes it
-            return False, f"{run_name(run)}: interrupted at update {j.get('steps_done', '?') if j else '?'}"
+            return False, f"{os.path.basename(base)}: interrupted at update {j.get('steps_done', '?') if j else '?'}"
     if run["task"] == "recall":
         predictions = base + ".predictions.json"
         if not os.path.exists(predictions) or os.path.getmtime(predictions) < os.path.getmtime(checkpoint):
@@ -219,7 +238,7 @@ def run_one(a, run, threads):
     summary = f"{j.get('steps_done')} steps, val loss {final.get('val_loss', float('nan')):.4f}"
     if "val_accuracy" in final:
         summary += f", accuracy {final['val_accuracy']:.3f}"
-    return True, f"{run_name(run)}: {what}, {summary} ({time.time() - start:.0f} s) -> {json_path}"
+    return True, f"{os.path.basename(base)}: {what}, {summary} ({time.time() - start:.0f} s) -> {json_path}"
 
 
 def grid_arguments(a):
@@ -230,6 +249,8 @@ def grid_arguments(a):
     for name in ("steps", "batch", "eval_batches"):
         if getattr(a, name):
             args += ["--" + name.replace("_", "-"), str(getattr(a, name))]
+    if a.recipe:
+        args += ["--recipe", shlex.join(a.recipe)]
     return args
 
 
@@ -258,9 +279,11 @@ exec {element} --element "$SLURM_ARRAY_TASK_ID"
 def main(argv):
     a = parse(argv)
     runs = elements(a)
+    for run in runs:
+        run["base"] = run_base(a, run)
     if a.list:
         for i, run in enumerate(runs):
-            print(i, run_name(run))
+            print(i, os.path.basename(run["base"]))
         return 0
     if a.element is not None:
         if not 0 <= a.element < len(runs):

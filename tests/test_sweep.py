@@ -48,6 +48,16 @@ def main():
     check("recall_hybrid" not in r.stdout and "lm_hybrid" in r.stdout,
           "--presets all: hybrid on lm only, as in the nine")
 
+    # --recipe: an ablation, named by lina itself (lina train --dry-run), its flags on every run
+    r = sweep(["--presets", "gdn,hybrid", "--tasks", "lm", "--recipe", "--dropout 0 --schedule cosine", "--list"], a.lina)
+    check(r.returncode == 0 and [line.split()[1] for line in r.stdout.splitlines()] ==
+          ["lm_gdn_drop0_cosine", "lm_hybrid_drop0_cosine"], "--recipe: lina's names, suffixes included: " + r.stdout.strip())
+    r = sweep(["--presets", "attn", "--tasks", "recall", "--recipe", "--values 16", "--out", a.work, "--dry-run"], a.lina)
+    check(r.returncode == 0 and r.stdout.strip().endswith("--values 16"), "--recipe: the flags end the train command")
+    r = sweep(["--presets", "attn", "--tasks", "recall", "--recipe", "--dropout 2", "--list"], a.lina)
+    check(r.returncode == 2 and "--dropout: must be in" in r.stderr and r.stderr.count("\n") == 1,
+          "--recipe that lina refuses: one line, exit 2")
+
     # the SLURM array: one element per run, requeued, each element resumable
     r = sweep(["--presets", "gdn,linear", "--tasks", "recall", "--steps", "3", "--out", a.work,
                "--slurm", "--dry-run"], a.lina)
