@@ -35,4 +35,11 @@ void check_close(const std::string& what, const Tensor& got, const Tensor& want,
               tolerance, floor);
 }
 
+void check_each_close(const std::string& what, const Tensor& got, const Tensor& want, double rel, double floor) {
+  REQUIRE_MESSAGE(got.defined() == want.defined(), what);
+  if (!want.defined()) return;
+  REQUIRE_MESSAGE(got.shape() == want.shape(), what);
+  check_each_close(what, got.to(DType::f64).to_vector<double>(), want.to(DType::f64).to_vector<double>(), rel, floor);
+}
+
 }  // namespace lina::test

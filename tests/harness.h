@@ -61,4 +61,25 @@ void check_close(const std::string& what, const std::vector<A>& got, const std::
                                               << ", max|want| = " << size);
 }
 
+// The per-element check, for outputs whose small entries matter: at every
+// element |got − want| ≤ rel·|want| + floor·max|want| (a NaN or an infinity
+// fails). Fails the current test with `what` and the first element outside.
+template <class A, class B>
+void check_each_close(const std::string& what, const std::vector<A>& got, const std::vector<B>& want,
+                      double rel, double floor) {
+  REQUIRE_MESSAGE(got.size() == want.size(), what);
+  double largest = 0;
+  for (const B& w : want) largest = std::max(largest, std::fabs(double(w)));
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double g = double(got[i]), w = double(want[i]);
+    const bool ok = std::isfinite(g) && std::isfinite(w) && std::fabs(g - w) <= rel * std::fabs(w) + floor * largest;
+    if (!ok) {
+      CHECK_MESSAGE(ok, what << ": element " << i << ": got " << g << ", want " << w << " (each within " << rel
+                             << "·|want| + " << floor << "·max|want|, max|want| = " << largest << ")");
+      return;
+    }
+  }
+}
+void check_each_close(const std::string& what, const Tensor& got, const Tensor& want, double rel, double floor);
+
 }  // namespace lina::test
