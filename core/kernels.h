@@ -1,7 +1,8 @@
 // The backend entry points: everything an op's forward or backward asks of a
-// device, on whole Tensors. Each is implemented once in dispatch/tensor_ops.cpp,
-// which checks the arguments and calls the CPU kernel (backend_cpu/) or the
-// CUDA kernel (backend_cuda/) for the tensors' device and dtype. Autograd
+// device, on whole Tensors. Each is implemented once in dispatch/
+// (tensor_ops.cpp, nn.cpp, attention.cpp, scan_optim.cpp), which checks the
+// arguments and calls the CPU kernel (backend_cpu/) or the CUDA kernel
+// (backend_cuda/) for the tensors' device and dtype. Autograd
 // code calls only these, so adding a CUDA kernel touches no autograd code.
 //
 // Rule for every function here: outputs are freshly allocated on the inputs'

@@ -3,7 +3,7 @@
 // shuffles, and the kernel launch (LINA_LAUNCH in backend_cuda/cuda_context.h
 // expands to cuda_sim::Launch under g++ and to <<<…>>> under nvcc).
 //
-// A CUDA thread is a fiber (cuda_sim/fiber.h); threadIdx reads the running
+// A CUDA thread is a fiber (cuda_sim/block.cpp); threadIdx reads the running
 // fiber's index. __shared__ is `thread_local` (at block scope that is a
 // static per OS thread, and a block runs on one OS thread from start to
 // end, so every thread of the block sees the same variable). Dynamic shared

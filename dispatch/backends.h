@@ -37,7 +37,7 @@ enum class KernelId {
 #undef LINA_KERNEL_ID
   Count
 };
-int64_t* cuda_kernel_call_counts();  // [KernelId::Count], dispatch.cpp
+int64_t* cuda_kernel_call_counts();  // [KernelId::Count], dispatch/tensor_ops.cpp
 
 // ---- one call site for both backends ----------------------------------------------
 // A backend as a type: B::name(args...) calls that backend's kernel `name`,
