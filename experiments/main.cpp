@@ -98,6 +98,258 @@ lina::Device parse_device(const std::string& s) {
   throw lina::Error("unknown device '" + s + "': use cpu or cuda");
 }
 
+// ---- one struct per subcommand: its options, how it is added, how it runs ----------
+
+// The numeric train flags' ranges, shared with a checkpoint's options
+// (train_options.h); the other subcommands' ranges are written where they are added.
+CLI::Validator range(const char* flag) {
+  lina::OptionRange r = lina::train_option_range(flag);
+  return within(r.lo, r.hi);
+}
+constexpr double kMaxContext = 65536, kMaxBatches = 1e5;
+
+struct TrainCommand {
+  CLI::App* app = nullptr;
+  lina::TrainOptions t;
+  std::string device = "cpu";
+  // The enum flags, parsed once after the command line (lina::parse_*).
+  std::string scan_form = "chunked", feature_map = "elu1", attention = "fused", conv = "fused";
+  bool decay_all = false, dry_run = false;
+
+  void add(CLI::App& lina_app) {
+    app = lina_app.add_subcommand("train", "train one preset on one task, write json + checkpoint");
+    app->add_option("--preset", t.preset, "attn | linear | delta | gdn | hybrid | retnet | mamba2 | gla | a pattern like gdn,gdn,gdn,attn (required unless --resume)");
+    app->add_option("--task", t.task, "lm | recall (required unless --resume)");
+    app->add_option("--device", device, "cpu | cuda");
+    app->add_option("--steps", t.steps, "updates (default: lm 5000, recall 6000)")->check(range("--steps"));
+    app->add_option("--batch", t.batch, "sequences per batch (default: lm 64, recall 128)")->check(range("--batch"));
+    app->add_option("--context", t.context, "lm context length")->check(range("--context"));
+    app->add_option("--pairs", t.pairs, "recall: key–value pairs per sequence (default 32)")->check(range("--pairs"));
+    app->add_option("--keys", t.keys, "recall: distinct key tokens (default 64)")->check(range("--keys"));
+    app->add_option("--values", t.values, "recall: distinct value tokens (default 64)")->check(range("--values"));
+    app->add_option("--attention", attention, "fused (default) | composed: attention as one op, or op by op (permute, expand, matmul, softmax) to step through");
+    app->add_option("--conv", conv, "fused (default) | composed: recurrent layers' conv + SiLU (+ q's and k's L2 norm, all but linear) as one op, or as causal_conv1d, silu (, l2_norm) to step through");
+    app->add_option("--scan-form", scan_form, "chunked (default) | sequential: the recurrence's training form; sequential runs the readable token-by-token backward");
+    app->add_option("--scan-chunk", t.scan_chunk, "tokens per chunk of the chunked scan (default 16)")->check(range("--scan-chunk"));
+    app->add_option("--feature-map", feature_map, "linear layers' feature map: elu1 (default, elu(x)+1) | relu (relu(x)+1e-5) | sigmoid (sigmoid(x)+1e-5)");
+    add_recipe();
+    app->add_option("--save-batches", t.save_batches, "write every update's batch to this file (json lines: step, x, y, mask)");
+    app->add_option("--seed", t.seed, "seed of every random choice")->check(seed_range());
+    app->add_option("--data", t.data, "tiny shakespeare text (lm)");
+    app->add_option("--out", t.out, "output folder: writes <out>/<device>/<task>_<preset>.json");
+    app->add_option("--resume", t.resume, "continue from this checkpoint, with its options");
+    app->add_option("--extend-to", t.extend_to, "with --resume: train on to N updates in all (fresh warm-up, cosine over the added updates)")->check(range("--extend-to"));
+    app->add_option("--checkpoint-every", t.checkpoint_every, "updates between checkpoints (default: every evaluation)")->check(range("--checkpoint-every"));
+    app->add_option("--stop-at", t.stop_at, "stop after this many updates, as if interrupted (0: save the initial weights)")->check(range("--stop-at"));
+    add_evaluation();
+    app->add_flag("--quiet", t.quiet, "no progress line");
+    app->add_flag("--dry-run", dry_run, "check the options and print the json path the run would write; train nothing");
+    app->add_flag("--trace", t.trace, "print every op of the first update, forward then backward (also LINA_TRACE=1)");
+  }
+
+  // The recipe (docs/spec.md §2.3): the course's values by default.
+  void add_recipe() {
+    app->add_option("--lr", t.lr, "learning rate (default 1e-3; with --schedule cosine the peak, ending at lr/10)")->check(range("--lr"));
+    app->add_option("--schedule", t.schedule, "constant (default) | cosine: linear warm-up (--warmup), then a cosine down to lr/10");
+    app->add_option("--warmup", t.warmup, "cosine schedule: warm-up updates (default 0)")->check(range("--warmup"));
+    app->add_option("--clip", t.clip, "clip the global gradient norm to this (default 0: no clipping)")->check(range("--clip"));
+    app->add_option("--weight-decay", t.weight_decay, "AdamW's decoupled weight decay (default 0.01)")->check(range("--weight-decay"));
+    app->add_flag("--decay-all", decay_all, "weight decay on every parameter (the default)");
+    app->add_flag("--decay-matrices", t.decay_matrices, "weight decay only on parameters of two or more dimensions");
+    app->add_option("--beta2", t.beta2, "AdamW's second-moment decay (default 0.999)")->check(range("--beta2"));
+    app->add_option("--dropout", t.dropout, "dropout probability (default: lm 0.1, recall 0)")->check(range("--dropout"));
+  }
+
+  void add_evaluation() {
+    app->add_option("--eval-every", t.eval_every, "updates between evaluations (default 500)")->check(range("--eval-every"));
+    app->add_option("--eval-batches", t.eval_batches, "batches per evaluation (default: lm 200 train and 200 val, recall a held-out set of 8)")->check(range("--eval-batches"));
+    app->add_option("--fresh-batches", t.fresh_batches, "recall: fresh batches of the course's loss estimate at each evaluation (default 50)")->check(range("--fresh-batches"));
+    app->add_option("--probe-batches", t.probe_batches, "recall: batches per number of pairs in the capacity probe (default 20)")->check(range("--probe-batches"));
+    app->add_option("--extrap-batches", t.extrap_batches, "lm: batches per extrapolation context (0: no extrapolation)")->check(range("--extrap-batches"));
+  }
+
+  // The options as given, their enums parsed; the names of those given.
+  void finish() {
+    t.device = parse_device(device);
+    t.scan_form = lina::parse_scan_form(scan_form);
+    t.feature_map = lina::parse_feature_map(feature_map);
+    t.attention = lina::parse_fusion(attention, "--attention");
+    t.conv = lina::parse_fusion(conv, "--conv");
+    for (const CLI::Option* opt : app->get_options())
+      if (opt->count() > 0) t.given.push_back(opt->get_name());
+    if (decay_all) {  // --decay-all is --decay-matrices set to false
+      if (t.decay_matrices) throw lina::Error("--decay-all and --decay-matrices exclude each other");
+      t.given.push_back("--decay-matrices");
+    }
+    if (const char* env = std::getenv("LINA_TRACE"); env && std::string(env) == "1") t.trace = true;
+    if (t.resume.empty()) {
+      if (app->count("--preset") == 0) throw lina::Error("--preset is required (or --resume CKPT)");
+      if (app->count("--task") == 0) throw lina::Error("--task is required (or --resume CKPT)");
+    }
+  }
+
+  int run() {
+    finish();
+    if (dry_run) {
+      if (!t.resume.empty()) throw lina::Error("--dry-run names a new run: not with --resume");
+      lina::validate(t);
+      std::printf("%s\n", lina::run_path(t, ".json").c_str());
+      return 0;
+    }
+    lina::TrainResult result = lina::train(t, &g_stop_signal);
+    std::printf("wrote %s\n", result.json_path.c_str());
+    if (int sig = g_stop_signal.load(); result.interrupted && sig != 0) {
+      std::fprintf(stderr, "lina: stopped by %s at update %d; checkpoint %s and json written\n",
+                   sig == SIGTERM ? "SIGTERM" : "SIGINT", result.steps_done,
+                   lina::printable(result.checkpoint_path, 200).c_str());
+      return 128 + sig;
+    }
+    return 0;
+  }
+};
+
+struct EvalCommand {
+  CLI::App* app = nullptr;
+  std::string checkpoint, text, task = "lm", predictions;
+  int context = 64, batches = 0;
+
+  void add(CLI::App& lina_app) {
+    app = lina_app.add_subcommand("eval", "lm: mean cross-entropy over a text file; recall: held-out accuracy and predictions");
+    app->add_option("--checkpoint", checkpoint, "a checkpoint of the task")->required();
+    app->add_option("--task", task, "lm (default) | recall");
+    app->add_option("--text", text, "lm: text file");
+    app->add_option("--context", context, "lm: window length")->check(within(1, kMaxContext));
+    app->add_option("--predictions", predictions, "recall: write a few held-out sequences and the answers here (json)");
+    app->add_option("--batches", batches, "recall: held-out batches (default: the run's eval batches)")->check(within(1, kMaxBatches));
+  }
+
+  int run() {
+    if (task == "recall") {
+      if (app->count("--text") || app->count("--context"))
+        throw lina::Error("--text and --context are for eval --task lm");
+      lina::RecallEvalResult r = lina::eval_recall_checkpoint(checkpoint, predictions, batches);
+      std::printf("recall held-out: %d sequences, loss %.6f, accuracy %.6f; wrote %s\n", r.sequences,
+                  r.loss, r.accuracy, predictions.c_str());
+      return 0;
+    }
+    if (task != "lm") throw lina::Error("unknown task '" + task + "': use lm or recall");
+    if (text.empty()) throw lina::Error("eval --task lm needs --text FILE");
+    if (app->count("--predictions") || app->count("--batches"))
+      throw lina::Error("--predictions and --batches are for eval --task recall");
+    std::printf("%.9f\n", lina::eval_checkpoint(checkpoint, text, context));
+    return 0;
+  }
+};
+
+struct SampleCommand {
+  CLI::App* app = nullptr;
+  std::string checkpoint, prompt;
+  int tokens = 200;
+  double temperature = 1.0;
+  uint64_t seed = 1337;
+
+  void add(CLI::App& lina_app) {
+    app = lina_app.add_subcommand("sample", "generate text with the constant-state recurrent form");
+    app->add_option("--checkpoint", checkpoint, "an lm checkpoint")->required();
+    app->add_option("--prompt", prompt, "text to start from");
+    app->add_option("--tokens", tokens, "characters to generate")->check(within(1, 1e6));
+    app->add_option("--temperature", temperature, "sampling temperature (0: greedy)")->check(within(0, 100));
+    app->add_option("--seed", seed, "sampling seed")->check(seed_range());
+  }
+
+  int run() {
+    std::printf("%s%s\n", prompt.c_str(), lina::sample_checkpoint(checkpoint, prompt, tokens, temperature, seed).c_str());
+    return 0;
+  }
+};
+
+struct StateSizeCommand {
+  CLI::App* app = nullptr;
+  int64_t context = 4096;
+
+  void add(CLI::App& lina_app) {
+    app = lina_app.add_subcommand("state-size", "floats each preset keeps at a context length");
+    app->add_option("--context", context, "context length")->check(within(1, 1e12));
+  }
+
+  int run() {
+    std::printf("%s", lina::state_size_table(context).c_str());
+    return 0;
+  }
+};
+
+// `lina bench` and its hidden child, `lina bench-worker`, share their options.
+struct BenchCommand {
+  CLI::App* app = nullptr;
+  CLI::App* worker = nullptr;
+  lina::BenchOptions bo;
+  std::string worker_job, worker_out;
+
+  void add(CLI::App& lina_app) {
+    app = lina_app.add_subcommand("bench", "time, FLOP rate and memory of every preset on this machine");
+    worker = lina_app.add_subcommand("bench-worker", "internal: one child process of bench");
+    worker->group("");  // hidden from --help
+    for (CLI::App* sub : {app, worker}) {
+      sub->add_option("--presets", bo.presets_arg, "comma-separated presets (default: all five)");
+      sub->add_option("--shapes", bo.shapes_arg, "training shapes BATCHxCONTEXT (default: 64x64,16x256)");
+      sub->add_option("--contexts", bo.contexts_arg, "inference contexts (default: 64,256,1024,4096)");
+      sub->add_option("--steps", bo.steps, "timed training steps per shape (default 10; --quick 3)")->check(within(1, 1e4));
+      sub->add_option("--warmup", bo.warmup, "untimed steps first (default 2; --quick 1)")->check(within(0, 1e4));
+      sub->add_option("--infer-steps", bo.infer_steps, "timed tokens per inference context (default 8; --quick 3)")->check(within(1, 1e4));
+      sub->add_option("--scan-chunk", bo.scan_chunk, "tokens per chunk of the chunked scan (default 0: the model's, 16)")->check(within(0, 4096));
+      sub->add_flag("--profile", bo.profile, "time every kernel entry point (forward/backward) and count allocations");
+      sub->add_option("--pairs", bo.pairs, "also time every preset against attn in one process, N pairs of alternating steps (default 0: off)")->check(within(0, 1e4));
+    }
+    app->add_flag("--quick", bo.quick, "fewer steps and tokens, no inference context 4096, one round (at most 2 minutes)");
+    app->add_option("--rounds", bo.rounds, "rounds over every preset and shape, the median kept (default 3; --quick 1)")->check(within(1, 100));
+    app->add_option("--json", bo.json, "write the results to this json file");
+    worker->add_option("--job", worker_job, "train | infer | pair")->required();
+    worker->add_option("--out", worker_out, "result json")->required();
+  }
+
+  int run() {
+    lina::finish_bench_options(bo);
+    if (*worker) lina::run_bench_worker(bo, worker_job, worker_out);
+    else lina::run_bench(bo);
+    return 0;
+  }
+};
+
+// The teaching commands: one step of a tiny model (experiments/teach.h).
+struct TeachCommands {
+  CLI::App *teach = nullptr, *trace = nullptr, *graph = nullptr;
+  lina::TeachOptions to;
+  std::string scan_form = "sequential";
+
+  void add(CLI::App& lina_app) {
+    teach = lina_app.add_subcommand("teach", "one step of a tiny float64 model: a parameter's gradient from backward() beside a central finite difference");
+    trace = lina_app.add_subcommand("trace", "every op of one training step of a tiny model, forward then backward, with names, shapes and norms");
+    graph = lina_app.add_subcommand("graph", "the graph of one training step of a tiny model as Graphviz dot (and SVG when dot is installed)");
+    for (CLI::App* sub : {teach, trace, graph}) {
+      sub->add_option("--preset", to.preset, "preset or layer pattern (default gdn)");
+      sub->add_option("--layers", to.layers, "use the first N layers of the preset (default 1)")->check(within(1, 64));
+      sub->add_option("--batch", to.batch, "sequences (default 2)")->check(within(1, 64));
+      sub->add_option("--context", to.context, "tokens per sequence (default 8)")->check(within(1, 512));
+      sub->add_option("--scan-form", scan_form, "sequential (default) | chunked");
+      sub->add_option("--seed", to.seed, "seed of the weights and the random batch")->check(seed_range());
+    }
+    teach->add_option("--param", to.param, "parameter to check (default blocks.0.mix.b_proj.bias)");
+    teach->add_option("--elements", to.elements, "how many of its elements (default 8, evenly spread)")->check(within(1, 1e6));
+    teach->add_option("--step", to.step, "h of the central difference (default 1e-4)")->check(within(1e-12, 1));
+    graph->add_option("--out", to.out, "dot file to write (default graph.dot; the SVG goes beside it)");
+  }
+
+  bool parsed() const { return *teach || *trace || *graph; }
+
+  int run() {
+    to.scan_form = lina::parse_scan_form(scan_form);
+    if (*teach) return lina::teach_gradient(to) ? 0 : 1;
+    if (*trace) lina::trace_one_step(to);
+    else std::printf("%s\n", lina::write_graph(to).c_str());
+    return 0;
+  }
+};
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -107,128 +359,18 @@ int main(int argc, char** argv) {
   std::signal(SIGTERM, on_stop_signal);
   CLI::App app{"lina: linear-attention experiments on a from-scratch C++ engine"};
   app.require_subcommand(1);
-
-  // The numeric train flags' ranges, shared with a checkpoint's options
-  // (train_options.h); the other subcommands' ranges are written here.
-  auto range = [](const char* flag) {
-    lina::OptionRange r = lina::train_option_range(flag);
-    return within(r.lo, r.hi);
-  };
-  constexpr double kMaxContext = 65536, kMaxBatches = 1e5;
-
-  lina::TrainOptions t;
-  std::string device = "cpu";
-  // The enum flags, parsed once after the command line (lina::parse_*).
-  std::string scan_form = "chunked", feature_map = "elu1", attention = "fused", conv = "fused";
-  auto* train = app.add_subcommand("train", "train one preset on one task, write json + checkpoint");
-  train->add_option("--preset", t.preset, "attn | linear | delta | gdn | hybrid | retnet | mamba2 | gla | a pattern like gdn,gdn,gdn,attn (required unless --resume)");
-  train->add_option("--task", t.task, "lm | recall (required unless --resume)");
-  train->add_option("--device", device, "cpu | cuda");
-  train->add_option("--steps", t.steps, "updates (default: lm 5000, recall 6000)")->check(range("--steps"));
-  train->add_option("--batch", t.batch, "sequences per batch (default: lm 64, recall 128)")->check(range("--batch"));
-  train->add_option("--context", t.context, "lm context length")->check(range("--context"));
-  train->add_option("--pairs", t.pairs, "recall: key–value pairs per sequence (default 32)")->check(range("--pairs"));
-  train->add_option("--keys", t.keys, "recall: distinct key tokens (default 64)")->check(range("--keys"));
-  train->add_option("--values", t.values, "recall: distinct value tokens (default 64)")->check(range("--values"));
-  train->add_option("--attention", attention, "fused (default) | composed: attention as one op, or op by op (permute, expand, matmul, softmax) to step through");
-  train->add_option("--conv", conv, "fused (default) | composed: recurrent layers' conv + SiLU (+ q's and k's L2 norm, all but linear) as one op, or as causal_conv1d, silu (, l2_norm) to step through");
-  train->add_option("--scan-form", scan_form, "chunked (default) | sequential: the recurrence's training form; sequential runs the readable token-by-token backward");
-  train->add_option("--scan-chunk", t.scan_chunk, "tokens per chunk of the chunked scan (default 16)")->check(range("--scan-chunk"));
-  train->add_option("--feature-map", feature_map, "linear layers' feature map: elu1 (default, elu(x)+1) | relu (relu(x)+1e-5) | sigmoid (sigmoid(x)+1e-5)");
-  // The recipe (docs/spec.md §2.3): the course's values by default.
-  bool decay_all = false;
-  train->add_option("--lr", t.lr, "learning rate (default 1e-3; with --schedule cosine the peak, ending at lr/10)")->check(range("--lr"));
-  train->add_option("--schedule", t.schedule, "constant (default) | cosine: linear warm-up (--warmup), then a cosine down to lr/10");
-  train->add_option("--warmup", t.warmup, "cosine schedule: warm-up updates (default 0)")->check(range("--warmup"));
-  train->add_option("--clip", t.clip, "clip the global gradient norm to this (default 0: no clipping)")->check(range("--clip"));
-  train->add_option("--weight-decay", t.weight_decay, "AdamW's decoupled weight decay (default 0.01)")->check(range("--weight-decay"));
-  train->add_flag("--decay-all", decay_all, "weight decay on every parameter (the default)");
-  train->add_flag("--decay-matrices", t.decay_matrices, "weight decay only on parameters of two or more dimensions");
-  train->add_option("--beta2", t.beta2, "AdamW's second-moment decay (default 0.999)")->check(range("--beta2"));
-  train->add_option("--dropout", t.dropout, "dropout probability (default: lm 0.1, recall 0)")->check(range("--dropout"));
-  train->add_option("--save-batches", t.save_batches, "write every update's batch to this file (json lines: step, x, y, mask)");
-  train->add_option("--seed", t.seed, "seed of every random choice")->check(seed_range());
-  train->add_option("--data", t.data, "tiny shakespeare text (lm)");
-  train->add_option("--out", t.out, "output folder: writes <out>/<device>/<task>_<preset>.json");
-  train->add_option("--resume", t.resume, "continue from this checkpoint, with its options");
-  train->add_option("--extend-to", t.extend_to, "with --resume: train on to N updates in all (fresh warm-up, cosine over the added updates)")->check(range("--extend-to"));
-  train->add_option("--checkpoint-every", t.checkpoint_every, "updates between checkpoints (default: every evaluation)")->check(range("--checkpoint-every"));
-  train->add_option("--stop-at", t.stop_at, "stop after this many updates, as if interrupted (0: save the initial weights)")->check(range("--stop-at"));
-  train->add_option("--eval-every", t.eval_every, "updates between evaluations (default 500)")->check(range("--eval-every"));
-  train->add_option("--eval-batches", t.eval_batches, "batches per evaluation (default: lm 200 train and 200 val, recall a held-out set of 8)")->check(range("--eval-batches"));
-  train->add_option("--fresh-batches", t.fresh_batches, "recall: fresh batches of the course's loss estimate at each evaluation (default 50)")->check(range("--fresh-batches"));
-  train->add_option("--probe-batches", t.probe_batches, "recall: batches per number of pairs in the capacity probe (default 20)")->check(range("--probe-batches"));
-  train->add_option("--extrap-batches", t.extrap_batches, "lm: batches per extrapolation context (0: no extrapolation)")->check(range("--extrap-batches"));
-  train->add_flag("--quiet", t.quiet, "no progress line");
-  bool dry_run = false;
-  train->add_flag("--dry-run", dry_run, "check the options and print the json path the run would write; train nothing");
-  train->add_flag("--trace", t.trace, "print every op of the first update, forward then backward (also LINA_TRACE=1)");
-
-  std::string checkpoint, text, prompt;
-  int context = 64, tokens = 200;
-  double temperature = 1.0;
-  uint64_t seed = 1337;
-  std::string eval_task = "lm", predictions;
-  int eval_batches = 0;
-  auto* eval = app.add_subcommand("eval", "lm: mean cross-entropy over a text file; recall: held-out accuracy and predictions");
-  eval->add_option("--checkpoint", checkpoint, "a checkpoint of the task")->required();
-  eval->add_option("--task", eval_task, "lm (default) | recall");
-  eval->add_option("--text", text, "lm: text file");
-  eval->add_option("--context", context, "lm: window length")->check(within(1, kMaxContext));
-  eval->add_option("--predictions", predictions, "recall: write a few held-out sequences and the answers here (json)");
-  eval->add_option("--batches", eval_batches, "recall: held-out batches (default: the run's eval batches)")->check(within(1, kMaxBatches));
-
-  auto* sample = app.add_subcommand("sample", "generate text with the constant-state recurrent form");
-  sample->add_option("--checkpoint", checkpoint, "an lm checkpoint")->required();
-  sample->add_option("--prompt", prompt, "text to start from");
-  sample->add_option("--tokens", tokens, "characters to generate")->check(within(1, 1e6));
-  sample->add_option("--temperature", temperature, "sampling temperature (0: greedy)")->check(within(0, 100));
-  sample->add_option("--seed", seed, "sampling seed")->check(seed_range());
-
-  int64_t size_context = 4096;
-  auto* state_size = app.add_subcommand("state-size", "floats each preset keeps at a context length");
-  state_size->add_option("--context", size_context, "context length")->check(within(1, 1e12));
-
-  lina::BenchOptions bo;
-  std::string worker_job, worker_out;
-  auto* bench = app.add_subcommand("bench", "time, FLOP rate and memory of every preset on this machine");
-  auto* worker = app.add_subcommand("bench-worker", "internal: one child process of bench");
-  worker->group("");  // hidden from --help
-  for (CLI::App* sub : {bench, worker}) {
-    sub->add_option("--presets", bo.presets_arg, "comma-separated presets (default: all five)");
-    sub->add_option("--shapes", bo.shapes_arg, "training shapes BATCHxCONTEXT (default: 64x64,16x256)");
-    sub->add_option("--contexts", bo.contexts_arg, "inference contexts (default: 64,256,1024,4096)");
-    sub->add_option("--steps", bo.steps, "timed training steps per shape (default 10; --quick 3)")->check(within(1, 1e4));
-    sub->add_option("--warmup", bo.warmup, "untimed steps first (default 2; --quick 1)")->check(within(0, 1e4));
-    sub->add_option("--infer-steps", bo.infer_steps, "timed tokens per inference context (default 8; --quick 3)")->check(within(1, 1e4));
-    sub->add_option("--scan-chunk", bo.scan_chunk, "tokens per chunk of the chunked scan (default 0: the model's, 16)")->check(within(0, 4096));
-    sub->add_flag("--profile", bo.profile, "time every kernel entry point (forward/backward) and count allocations");
-    sub->add_option("--pairs", bo.pairs, "also time every preset against attn in one process, N pairs of alternating steps (default 0: off)")->check(within(0, 1e4));
-  }
-  bench->add_flag("--quick", bo.quick, "fewer steps and tokens, no inference context 4096, one round (at most 2 minutes)");
-  bench->add_option("--rounds", bo.rounds, "rounds over every preset and shape, the median kept (default 3; --quick 1)")->check(within(1, 100));
-  bench->add_option("--json", bo.json, "write the results to this json file");
-  worker->add_option("--job", worker_job, "train | infer | pair")->required();
-  worker->add_option("--out", worker_out, "result json")->required();
-
-  // The teaching commands: one step of a tiny model (experiments/teach.h).
-  lina::TeachOptions to;
-  std::string teach_scan_form = "sequential";
-  auto* teach = app.add_subcommand("teach", "one step of a tiny float64 model: a parameter's gradient from backward() beside a central finite difference");
-  auto* trace = app.add_subcommand("trace", "every op of one training step of a tiny model, forward then backward, with names, shapes and norms");
-  auto* graph = app.add_subcommand("graph", "the graph of one training step of a tiny model as Graphviz dot (and SVG when dot is installed)");
-  for (CLI::App* sub : {teach, trace, graph}) {
-    sub->add_option("--preset", to.preset, "preset or layer pattern (default gdn)");
-    sub->add_option("--layers", to.layers, "use the first N layers of the preset (default 1)")->check(within(1, 64));
-    sub->add_option("--batch", to.batch, "sequences (default 2)")->check(within(1, 64));
-    sub->add_option("--context", to.context, "tokens per sequence (default 8)")->check(within(1, 512));
-    sub->add_option("--scan-form", teach_scan_form, "sequential (default) | chunked");
-    sub->add_option("--seed", to.seed, "seed of the weights and the random batch")->check(seed_range());
-  }
-  teach->add_option("--param", to.param, "parameter to check (default blocks.0.mix.b_proj.bias)");
-  teach->add_option("--elements", to.elements, "how many of its elements (default 8, evenly spread)")->check(within(1, 1e6));
-  teach->add_option("--step", to.step, "h of the central difference (default 1e-4)")->check(within(1e-12, 1));
-  graph->add_option("--out", to.out, "dot file to write (default graph.dot; the SVG goes beside it)");
+  TrainCommand train;
+  EvalCommand eval;
+  SampleCommand sample;
+  StateSizeCommand state_size;
+  BenchCommand bench;
+  TeachCommands teach;
+  train.add(app);
+  eval.add(app);
+  sample.add(app);
+  state_size.add(app);
+  bench.add(app);
+  teach.add(app);
 
   try {
     app.parse(argc, argv);
@@ -241,73 +383,17 @@ int main(int argc, char** argv) {
     return 2;
   }
 
-  if (!*train) {
+  if (!*train.app) {
     std::signal(SIGINT, SIG_DFL);
     std::signal(SIGTERM, SIG_DFL);
   }
   try {
-    if (*teach || *trace || *graph) to.scan_form = lina::parse_scan_form(teach_scan_form);
-    if (*train) {
-      t.device = parse_device(device);
-      t.scan_form = lina::parse_scan_form(scan_form);
-      t.feature_map = lina::parse_feature_map(feature_map);
-      t.attention = lina::parse_fusion(attention, "--attention");
-      t.conv = lina::parse_fusion(conv, "--conv");
-      for (const CLI::Option* opt : train->get_options())
-        if (opt->count() > 0) t.given.push_back(opt->get_name());
-      if (decay_all) {  // --decay-all is --decay-matrices set to false
-        if (t.decay_matrices) throw lina::Error("--decay-all and --decay-matrices exclude each other");
-        t.given.push_back("--decay-matrices");
-      }
-      if (const char* env = std::getenv("LINA_TRACE"); env && std::string(env) == "1") t.trace = true;
-      if (t.resume.empty()) {
-        if (train->count("--preset") == 0) throw lina::Error("--preset is required (or --resume CKPT)");
-        if (train->count("--task") == 0) throw lina::Error("--task is required (or --resume CKPT)");
-      }
-      if (dry_run) {
-        if (!t.resume.empty()) throw lina::Error("--dry-run names a new run: not with --resume");
-        lina::validate(t);
-        std::printf("%s\n", lina::run_path(t, ".json").c_str());
-        return 0;
-      }
-      lina::TrainResult result = lina::train(t, &g_stop_signal);
-      std::printf("wrote %s\n", result.json_path.c_str());
-      if (int sig = g_stop_signal.load(); result.interrupted && sig != 0) {
-        std::fprintf(stderr, "lina: stopped by %s at update %d; checkpoint %s and json written\n",
-                     sig == SIGTERM ? "SIGTERM" : "SIGINT", result.steps_done,
-                     lina::printable(result.checkpoint_path, 200).c_str());
-        return 128 + sig;
-      }
-    } else if (*eval && eval_task == "recall") {
-      if (eval->count("--text") || eval->count("--context"))
-        throw lina::Error("--text and --context are for eval --task lm");
-      lina::RecallEvalResult r = lina::eval_recall_checkpoint(checkpoint, predictions, eval_batches);
-      std::printf("recall held-out: %d sequences, loss %.6f, accuracy %.6f; wrote %s\n", r.sequences,
-                  r.loss, r.accuracy, predictions.c_str());
-    } else if (*eval) {
-      if (eval_task != "lm") throw lina::Error("unknown task '" + eval_task + "': use lm or recall");
-      if (text.empty()) throw lina::Error("eval --task lm needs --text FILE");
-      if (eval->count("--predictions") || eval->count("--batches"))
-        throw lina::Error("--predictions and --batches are for eval --task recall");
-      std::printf("%.9f\n", lina::eval_checkpoint(checkpoint, text, context));
-    } else if (*sample) {
-      std::printf("%s%s\n", prompt.c_str(),
-                  lina::sample_checkpoint(checkpoint, prompt, tokens, temperature, seed).c_str());
-    } else if (*state_size) {
-      std::printf("%s", lina::state_size_table(size_context).c_str());
-    } else if (*teach) {
-      if (!lina::teach_gradient(to)) return 1;
-    } else if (*trace) {
-      lina::trace_one_step(to);
-    } else if (*graph) {
-      std::printf("%s\n", lina::write_graph(to).c_str());
-    } else if (*bench) {
-      lina::finish_bench_options(bo);
-      lina::run_bench(bo);
-    } else if (*worker) {
-      lina::finish_bench_options(bo);
-      lina::run_bench_worker(bo, worker_job, worker_out);
-    }
+    if (*train.app) return train.run();
+    if (*eval.app) return eval.run();
+    if (*sample.app) return sample.run();
+    if (*state_size.app) return state_size.run();
+    if (teach.parsed()) return teach.run();
+    if (*bench.app || *bench.worker) return bench.run();
   } catch (const std::exception& e) {
     // One line, whatever bytes a file put into the message.
     std::fprintf(stderr, "lina: error: %s\n", lina::printable(e.what(), 1000).c_str());
