@@ -162,109 +162,129 @@ std::string fmt(const char* f, double v) {
 
 // ---- the run -------------------------------------------------------------------------
 
-std::string run_bench(const BenchOptions& o) {
-  auto t0 = std::chrono::steady_clock::now();
+namespace {
+
+// One `lina bench`: its options, the children it starts, what it prints.
+struct BenchRun {
+  explicit BenchRun(const BenchOptions& options) : o(options) {}
+  const BenchOptions& o;
   Scratch scratch;
-  const double load_before = load_average();
-  std::ostringstream out;
-  auto say = [&](const std::string& line) {
+  int children = 0;
+  std::ostringstream out;  // every line printed, returned by run_bench
+
+  void say(const std::string& line) {
     out << line << "\n";
     std::printf("%s\n", line.c_str());
     std::fflush(stdout);
-  };
+  }
+  // `lina bench-worker <args>`'s json, in a file of its own in the scratch folder.
+  json child(const std::vector<std::string>& args, const std::string& what) {
+    return run_child(args, (scratch.dir / (std::to_string(children++) + ".json")).string(), what);
+  }
+  // The arguments every training child shares.
+  std::vector<std::string> scan_chunk_args() const {
+    if (o.scan_chunk <= 0) return {};
+    return {"--scan-chunk", std::to_string(o.scan_chunk)};
+  }
+};
 
-  const unsigned cpus = std::max(1u, std::thread::hardware_concurrency());
-  if (load_before > 0.5 * cpus)
-    say("note: load average " + fmt("%.2f", load_before) + " on " + std::to_string(cpus) +
-        " CPUs before the run: other processes compete for the cores, and every timing includes it");
-  // The machine's GEMM rate, through the same entry point the model uses.
-  GemmRate g = measure_gemm(o.quick ? 3 : 5);
-  say("GEMM " + std::to_string(g.M) + "x" + std::to_string(g.K) + "x" + std::to_string(g.N) +
-      " float32: lina kernels::gemm " + fmt("%.1f", g.lina_gflops) + " GFLOP/s (" +
-      fmt("%.1f", g.lina_ms) + " ms, a block per thread on " + g.lina_path + ")" +
-      (g.eigen_gflops < 0 ? std::string()
-                          : "; the same blocks on Eigen " + fmt("%.1f", g.eigen_gflops) + " GFLOP/s") +
-      "; OpenBLAS's own threads " +
-      (g.openblas_gflops < 0 ? std::string("not installed")
-                             : fmt("%.1f", g.openblas_gflops) + " GFLOP/s (" + fmt("%.1f", g.openblas_ms) + " ms, kernels for " +
-                                   (g.openblas_core.empty() ? std::string("?") : g.openblas_core) +
-                                   "); lina/OpenBLAS " + fmt("%.3f", g.lina_over_openblas) +
-                                   " (median of pairs timed back to back)"));
+std::string gemm_line(const GemmRate& g) {
+  return "GEMM " + std::to_string(g.M) + "x" + std::to_string(g.K) + "x" + std::to_string(g.N) +
+         " float32: lina kernels::gemm " + fmt("%.1f", g.lina_gflops) + " GFLOP/s (" + fmt("%.1f", g.lina_ms) +
+         " ms, a block per thread on " + g.lina_path + ")" +
+         (g.eigen_gflops < 0 ? std::string() : "; the same blocks on Eigen " + fmt("%.1f", g.eigen_gflops) + " GFLOP/s") +
+         "; OpenBLAS's own threads " +
+         (g.openblas_gflops < 0 ? std::string("not installed")
+                                : fmt("%.1f", g.openblas_gflops) + " GFLOP/s (" + fmt("%.1f", g.openblas_ms) +
+                                      " ms, kernels for " + (g.openblas_core.empty() ? std::string("?") : g.openblas_core) +
+                                      "); lina/OpenBLAS " + fmt("%.3f", g.lina_over_openblas) +
+                                      " (median of pairs timed back to back)");
+}
 
-  json train = json::array(), infer = json::array();
-  int child = 0;
-  // Training: every preset and shape once per round; rows[i] collects the
-  // rounds of the i-th (preset, shape).
-  std::vector<std::vector<json>> rows(o.presets.size() * o.shapes.size());
+// The median of a (preset, shape)'s rounds (the lower middle one of an even
+// count), whole, with every round's ms/step and the FLOP rates beside it.
+json median_round(std::vector<json> rounds, const std::string& preset, const BenchShape& s, double gemm_gflops) {
+  json all = json::array();
+  for (const json& r : rounds) all.push_back(r["ms_per_step"]);
+  std::sort(rounds.begin(), rounds.end(),
+            [](const json& a, const json& b) { return double(a["ms_per_step"]) < double(b["ms_per_step"]); });
+  json r = rounds[(rounds.size() - 1) / 2];
+  r["ms_per_step_rounds"] = all;
+  const double flops = model_flops_per_step(make_config(preset, 65), s.batch, s.context), ms = r["ms_per_step"];
+  r["preset"] = preset;
+  r["shape"] = shape_name(s);
+  r["tokens_per_s"] = double(s.batch) * s.context / (ms / 1e3);
+  r["model_flops_per_step"] = flops;
+  r["model_gflops"] = flops / (ms * 1e6);
+  r["fraction_of_gemm"] = flops / (ms * 1e6) / gemm_gflops;
+  return r;
+}
+
+// Training: every preset and shape once per round, then each one's median round.
+json training_rows(BenchRun& run, double gemm_gflops) {
+  const BenchOptions& o = run.o;
+  std::vector<std::vector<json>> rounds(o.presets.size() * o.shapes.size());  // [preset][shape] -> rounds
   for (int round = 0; round < o.rounds; ++round)
     for (size_t pi = 0; pi < o.presets.size(); ++pi)
       for (size_t si = 0; si < o.shapes.size(); ++si) {
         const std::string& p = o.presets[pi];
         const BenchShape& s = o.shapes[si];
         std::vector<std::string> args = {"--presets", p, "--job", "train", "--shapes", shape_name(s),
-                                         "--steps", std::to_string(o.steps), "--warmup",
-                                         std::to_string(o.warmup)};
+                                         "--steps", std::to_string(o.steps), "--warmup", std::to_string(o.warmup)};
         if (o.profile) args.push_back("--profile");
-        if (o.scan_chunk > 0) args.insert(args.end(), {"--scan-chunk", std::to_string(o.scan_chunk)});
-        json r = run_child(args, (scratch.dir / (std::to_string(child++) + ".json")).string(),
-                           p + " training at " + shape_name(s));
-        std::fprintf(stderr, "  %s %s: %.1f ms/step%s\n", p.c_str(), shape_name(s).c_str(),
-                     double(r["ms_per_step"]),
+        for (const std::string& a : run.scan_chunk_args()) args.push_back(a);
+        json r = run.child(args, p + " training at " + shape_name(s));
+        std::fprintf(stderr, "  %s %s: %.1f ms/step%s\n", p.c_str(), shape_name(s).c_str(), double(r["ms_per_step"]),
                      o.rounds > 1 ? (" (round " + std::to_string(round + 1) + ")").c_str() : "");
-        rows[pi * o.shapes.size() + si].push_back(r);
+        rounds[pi * o.shapes.size() + si].push_back(r);
       }
-  for (size_t pi = 0; pi < o.presets.size(); ++pi) {
-    const std::string& p = o.presets[pi];
-    ModelConfig c = make_config(p, 65);
-    for (size_t si = 0; si < o.shapes.size(); ++si) {
-      const BenchShape& s = o.shapes[si];
-      // the median round (the lower middle one of an even count), whole
-      std::vector<json> runs = rows[pi * o.shapes.size() + si];
-      json all = json::array();
-      for (const json& r : runs) all.push_back(r["ms_per_step"]);
-      std::sort(runs.begin(), runs.end(), [](const json& a, const json& b) {
-        return double(a["ms_per_step"]) < double(b["ms_per_step"]);
-      });
-      json r = runs[(runs.size() - 1) / 2];
-      r["ms_per_step_rounds"] = all;
-      double flops = model_flops_per_step(c, s.batch, s.context), ms = r["ms_per_step"];
-      r["preset"] = p;
-      r["shape"] = shape_name(s);
-      r["tokens_per_s"] = double(s.batch) * s.context / (ms / 1e3);
-      r["model_flops_per_step"] = flops;
-      r["model_gflops"] = flops / (ms * 1e6);
-      r["fraction_of_gemm"] = flops / (ms * 1e6) / g.lina_gflops;
-      train.push_back(r);
-    }
-  }
-  // --pairs: every other preset against attn, both in one child, steps alternating.
+  json train = json::array();
+  for (size_t pi = 0; pi < o.presets.size(); ++pi)
+    for (size_t si = 0; si < o.shapes.size(); ++si)
+      train.push_back(median_round(rounds[pi * o.shapes.size() + si], o.presets[pi], o.shapes[si], gemm_gflops));
+  return train;
+}
+
+// --pairs: every other preset against attn, both in one child, steps alternating.
+json paired_rows(BenchRun& run) {
+  const BenchOptions& o = run.o;
   json paired = json::array();
   for (const std::string& p : o.pairs > 0 ? o.presets : std::vector<std::string>{})
     for (const BenchShape& s : o.shapes) {
       if (p == "attn") continue;
       std::vector<std::string> args = {"--presets", "attn," + p, "--job", "pair", "--shapes", shape_name(s),
                                        "--pairs", std::to_string(o.pairs), "--warmup", std::to_string(o.warmup)};
-      if (o.scan_chunk > 0) args.insert(args.end(), {"--scan-chunk", std::to_string(o.scan_chunk)});
-      json r = run_child(args, (scratch.dir / (std::to_string(child++) + ".json")).string(),
-                         p + " against attn at " + shape_name(s));
+      for (const std::string& a : run.scan_chunk_args()) args.push_back(a);
+      json r = run.child(args, p + " against attn at " + shape_name(s));
       r["preset"] = p;
       r["shape"] = shape_name(s);
       std::fprintf(stderr, "  %s/attn %s: %.3f (median of %d pairs)\n", p.c_str(), shape_name(s).c_str(),
                    double(r["ratio_median"]), o.pairs);
       paired.push_back(r);
     }
+  return paired;
+}
+
+// Inference: every preset at every context, token by token.
+json inference_rows(BenchRun& run) {
+  const BenchOptions& o = run.o;
+  json infer = json::array();
   for (const std::string& p : o.presets) {
-    json r = run_child({"--presets", p, "--job", "infer", "--contexts", join(o.contexts), "--infer-steps",
+    json r = run.child({"--presets", p, "--job", "infer", "--contexts", join(o.contexts), "--infer-steps",
                         std::to_string(o.infer_steps)},
-                       (scratch.dir / (std::to_string(child++) + ".json")).string(), p + " inference");
+                       p + " inference");
     for (json& row : r["contexts"]) {
       row["preset"] = p;
       row["peak_rss_mb"] = r["peak_rss_mb"];
       infer.push_back(row);
     }
   }
+  return infer;
+}
 
-  // Ratios to attn at the same shape (null without attn in --presets).
+// Each training row's ratio to attn at the same shape (null without attn in
+// --presets); returns gdn's, timed apart and (--pairs) in pairs.
+json ratios_to_attn(json& train, const json& paired) {
   json ratios = json::object();
   for (json& r : train) {
     r["ratio_to_attn"] = nullptr;
@@ -276,17 +296,20 @@ std::string run_bench(const BenchOptions& o) {
   }
   for (const json& r : paired)
     if (r["preset"] == "gdn") ratios["gdn_over_attn_paired"][r["shape"].get<std::string>()] = r["ratio_median"];
+  return ratios;
+}
 
-  // ---- tables ----
+void print_training(BenchRun& run, const json& train, const json& ratios, const json& paired) {
+  const BenchOptions& o = run.o;
   char line[400];
-  say("");
-  say("Training step (random lm batches; median of " + std::to_string(o.steps) + " steps after " +
-      std::to_string(o.warmup) + " warm-up" +
-      (o.rounds > 1 ? "; the median of " + std::to_string(o.rounds) + " rounds over the presets" : std::string()) +
-      ")");
+  run.say("");
+  run.say("Training step (random lm batches; median of " + std::to_string(o.steps) + " steps after " +
+          std::to_string(o.warmup) + " warm-up" +
+          (o.rounds > 1 ? "; the median of " + std::to_string(o.rounds) + " rounds over the presets" : std::string()) +
+          ")");
   std::snprintf(line, sizeof line, "%-7s %-7s %9s %9s %8s %10s %8s %7s %7s %7s", "preset", "BxT", "ms/step",
                 "tok/s", "peakMB", "GFLOP/step", "GFLOP/s", "%gemm", "/attn", "allocs");
-  say(line);
+  run.say(line);
   for (const json& r : train) {
     std::snprintf(line, sizeof line, "%-7s %-7s %9.1f %9.0f %8.0f %10.3f %8.2f %6.1f%% %7s %7.0f",
                   r["preset"].get<std::string>().c_str(), r["shape"].get<std::string>().c_str(),
@@ -295,78 +318,104 @@ std::string run_bench(const BenchOptions& o) {
                   100 * double(r["fraction_of_gemm"]),
                   r["ratio_to_attn"].is_null() ? "-" : fmt("%.2f", double(r["ratio_to_attn"])).c_str(),
                   double(r["allocs_per_step"]));
-    say(line);
+    run.say(line);
   }
   const json gdn_over_attn = ratios.value("gdn_over_attn", json::object());
-  for (auto& [shape, v] : gdn_over_attn.items())
-    say("gdn/attn at " + shape + ": " + fmt("%.2f", double(v)));
-  if (!paired.empty()) {
-    say("");
-    say("Step time over attn's, both models in one process, " + std::to_string(o.pairs) +
-        " pairs of alternating steps after " + std::to_string(o.warmup) + " warm-up each (--pairs)");
-    std::snprintf(line, sizeof line, "%-7s %-7s %8s %8s %8s", "preset", "BxT", "median", "q1", "q3");
-    say(line);
-    for (const json& r : paired) {
-      std::snprintf(line, sizeof line, "%-7s %-7s %8.3f %8.3f %8.3f", r["preset"].get<std::string>().c_str(),
-                    r["shape"].get<std::string>().c_str(), double(r["ratio_median"]), double(r["ratio_q1"]),
-                    double(r["ratio_q3"]));
-      say(line);
-    }
+  for (auto& [shape, v] : gdn_over_attn.items()) run.say("gdn/attn at " + shape + ": " + fmt("%.2f", double(v)));
+  if (paired.empty()) return;
+  run.say("");
+  run.say("Step time over attn's, both models in one process, " + std::to_string(o.pairs) +
+          " pairs of alternating steps after " + std::to_string(o.warmup) + " warm-up each (--pairs)");
+  std::snprintf(line, sizeof line, "%-7s %-7s %8s %8s %8s", "preset", "BxT", "median", "q1", "q3");
+  run.say(line);
+  for (const json& r : paired) {
+    std::snprintf(line, sizeof line, "%-7s %-7s %8.3f %8.3f %8.3f", r["preset"].get<std::string>().c_str(),
+                  r["shape"].get<std::string>().c_str(), double(r["ratio_median"]), double(r["ratio_q1"]),
+                  double(r["ratio_q3"]));
+    run.say(line);
   }
+}
 
-  say("");
-  say("Inference (batch 1, token by token with InferenceState; median of " + std::to_string(o.infer_steps) +
-      " tokens at each context)");
+void print_inference(BenchRun& run, const json& infer) {
+  char line[400];
+  run.say("");
+  run.say("Inference (batch 1, token by token with InferenceState; median of " + std::to_string(run.o.infer_steps) +
+          " tokens at each context)");
   std::snprintf(line, sizeof line, "%-7s %8s %12s %14s %12s", "preset", "context", "ms/token", "floats/seq",
                 "bytes/seq");
-  say(line);
+  run.say(line);
   for (const json& r : infer) {
     long long floats = r["kv_floats"].get<long long>() + r["state_floats"].get<long long>() +
                        r["conv_floats"].get<long long>();
     std::snprintf(line, sizeof line, "%-7s %8d %12.3f %14lld %12lld", r["preset"].get<std::string>().c_str(),
                   r["context"].get<int>(), double(r["ms_per_token"]), floats,
                   r["bytes_per_sequence"].get<long long>());
-    say(line);
+    run.say(line);
   }
+}
 
-  if (o.profile) {
-    for (const json& r : train) {
-      say("");
-      say("Profile " + r["preset"].get<std::string>() + " " + r["shape"].get<std::string>() + " (summed over " +
-          std::to_string(o.steps) + " steps; allocations per step " +
-          fmt("%.0f", double(r["allocs_per_step"])) + ", from the system " +
-          fmt("%.1f", double(r["system_allocs_per_step"])) + ")");
-      std::snprintf(line, sizeof line, "  %-38s %-9s %8s %10s %7s", "op", "phase", "calls", "ms", "share");
-      say(line);
-      double total = 0;
-      for (const json& e : r["profile"]["entries"]) total += double(e["ms"]);
-      for (const json& e : r["profile"]["entries"]) {
-        // the op, and for a product its shape
-        std::string op = e["op"].get<std::string>();
-        const std::string detail = e.value("detail", std::string());
-        if (!detail.empty()) op += " " + detail;
-        std::snprintf(line, sizeof line, "  %-38s %-9s %8lld %10.2f %6.1f%%", op.c_str(),
-                      e["phase"].get<std::string>().c_str(), e["calls"].get<long long>(), double(e["ms"]),
-                      total > 0 ? 100 * double(e["ms"]) / total : 0.0);
-        say(line);
-      }
+// --profile: every kernel entry point of each training row, with its share.
+void print_profiles(BenchRun& run, const json& train) {
+  char line[400];
+  for (const json& r : train) {
+    run.say("");
+    run.say("Profile " + r["preset"].get<std::string>() + " " + r["shape"].get<std::string>() + " (summed over " +
+            std::to_string(run.o.steps) + " steps; allocations per step " + fmt("%.0f", double(r["allocs_per_step"])) +
+            ", from the system " + fmt("%.1f", double(r["system_allocs_per_step"])) + ")");
+    std::snprintf(line, sizeof line, "  %-38s %-9s %8s %10s %7s", "op", "phase", "calls", "ms", "share");
+    run.say(line);
+    double total = 0;
+    for (const json& e : r["profile"]["entries"]) total += double(e["ms"]);
+    for (const json& e : r["profile"]["entries"]) {
+      // the op, and for a product its shape
+      std::string op = e["op"].get<std::string>();
+      const std::string detail = e.value("detail", std::string());
+      if (!detail.empty()) op += " " + detail;
+      std::snprintf(line, sizeof line, "  %-38s %-9s %8lld %10.2f %6.1f%%", op.c_str(),
+                    e["phase"].get<std::string>().c_str(), e["calls"].get<long long>(), double(e["ms"]),
+                    total > 0 ? 100 * double(e["ms"]) / total : 0.0);
+      run.say(line);
     }
   }
+}
+
+json gemm_json(const GemmRate& g) {
+  auto or_null = [](double v) { return v < 0 ? json(nullptr) : json(v); };
+  return {{"M", g.M}, {"K", g.K}, {"N", g.N}, {"dtype", "float32"}, {"lina_gflops", g.lina_gflops},
+          {"lina_ms", g.lina_ms}, {"lina_path", g.lina_path}, {"eigen_gflops", or_null(g.eigen_gflops)},
+          {"openblas", g.openblas_gflops < 0 ? "not installed" : "installed"},
+          {"openblas_gflops", or_null(g.openblas_gflops)}, {"openblas_ms", or_null(g.openblas_ms)},
+          {"lina_over_openblas", or_null(g.lina_over_openblas)}, {"openblas_core", g.openblas_core}};
+}
+
+}  // namespace
+
+std::string run_bench(const BenchOptions& o) {
+  auto t0 = std::chrono::steady_clock::now();
+  BenchRun run(o);
+  const double load_before = load_average();
+  const unsigned cpus = std::max(1u, std::thread::hardware_concurrency());
+  if (load_before > 0.5 * cpus)
+    run.say("note: load average " + fmt("%.2f", load_before) + " on " + std::to_string(cpus) +
+            " CPUs before the run: other processes compete for the cores, and every timing includes it");
+  // The machine's GEMM rate, through the same entry point the model uses.
+  GemmRate g = measure_gemm(o.quick ? 3 : 5);
+  run.say(gemm_line(g));
+
+  json train = training_rows(run, g.lina_gflops);
+  json paired = paired_rows(run);
+  json infer = inference_rows(run);
+  json ratios = ratios_to_attn(train, paired);
+  print_training(run, train, ratios, paired);
+  print_inference(run, infer);
+  if (o.profile) print_profiles(run, train);
 
   double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const double load_after = load_average();
-  say("");
-  say("wall time " + fmt("%.1f", wall) + " s; load average " + fmt("%.2f", load_before) + " before, " +
-      fmt("%.2f", load_after) + " after, on " + std::to_string(std::thread::hardware_concurrency()) + " CPUs");
+  run.say("");
+  run.say("wall time " + fmt("%.1f", wall) + " s; load average " + fmt("%.2f", load_before) + " before, " +
+          fmt("%.2f", load_after) + " after, on " + std::to_string(std::thread::hardware_concurrency()) + " CPUs");
   if (!o.json.empty()) {
-    json gemm = {{"M", g.M}, {"K", g.K}, {"N", g.N}, {"dtype", "float32"}, {"lina_gflops", g.lina_gflops},
-                 {"lina_ms", g.lina_ms}, {"lina_path", g.lina_path},
-                 {"eigen_gflops", g.eigen_gflops < 0 ? json(nullptr) : json(g.eigen_gflops)},
-                 {"openblas", g.openblas_gflops < 0 ? "not installed" : "installed"},
-                 {"openblas_gflops", g.openblas_gflops < 0 ? json(nullptr) : json(g.openblas_gflops)},
-                 {"openblas_ms", g.openblas_ms < 0 ? json(nullptr) : json(g.openblas_ms)},
-                 {"lina_over_openblas", g.lina_over_openblas < 0 ? json(nullptr) : json(g.lina_over_openblas)},
-                 {"openblas_core", g.openblas_core}};
     std::vector<std::string> shapes;
     for (const BenchShape& s : o.shapes) shapes.push_back(shape_name(s));
     json doc = {{"schema", "lina-bench-1"}, {"quick", o.quick}, {"profile", o.profile},
@@ -374,13 +423,13 @@ std::string run_bench(const BenchOptions& o) {
                 {"steps", o.steps}, {"warmup", o.warmup}, {"infer_steps", o.infer_steps}, {"rounds", o.rounds},
                 {"presets", o.presets}, {"shapes", shapes}, {"contexts", o.contexts},
                 {"cpus", std::thread::hardware_concurrency()}, {"machine", machine_json()},
-                {"load_average", {{"before", load_before}, {"after", load_after}}}, {"gemm", gemm}, {"train", train},
-                {"inference", infer}, {"ratios", ratios}, {"pairs", o.pairs}, {"paired", paired},
+                {"load_average", {{"before", load_before}, {"after", load_after}}}, {"gemm", gemm_json(g)},
+                {"train", train}, {"inference", infer}, {"ratios", ratios}, {"pairs", o.pairs}, {"paired", paired},
                 {"wall_seconds", wall}};
     write_file_atomically(o.json, doc.dump(1) + "\n", "bench --json");
-    say("wrote " + o.json);
+    run.say("wrote " + o.json);
   }
-  return out.str();
+  return run.out.str();
 }
 
 }  // namespace lina
