@@ -100,6 +100,12 @@ lina::Device parse_device(const std::string& s) {
 
 // ---- one struct per subcommand: its options, how it is added, how it runs ----------
 
+// A path flag given as '' names nothing: refused before any work.
+void refuse_empty_paths(const CLI::App* app, std::initializer_list<std::pair<const char*, const std::string*>> paths) {
+  for (const auto& [flag, value] : paths)
+    if (app->count(flag) > 0 && value->empty()) throw lina::Error(std::string(flag) + " needs a path (it is empty)");
+}
+
 // The numeric train flags' ranges, shared with a checkpoint's options
 // (train_options.h); the other subcommands' ranges are written where they are added.
 CLI::Validator range(const char* flag) {
@@ -170,6 +176,8 @@ struct TrainCommand {
 
   // The options as given, their enums parsed; the names of those given.
   void finish() {
+    refuse_empty_paths(app, {{"--resume", &t.resume}, {"--save-batches", &t.save_batches}, {"--data", &t.data},
+                             {"--out", &t.out}});
     t.device = parse_device(device);
     t.scan_form = lina::parse_scan_form(scan_form);
     t.feature_map = lina::parse_feature_map(feature_map);
@@ -224,6 +232,7 @@ struct EvalCommand {
   }
 
   int run() {
+    refuse_empty_paths(app, {{"--checkpoint", &checkpoint}, {"--text", &text}, {"--predictions", &predictions}});
     if (task == "recall") {
       if (app->count("--text") || app->count("--context"))
         throw lina::Error("--text and --context are for eval --task lm");
@@ -258,6 +267,7 @@ struct SampleCommand {
   }
 
   int run() {
+    refuse_empty_paths(app, {{"--checkpoint", &checkpoint}});
     std::printf("%s%s\n", prompt.c_str(), lina::sample_checkpoint(checkpoint, prompt, tokens, temperature, seed).c_str());
     return 0;
   }
@@ -308,6 +318,7 @@ struct BenchCommand {
   }
 
   int run() {
+    refuse_empty_paths(app, {{"--json", &bo.json}});
     lina::finish_bench_options(bo);
     if (*worker) lina::run_bench_worker(bo, worker_job, worker_out);
     else lina::run_bench(bo);
@@ -342,6 +353,7 @@ struct TeachCommands {
   bool parsed() const { return *teach || *trace || *graph; }
 
   int run() {
+    refuse_empty_paths(graph, {{"--out", &to.out}});
     to.scan_form = lina::parse_scan_form(scan_form);
     if (*teach) return lina::teach_gradient(to) ? 0 : 1;
     if (*trace) lina::trace_one_step(to);

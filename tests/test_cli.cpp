@@ -119,7 +119,16 @@ TEST_CASE("bad input: one line, non-zero exit") {
                "--fresh-batches and --probe-batches are for --task recall");
   expect_error("train --preset gdn --task recall --context 64" + out, "--context and --data are for --task lm");
   expect_error("train --preset gdn --task recall --data x.txt" + out, "--context and --data are for --task lm");
-  expect_error("train --preset gdn --task recall --out ''", "--out must name a folder (it is empty)");
+  // a path flag given as '' names nothing: refused before any work
+  expect_error("train --preset gdn --task recall --out ''", "--out needs a path (it is empty)");
+  expect_error("train --resume ''", "--resume needs a path (it is empty)");
+  expect_error("train --preset gdn --task recall --save-batches ''" + out, "--save-batches needs a path (it is empty)");
+  expect_error("train --preset gdn --task lm --data ''" + out, "--data needs a path (it is empty)");
+  expect_error("bench --quick --json ''", "--json needs a path (it is empty)");
+  expect_error("graph --out ''", "--out needs a path (it is empty)");
+  expect_error("eval --checkpoint '' --text x", "--checkpoint needs a path (it is empty)");
+  expect_error("eval --task recall --checkpoint x --predictions ''", "--predictions needs a path (it is empty)");
+  expect_error("sample --checkpoint ''", "--checkpoint needs a path (it is empty)");
   expect_error("train --preset gdn, --task recall" + out, "preset 'gdn,' ends with a comma");
   expect_error("train --preset gdn --task lm --data /dev/zero" + out, "'/dev/zero' is not a regular file");
   expect_error("train --preset gdn --task recall --scan-form parallel" + out, "unknown --scan-form 'parallel'");
