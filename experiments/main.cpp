@@ -60,18 +60,13 @@ extern "C" void on_stop_signal(int signal_number) {
 // 1..10000000, got -1". A value that is not a number is left to CLI11's own
 // conversion error.
 CLI::Validator within(double lo, double hi) {
-  auto show = [](double x) {
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%.10g", x);
-    return std::string(buf);
-  };
   return CLI::Validator(
-      [lo, hi, show](std::string& text) -> std::string {
+      [lo, hi](std::string& text) -> std::string {
         char* end = nullptr;
         const double x = std::strtod(text.c_str(), &end);
         if (end == text.c_str() || *end != '\0') return "";
         if (x >= lo && x <= hi) return "";
-        return "must be in " + show(lo) + ".." + show(hi) + ", got " + lina::printable(text, 40);
+        return "must be in " + lina::range_text({lo, hi}) + ", got " + lina::printable(text, 40);
       },
       "");
 }
@@ -107,12 +102,12 @@ void refuse_empty_paths(const CLI::App* app, std::initializer_list<std::pair<con
 }
 
 // The numeric train flags' ranges, shared with a checkpoint's options
-// (train_options.h); the other subcommands' ranges are written where they are added.
+// (train_options.h) and with eval's --context and --batches; the other
+// subcommands' ranges are written where they are added.
 CLI::Validator range(const char* flag) {
   lina::OptionRange r = lina::train_option_range(flag);
   return within(r.lo, r.hi);
 }
-constexpr double kMaxContext = 65536, kMaxBatches = 1e5;
 
 struct TrainCommand {
   CLI::App* app = nullptr;
@@ -226,9 +221,9 @@ struct EvalCommand {
     app->add_option("--checkpoint", checkpoint, "a checkpoint of the task")->required();
     app->add_option("--task", task, "lm (default) | recall");
     app->add_option("--text", text, "lm: text file");
-    app->add_option("--context", context, "lm: window length")->check(within(1, kMaxContext));
+    app->add_option("--context", context, "lm: window length")->check(range("--context"));
     app->add_option("--predictions", predictions, "recall: write a few held-out sequences and the answers here (json)");
-    app->add_option("--batches", batches, "recall: held-out batches (default: the run's eval batches)")->check(within(1, kMaxBatches));
+    app->add_option("--batches", batches, "recall: held-out batches (default: the run's eval batches)")->check(range("--eval-batches"));
   }
 
   int run() {

@@ -58,6 +58,12 @@ std::string shown(double x) {
   return buf;
 }
 
+}  // namespace
+
+std::string range_text(const OptionRange& range) { return shown(range.lo) + ".." + shown(range.hi); }
+
+namespace {
+
 // A checkpoint's options pass the command line's ranges: a crafted or
 // damaged checkpoint cannot ask for a batch of 10^9.
 void check_checkpoint_ranges(const json& saved, const std::string& path) {
@@ -67,7 +73,7 @@ void check_checkpoint_ranges(const json& saved, const std::string& path) {
     check(v.is_number(), "checkpoint " + path + ": option " + r.key + " is not a number");
     const double x = v.get<double>();
     check(x >= r.range.lo && x <= r.range.hi, "checkpoint " + path + ": option " + r.key + " (" + r.flag +
-                                                  ") must be in " + shown(r.range.lo) + ".." + shown(r.range.hi) +
+                                                  ") must be in " + range_text(r.range) +
                                                   ", got " + shown(x));
   }
 }

@@ -68,6 +68,8 @@ struct OptionRange {
   double lo, hi;
 };
 OptionRange train_option_range(const std::string& flag);
+// "lo..hi", as the errors of both say it.
+std::string range_text(const OptionRange& range);
 
 // Throws lina::Error (one line) for impossible options; fills in the task's
 // defaults (steps, evaluation) where an option was not given.
