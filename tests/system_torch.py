@@ -3,6 +3,10 @@ Debian's /usr/bin/python3 (the python3 first on PATH may be another one).
 
     import system_torch
     system_torch.skip_unless_available()   # prints "SKIPPED: why" and exits 0
+
+Where LINA_REQUIRE_TORCH=1 (CI sets it, since scripts/setup.sh installs
+python3-torch), a missing PyTorch fails the test instead of skipping it, so a
+passing suite there means the comparisons ran.
 """
 import os
 import subprocess
@@ -27,6 +31,9 @@ def why_unavailable():
 
 def skip_unless_available():
     why = why_unavailable()
+    if why and os.environ.get("LINA_REQUIRE_TORCH") == "1":
+        print(f"FAILED: LINA_REQUIRE_TORCH=1 but PyTorch is not available ({why})")
+        sys.exit(1)
     if why:
         print(f"SKIPPED: PyTorch is not available ({why}); Debian: apt-get install python3-torch")
         sys.exit(0)
