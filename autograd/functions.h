@@ -40,7 +40,7 @@ inline Var operator-(const Var& x) { return neg(x); }
 
 // ---- matrix products — ops/matmul.cpp ----
 // op(a) · op(b) over the last two dims; batch dims equal, or either side a
-// plain matrix shared by the batch (see core/layout.h).
+// plain matrix shared by the batch (see dispatch/layout.h).
 Var matmul(const Var& a, const Var& b, bool ta = false, bool tb = false);
 
 // ---- reductions — ops/reduce.cpp ----

@@ -6,7 +6,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "core/kernels.h"
+#include "dispatch/kernels.h"
 
 namespace lina::trace {
 

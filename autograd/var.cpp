@@ -10,8 +10,8 @@
 #include <unordered_set>
 
 #include "autograd/trace.h"
-#include "core/kernels.h"
 #include "core/profile.h"
+#include "dispatch/kernels.h"
 
 namespace lina {
 

@@ -1,7 +1,8 @@
 // CPU kernels: plain functions on raw pointers with named dimensions,
 // templated on the float type (float, double) and explicitly instantiated in
 // their .cpp files. They know nothing of Tensor or autograd; dispatch/*.cpp
-// are their only callers, and a test can call one alone.
+// are their callers (and device_memory.cpp, for the fill that core/ reaches
+// through core/device_memory.h), and a test can call one alone.
 //
 // The declarations come from the one kernel list, core/kernel_list.h, which
 // also says what each kernel computes; the CUDA backend declares the same

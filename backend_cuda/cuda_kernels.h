@@ -3,7 +3,8 @@
 // CPU backend. Compiled from the .cu files beside this header when a CUDA
 // toolkit is found; otherwise stub.cpp defines every function from the same
 // list to throw "lina was built without CUDA support". dispatch/*.cpp
-// are the only callers.
+// call them; device_memory.cpp hands the memory functions and the fills to
+// core/ (core/device_memory.h).
 #pragma once
 #include <cstddef>
 #include <cstdint>

@@ -1,6 +1,7 @@
 // Compiled instead of the .cu files when no CUDA toolkit was found: every
 // CUDA entry point exists, and asking for the device gives one clear error.
-// (dispatch/tensor_ops.cpp refuses CUDA tensors before any of these can run.)
+// (No CUDA tensor is made for any of these to run on: device_memory.cpp says
+// the device is not available, and Tensor::empty refuses it.)
 #include <string>
 
 #include "backend_cuda/cuda_kernels.h"

@@ -1,7 +1,8 @@
 // Optional per-kernel profiling: time spent in each backend entry point.
 //
 // Every kernel entry point goes through kernels::detail::on_backend
-// (dispatch/backends.h) with its op name. When profiling is on, that call is
+// (dispatch/backends.h) with its op name, and Tensor::full's fill (core/tensor.cpp)
+// through profile::timed as "fill". When profiling is on, that call is
 // timed and added to a table keyed by (op name, phase); when it is off, the
 // cost is one test of a global bool. The phase is Forward unless autograd's
 // backward walk (Var::backward) or the caller (an optimiser step) set it.
@@ -17,6 +18,7 @@
 // apart. CUDA calls are timed on the host (asynchronous
 // launches are not waited for).
 #pragma once
+#include <chrono>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -68,9 +70,29 @@ struct Entry {
 std::vector<Entry> entries();  // sorted by seconds, largest first
 void reset();                  // forgets every entry
 
-// Used by on_backend: the start of a call (returns false when an enclosing
+// Used by timed: the start of a call (returns false when an enclosing
 // entry point is already being timed) and its end.
 bool begin_call();
 void end_call(const char* op, double seconds);
+
+// Runs fn(), timed as the entry point `op` when profiling is on. Off, the
+// cost is one predictable branch on a global bool.
+template <class Fn>
+void timed(const char* op, Fn&& fn) {
+  if (!enabled()) {
+    fn();
+    return;
+  }
+  using Clock = std::chrono::steady_clock;
+  bool outermost = begin_call();
+  auto t0 = Clock::now();
+  try {
+    fn();
+  } catch (...) {
+    end_call(nullptr, 0);
+    throw;
+  }
+  end_call(outermost ? op : nullptr, std::chrono::duration<double>(Clock::now() - t0).count());
+}
 
 }  // namespace lina::profile

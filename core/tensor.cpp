@@ -4,21 +4,22 @@
 #include <iomanip>
 #include <sstream>
 
-#include "core/kernels.h"
+#include "core/device_memory.h"
+#include "core/profile.h"
 
 namespace lina {
 
-Storage::Storage(size_t nbytes, Device dev) : bytes(nbytes), device(dev) {
-  ptr = kernels::device_alloc(nbytes == 0 ? 1 : nbytes, dev);
+Storage::Storage(size_t nbytes, Device dev) : bytes(nbytes), device(dev), memory(&device_memory(dev)) {
+  ptr = memory->alloc(nbytes == 0 ? 1 : nbytes);
 }
-Storage::~Storage() { kernels::device_free(ptr, device); }
+Storage::~Storage() { memory->free(ptr); }
 
 // ---- creation -------------------------------------------------------------------
 
 Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
   for (int64_t d : shape)
     check(d >= 0, "Tensor::empty: negative dimension in shape " + shape_str(shape));
-  kernels::require_device(device);
+  require_device(device);
   Tensor t;
   t.shape_ = shape;
   t.dtype_ = dtype;
@@ -29,7 +30,7 @@ Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
 
 Tensor Tensor::full(const Shape& shape, double value, DType dtype, Device device) {
   Tensor t = empty(shape, dtype, device);
-  kernels::fill(t, value);
+  profile::timed("fill", [&] { device_memory(device).fill(t, value); });
   return t;
 }
 Tensor Tensor::zeros(const Shape& shape, DType dtype, Device device) {
@@ -70,7 +71,7 @@ Tensor Tensor::from_vector(const std::vector<T>& values, const Shape& shape, Dev
         "Tensor::from_vector: " + std::to_string(values.size()) + " values do not fill shape " +
             shape_str(shape));
   Tensor t = empty(shape, dtype_of<T>(), device);
-  kernels::copy_bytes(t.raw(), device, values.data(), Device::cpu, t.nbytes());
+  copy_bytes(t.raw(), device, values.data(), Device::cpu, t.nbytes());
   return t;
 }
 template Tensor Tensor::from_vector<float>(const std::vector<float>&, const Shape&, Device);
@@ -119,7 +120,7 @@ template int32_t* Tensor::data<int32_t>() const;
 Tensor Tensor::to(Device device) const {
   if (device == device_) return *this;
   Tensor out = empty(shape_, dtype_, device);
-  kernels::copy_bytes(out.raw(), device, raw(), device_, nbytes());
+  copy_bytes(out.raw(), device, raw(), device_, nbytes());
   return out;
 }
 
@@ -143,14 +144,14 @@ Tensor Tensor::to(DType dtype) const {
 
 Tensor Tensor::clone() const {
   Tensor out = empty(shape_, dtype_, device_);
-  kernels::copy_bytes(out.raw(), device_, raw(), device_, nbytes());
+  copy_bytes(out.raw(), device_, raw(), device_, nbytes());
   return out;
 }
 
 void Tensor::copy_from(const Tensor& src) {
   check(src.shape_ == shape_ && src.dtype_ == dtype_,
         "Tensor::copy_from: cannot copy " + src.describe() + " into " + describe());
-  kernels::copy_bytes(raw(), device_, src.raw(), src.device_, nbytes());
+  copy_bytes(raw(), device_, src.raw(), src.device_, nbytes());
 }
 
 template <class T>
@@ -158,7 +159,7 @@ std::vector<T> Tensor::to_vector() const {
   check(dtype_of<T>() == dtype_, std::string("Tensor::to_vector: asked for ") +
                                      dtype_name(dtype_of<T>()) + " from " + describe());
   std::vector<T> out(static_cast<size_t>(numel()));
-  kernels::copy_bytes(out.data(), Device::cpu, raw(), device_, nbytes());
+  copy_bytes(out.data(), Device::cpu, raw(), device_, nbytes());
   return out;
 }
 template std::vector<float> Tensor::to_vector<float>() const;
@@ -170,7 +171,7 @@ double Tensor::at(int64_t i) const {
     throw Error("Tensor::at: index " + std::to_string(i) + " out of range for " + describe());
   char buf[8];
   size_t es = dtype_size(dtype_);
-  kernels::copy_bytes(buf, Device::cpu, static_cast<char*>(raw()) + i * int64_t(es), device_, es);
+  copy_bytes(buf, Device::cpu, static_cast<char*>(raw()) + i * int64_t(es), device_, es);
   if (dtype_ == DType::f32) { float v; std::memcpy(&v, buf, 4); return v; }
   if (dtype_ == DType::f64) { double v; std::memcpy(&v, buf, 8); return v; }
   int32_t v; std::memcpy(&v, buf, 4); return v;

@@ -17,7 +17,10 @@
 
 namespace lina {
 
-// A raw allocation on one device. Freed when the last Tensor using it goes.
+struct DeviceMemory;  // core/device_memory.h
+
+// A raw allocation on one device, made by the device's backend
+// (core/device_memory.h). Freed when the last Tensor using it goes.
 struct Storage {
   Storage(size_t bytes, Device device);
   ~Storage();
@@ -26,6 +29,7 @@ struct Storage {
   void* ptr = nullptr;
   size_t bytes = 0;
   Device device = Device::cpu;
+  const DeviceMemory* memory = nullptr;  // the backend that allocated ptr and frees it
 };
 
 class Tensor {

@@ -3,7 +3,7 @@
 #include <string>
 
 #include "dispatch/backends.h"
-#include "core/kernels.h"
+#include "dispatch/kernels.h"
 
 namespace lina::kernels {
 

@@ -1,9 +1,9 @@
 // Internal to the dispatch/*.cpp files: dtype and device selection.
 // dispatch/ is the one layer that sees both backends: it implements the
-// entry points core/kernels.h declares by calling backend_cpu/ or
-// backend_cuda/; core/ and the backends never include each other.
+// entry points of dispatch/kernels.h by calling backend_cpu/ or
+// backend_cuda/; core/ and the backends never include each other, and core/
+// reaches a device's memory only through core/device_memory.h.
 #pragma once
-#include <chrono>
 #include <string>
 #include <utility>
 
@@ -88,23 +88,9 @@ void on_backend_untimed(const Tensor& t, const char* op, Call&& call) {
 }
 
 // on_backend_untimed, timed by op name when profiling is on (core/profile.h).
-// Off, the cost is one predictable branch on a global bool.
 template <class Call>
 void on_backend(const Tensor& t, const char* op, Call&& call) {
-  if (!profile::enabled()) {
-    on_backend_untimed(t, op, std::forward<Call>(call));
-    return;
-  }
-  using Clock = std::chrono::steady_clock;
-  bool outermost = profile::begin_call();
-  auto t0 = Clock::now();
-  try {
-    on_backend_untimed(t, op, std::forward<Call>(call));
-  } catch (...) {
-    profile::end_call(nullptr, 0);
-    throw;
-  }
-  profile::end_call(outermost ? op : nullptr, std::chrono::duration<double>(Clock::now() - t0).count());
+  profile::timed(op, [&] { on_backend_untimed(t, op, call); });
 }
 
 }  // namespace lina::kernels::detail

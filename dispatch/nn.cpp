@@ -7,7 +7,7 @@
 #include "backend_cpu/cpu_kernels.h"
 #include "backend_cuda/cuda_kernels.h"
 #include "dispatch/backends.h"
-#include "core/kernels.h"
+#include "dispatch/kernels.h"
 
 namespace lina::kernels {
 

@@ -2,18 +2,15 @@
 // lina::cpu and lina::cuda. Each kernels:: function checks its arguments
 // (errors name the op and the shapes), then calls the kernel for the
 // tensors' device and dtype.
-// This file: memory, elementwise, layout, reductions, matrix products;
+// This file: the devices, elementwise, layout, reductions, matrix products;
 // dispatch/nn.cpp and dispatch/scan_optim.cpp hold the rest.
-#include <cstdlib>
-#include <cstring>
 #include <string>
 
 #include "backend_cpu/cpu_kernels.h"
-#include "backend_cpu/host_allocator.h"
 #include "backend_cpu/openblas.h"
 #include "backend_cuda/cuda_kernels.h"
 #include "dispatch/backends.h"
-#include "core/kernels.h"
+#include "dispatch/kernels.h"
 
 namespace lina::kernels {
 
@@ -32,43 +29,10 @@ std::vector<int64_t> broadcast_strides(const Shape& in, const Shape& out) {
 
 }  // namespace
 
-// ---- memory ---------------------------------------------------------------------
+// ---- the devices -------------------------------------------------------------------
 
 // Every switch on Device below names each device and has no default: a new
 // device is a compile error (-Werror=switch), not a fall-through.
-
-void* device_alloc(size_t bytes, Device device) {
-  switch (device) {
-    case Device::cpu: return cpu::host_alloc(bytes);  // cached: see backend_cpu/host_allocator.h
-    case Device::cuda: return cuda::alloc(bytes);
-  }
-  return nullptr;  // not reached
-}
-
-void device_free(void* ptr, Device device) {
-  switch (device) {
-    case Device::cpu: cpu::host_free(ptr); return;
-    case Device::cuda: cuda::free(ptr); return;
-  }
-}
-
-void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes) {
-  if (bytes == 0) return;
-  switch (dst_device) {
-    case Device::cpu:
-      switch (src_device) {
-        case Device::cpu: std::memcpy(dst, src, bytes); return;
-        case Device::cuda: cuda::copy(dst, src, bytes, cuda::CopyKind::DeviceToHost); return;
-      }
-      return;
-    case Device::cuda:
-      switch (src_device) {
-        case Device::cpu: cuda::copy(dst, src, bytes, cuda::CopyKind::HostToDevice); return;
-        case Device::cuda: cuda::copy(dst, src, bytes, cuda::CopyKind::DeviceToDevice); return;
-      }
-      return;
-  }
-}
 
 bool cuda_available() { return cuda::device_count() > 0; }
 
@@ -99,17 +63,6 @@ DeviceCounters cuda_counters() {
   if (!cuda_available()) return {};
   cuda::Counters c = cuda::counters();
   return {c.launches, c.allocations, c.device_to_host_copies, c.pool_reserved_bytes};
-}
-
-void require_device(Device device) {
-  switch (device) {
-    case Device::cpu: return;
-    case Device::cuda:
-      check(cuda_available(), "CUDA was requested but no CUDA GPU is available (" +
-                                  std::string(cuda::device_count() < 0 ? "lina was built without CUDA"
-                                                                       : "no device found") + ")");
-      return;
-  }
 }
 
 // ---- fill & elementwise -------------------------------------------------------------

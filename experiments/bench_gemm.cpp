@@ -5,8 +5,8 @@
 #include <vector>
 
 #include "backend_cpu/openblas.h"
-#include "core/kernels.h"
 #include "core/rng.h"
+#include "dispatch/kernels.h"
 #include "experiments/bench.h"
 
 namespace lina {

@@ -5,7 +5,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "core/kernels.h"
+#include "dispatch/kernels.h"
 #include "experiments/checkpoint.h"
 #include "experiments/data.h"
 #include <nlohmann/json.hpp>

@@ -7,7 +7,7 @@
 #include <omp.h>
 #endif
 
-#include "core/kernels.h"
+#include "dispatch/kernels.h"
 
 namespace lina {
 

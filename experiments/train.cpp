@@ -12,7 +12,7 @@
 
 #include "autograd/trace.h"
 #include "core/cuda_status.h"
-#include "core/kernels.h"
+#include "dispatch/kernels.h"
 #include "experiments/checkpoint.h"
 #include "experiments/data.h"
 #include "experiments/fault_injection.h"

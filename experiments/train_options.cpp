@@ -6,8 +6,8 @@
 #include <filesystem>
 #include <optional>
 
+#include "core/device_memory.h"
 #include "core/error.h"
-#include "core/kernels.h"
 #include "experiments/checkpoint.h"
 #include "experiments/data.h"
 #include "experiments/option_json.h"
@@ -159,7 +159,7 @@ void validate(TrainOptions& o) {
   if (o.eval_every <= 0) o.eval_every = 500;
   if (o.eval_batches <= 0) o.eval_batches = lm ? 200 : 8;
   if (o.checkpoint_every <= 0) o.checkpoint_every = o.eval_every;
-  kernels::require_device(o.device);  // "CUDA was requested but no CUDA GPU is available"
+  require_device(o.device);  // core/device_memory.h: "CUDA was requested but no CUDA GPU is available"
 }
 
 // ---- options on --resume --------------------------------------------------------------

@@ -5,7 +5,7 @@
 //   n_kv_head); out = dropout(concat(o) W_oᵀ).
 #include <cmath>
 
-#include "core/layout.h"
+#include "dispatch/layout.h"
 #include "models/mixers.h"
 
 namespace lina {

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "core/kernels.h"
+#include "dispatch/kernels.h"
 
 namespace lina {
 

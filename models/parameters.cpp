@@ -1,6 +1,6 @@
 #include "models/parameters.h"
 
-#include "core/kernels.h"
+#include "dispatch/kernels.h"
 
 namespace lina {
 

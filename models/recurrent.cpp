@@ -17,7 +17,7 @@
 //   dropout
 #include <cmath>
 
-#include "core/layout.h"
+#include "dispatch/layout.h"
 #include "models/mixers.h"
 
 namespace lina {

@@ -14,8 +14,8 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
-#include "core/kernels.h"
 #include "core/safetensors.h"
+#include "dispatch/kernels.h"
 #include "tests/cli_run.h"
 
 namespace fs = std::filesystem;

@@ -5,10 +5,10 @@
 // The heart of the file is ONE table (all_rows() below): a row names a case
 // and holds a function that, given a Device, makes its inputs on the host
 // from a fixed seed, moves them to that device, calls backend entry points
-// (core/kernels.h, directly or through core/layout.h) and returns every
+// (dispatch/kernels.h, directly or through dispatch/layout.h) and returns every
 // output, forward and backward. The table test runs each row on the CPU and
 // on the GPU and compares the outputs one tensor at a time. Every entry point
-// of core/kernels.h has at least one row.
+// of dispatch/kernels.h has at least one row.
 //
 // The one tolerance of this file, per output tensor (float32 on both sides;
 // summation orders and math libraries differ):
@@ -33,8 +33,8 @@
 
 #include "autograd/functions.h"
 #include "backend_cuda/cuda_kernels.h"
-#include "core/kernels.h"
-#include "core/layout.h"
+#include "dispatch/kernels.h"
+#include "dispatch/layout.h"
 #include "models/model.h"
 #include "models/optim.h"
 #include "tests/harness.h"  // max_abs_diff

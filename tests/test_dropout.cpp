@@ -7,8 +7,8 @@
 #include <cmath>
 
 #include "autograd/functions.h"
-#include "core/kernels.h"
 #include "core/philox.h"
+#include "dispatch/kernels.h"
 #include "models/mixers.h"
 #include "tests/gradcheck.h"
 

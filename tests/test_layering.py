@@ -1,15 +1,17 @@
 #!/usr/bin/env python3
 """The layers of lina include only the layers below them.
 
-    core/          tensors, shapes, the kernel list; declares the entry points (core/kernels.h)
-    backend_cpu/   the CPU kernels             (core/)
-    backend_cuda/  the CUDA kernels            (core/; cuda_sim/ stands in for the CUDA runtime)
-    dispatch/      implements core/kernels.h   (core/, both backends: the only folder that sees both)
-    autograd/      Var, ops, backward          (core/)
-    models/        layers, presets, optimiser  (core/, autograd/)
-    experiments/   the lina binary's commands  (all of the above but the backends and dispatch;
-                                                 its benchmarks bench*.cpp may read the CPU backend's
-                                                 counters and its GEMM)
+    core/          Tensor, shapes, dtypes, the kernel list; reaches a device's
+                   memory through core/device_memory.h, which the backends fill   (nothing)
+    backend_cpu/   the CPU kernels; the host's DeviceMemory        (core/)
+    backend_cuda/  the CUDA kernels; the CUDA DeviceMemory         (core/; cuda_sim/ stands in for the CUDA runtime)
+    dispatch/      the entry points of dispatch/kernels.h and the
+                   layout ops on them (dispatch/layout.h)          (core/, both backends: the only folder that sees both)
+    autograd/      Var, ops, backward                              (core/, dispatch/)
+    models/        layers, presets, optimiser                      (core/, dispatch/, autograd/)
+    experiments/   the lina binary's commands                      (all of the above but the backends; its
+                                                                    benchmarks bench*.cpp may read the CPU
+                                                                    backend's counters and its GEMM)
 
 Every quoted #include "<folder>/..." of every source file is checked against
 the table; the test fails with each include that breaks it.
@@ -24,9 +26,9 @@ ALLOWED = {
     "backend_cpu": {"core", "backend_cpu"},
     "backend_cuda": {"core", "backend_cuda", "cuda_sim"},
     "dispatch": {"core", "backend_cpu", "backend_cuda", "dispatch"},
-    "autograd": {"core", "autograd"},
-    "models": {"core", "autograd", "models"},
-    "experiments": {"core", "autograd", "models", "experiments"},
+    "autograd": {"core", "dispatch", "autograd"},
+    "models": {"core", "dispatch", "autograd", "models"},
+    "experiments": {"core", "dispatch", "autograd", "models", "experiments"},
     "cuda_sim": {"cuda_sim"},
 }
 EXCEPTIONS = {("experiments", "backend_cpu"): re.compile(r"^experiments/bench\w*\.cpp$")}

@@ -8,8 +8,8 @@
 #include <cstdio>
 #include <optional>
 
-#include "core/kernels.h"
-#include "core/layout.h"
+#include "dispatch/kernels.h"
+#include "dispatch/layout.h"
 #include "models/model.h"
 #include "models/optim.h"
 #include "tests/gradcheck.h"

@@ -9,7 +9,7 @@
 #include <cmath>
 #include <string>
 
-#include "core/kernels.h"
+#include "dispatch/kernels.h"
 #include "models/mixers.h"
 #include "tests/gradcheck.h"
 

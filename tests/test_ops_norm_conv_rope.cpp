@@ -6,7 +6,7 @@
 #include <cmath>
 #include <vector>
 
-#include "core/kernels.h"
+#include "dispatch/kernels.h"
 #include "tests/gradcheck.h"
 
 using namespace lina;

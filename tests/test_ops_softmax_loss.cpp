@@ -4,7 +4,7 @@
 
 #include <cmath>
 
-#include "core/kernels.h"
+#include "dispatch/kernels.h"
 #include "tests/gradcheck.h"
 
 using namespace lina;

@@ -4,9 +4,9 @@
 
 #include <string>
 
-#include "core/kernels.h"
 #include "core/profile.h"
 #include "core/tensor.h"
+#include "dispatch/kernels.h"
 
 using namespace lina;
 

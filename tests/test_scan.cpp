@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "core/kernels.h"
-#include "core/layout.h"
+#include "dispatch/kernels.h"
+#include "dispatch/layout.h"
 #include "tests/gradcheck.h"
 
 using namespace lina;

@@ -1,5 +1,5 @@
 // Causal attention as one op: forward and backward of the fused kernel
-// (core/kernels.h attention_forward / attention_backward). With
+// (dispatch/kernels.h attention_forward / attention_backward). With
 // P = softmax(scale · q kᵀ) (causal) and out = P v:
 //   dv = Pᵀ dout
 //   dP = dout vᵀ,  dS = scale · P ⊙ (dP − Σ_j P_j dP_j)   (softmax's Jacobian)
@@ -8,7 +8,7 @@
 // With dropout on the probabilities, out = (P ⊙ M) v: dv = (P ⊙ M)ᵀ dout and
 // dP = M ⊙ (dout vᵀ); M is regenerated from the key, never stored.
 #include "autograd/functions.h"
-#include "core/kernels.h"
+#include "dispatch/kernels.h"
 
 namespace lina {
 

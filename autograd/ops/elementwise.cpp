@@ -3,8 +3,8 @@
 // `break lina::UnaryOp<lina::math::Silu>::backward` stops in that op alone).
 // The per-element maths (shared with CUDA) is in core/elementwise_math.h.
 #include "autograd/functions.h"
-#include "core/kernels.h"
-#include "core/layout.h"
+#include "dispatch/kernels.h"
+#include "dispatch/layout.h"
 
 namespace lina {
 

@@ -2,7 +2,7 @@
 //   dA' = dC B'ᵀ      dB' = A'ᵀ dC
 // and dA = dA' (or dA'ᵀ when A was used transposed), likewise for B.
 #include "autograd/functions.h"
-#include "core/layout.h"
+#include "dispatch/layout.h"
 
 namespace lina {
 

@@ -2,7 +2,7 @@
 // SiLU) and RoPE: forward and backward side by side (docs/recurrence.md §4.1,
 // 4.2, 4.5, 4.6).
 #include "autograd/functions.h"
-#include "core/kernels.h"
+#include "dispatch/kernels.h"
 
 namespace lina {
 

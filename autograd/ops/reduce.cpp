@@ -2,8 +2,8 @@
 // backward: every input element contributed once (sum) or 1/n times (mean)
 // to its output element, so dx = expand(dout) · scale.
 #include "autograd/functions.h"
-#include "core/kernels.h"
-#include "core/layout.h"
+#include "dispatch/kernels.h"
+#include "dispatch/layout.h"
 
 namespace lina {
 

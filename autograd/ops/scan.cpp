@@ -10,7 +10,7 @@
 // or chunk by chunk with matrix products (§3.4). The gate gradient is taken
 // with respect to g = log α: dg = α dα.
 #include "autograd/functions.h"
-#include "core/kernels.h"
+#include "dispatch/kernels.h"
 
 namespace lina {
 

@@ -3,7 +3,7 @@
 #include <numeric>
 
 #include "autograd/functions.h"
-#include "core/layout.h"
+#include "dispatch/layout.h"
 
 namespace lina {
 

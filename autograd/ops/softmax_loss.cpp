@@ -1,8 +1,8 @@
 // Softmax, log-softmax, cross-entropy and embedding: forward and backward of
 // each side by side. All work over the last axis; the kernels are fused per
-// row (core/kernels.h).
+// row (dispatch/kernels.h).
 #include "autograd/functions.h"
-#include "core/kernels.h"
+#include "dispatch/kernels.h"
 
 namespace lina {
 

@@ -1,4 +1,4 @@
-#include "core/layout.h"
+#include "dispatch/layout.h"
 
 #include <numeric>
 #include <string>

@@ -4,6 +4,8 @@
 // arguments and calls the CPU kernel (backend_cpu/) or the CUDA kernel
 // (backend_cuda/) for the tensors' device and dtype. Autograd
 // code calls only these, so adding a CUDA kernel touches no autograd code.
+// (Tensor's own allocation, copies and fills do not come here: core/ reaches
+// the devices through core/device_memory.h, which the backends fill.)
 //
 // Rule for every function here: outputs are freshly allocated on the inputs'
 // device unless the name says `_inplace` / the argument is a `Tensor&` out.
@@ -18,10 +20,7 @@
 
 namespace lina::kernels {
 
-// ---- memory (used by Storage and Tensor) --------------------------------------
-void* device_alloc(size_t bytes, Device device);
-void device_free(void* ptr, Device device);
-void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes);
+// ---- the devices ----------------------------------------------------------------
 bool cuda_available();    // compiled with CUDA and a GPU is present
 // What runs --device cuda: "cuda" (a GPU), "sim" (lina's CUDA runtime on the
 // CPU, the cuda-sim build) or "none" (built without CUDA).
@@ -29,7 +28,6 @@ const char* cuda_runtime();
 // The CPU's matrix products: "Eigen", or "OpenBLAS (SkylakeX kernels)" with the kernel set
 // OpenBLAS runs (backend_cpu/openblas.h).
 std::string cpu_gemm();
-void require_device(Device device);  // throws a one-line error if `device` cannot be used
 // CUDA: kernel launches, allocation calls and device→host copies so far, and the bytes the
 // memory pool holds (zeros without CUDA). A training step after the first
 // makes two reads (loss and gradient norm) and grows no pool.
@@ -37,8 +35,9 @@ struct DeviceCounters {
   int64_t launches = 0, allocations = 0, device_to_host_copies = 0, pool_reserved_bytes = 0;
 };
 DeviceCounters cuda_counters();
-// Calls so far of each entry of core/kernel_list.h on CUDA, by name, in the
-// list's order (what the op × device table checks it has covered).
+// Calls so far, through the entry points below, of each entry of
+// core/kernel_list.h on CUDA, by name, in the list's order (what the op ×
+// device table checks it has covered).
 std::vector<std::pair<std::string, int64_t>> cuda_kernel_calls();
 
 // ---- fill & elementwise -------------------------------------------------------

@@ -1,12 +1,12 @@
-// Tensor-level helpers built on the backend entry points (core/kernels.h):
+// Tensor-level helpers built on the backend entry points (dispatch/kernels.h):
 // shape changes that copy, broadcasting and its reverse, matmul, sums.
 // Device-agnostic: they run wherever their inputs live. Autograd ops use
 // these in both directions (e.g. expand forward, sum_to backward).
 #pragma once
 #include <vector>
 
-#include "core/kernels.h"
 #include "core/tensor.h"
+#include "dispatch/kernels.h"
 
 namespace lina {
 
