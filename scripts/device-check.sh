@@ -9,7 +9,7 @@
 # OUT/device-summary.json when it ends (a kill keeps what was measured):
 #   build   lina and lina_cuda_tests only, with every core (CUDA arch 90, or
 #           the cuda-sim build); LINA_CHECK_BUILD=DIR reuses a built DIR
-#   tests   the whole CUDA test file (op × device table, training steps of
+#   tests   the whole CUDA test file (the op table against the CPU, training steps of
 #           every preset, determinism, inference); a failing test case is
 #           run again alone with CUDA_LAUNCH_BLOCKING=1 (and under
 #           compute-sanitizer where present); no CPU suite (CI runs it)

@@ -5,21 +5,25 @@
 #include <algorithm>
 #include <cmath>
 
+#include "tests/op_check.h"
+
 namespace lina::test {
 
-
-// L(inputs) = Σ f(inputs) ⊙ R, evaluated without recording a graph.
-static double loss_value(const Fn& f, const std::vector<Var>& vars, const Tensor& R) {
+// L(inputs) = Σ_k Σ f_k(inputs) ⊙ R_k, evaluated without recording a graph.
+static double loss_value(const FnOutputs& f, const std::vector<Var>& vars, const std::vector<Tensor>& R) {
   NoGradGuard no_grad;
-  Var out = f(vars);
-  const double* o = out.data().data<double>();
-  const double* r = R.data<double>();
+  const std::vector<Var> outs = f(vars);
   double s = 0;
-  for (int64_t i = 0; i < R.numel(); ++i) s += o[i] * r[i];
+  for (size_t k = 0; k < outs.size(); ++k) {
+    if (!outs[k].defined() || !outs[k].data().defined()) continue;
+    const double* o = outs[k].data().data<double>();
+    const double* r = R[k].data<double>();
+    for (int64_t i = 0; i < R[k].numel(); ++i) s += o[i] * r[i];
+  }
   return s;
 }
 
-GradcheckResult gradient_error(const Fn& f, const std::vector<Tensor>& inputs,
+GradcheckResult gradient_error(const FnOutputs& f, const std::vector<Tensor>& inputs,
                                std::vector<bool> differentiable, const GradcheckSettings& s) {
   GradcheckResult result;
   if (differentiable.empty())
@@ -28,16 +32,32 @@ GradcheckResult gradient_error(const Fn& f, const std::vector<Tensor>& inputs,
   for (size_t i = 0; i < inputs.size(); ++i)
     vars.emplace_back(inputs[i].clone(), bool(differentiable[i]), "input" + std::to_string(i));
 
-  Var out = f(vars);
-  REQUIRE_MESSAGE(out.dtype() == DType::f64, "gradient checks run in float64");
+  const std::vector<Var> outs = f(vars);
   auto worse = [&](double err, const std::string& where) {
     if (std::isnan(err)) err = INFINITY;
     if (err > result.worst || result.where.empty()) result = {std::max(err, result.worst), where};
   };
   Rng rng(7);
-  Tensor R = Tensor::randn(out.shape(), rng, 1.0, 0.0, DType::f64);
-  Var loss = sum_all(mul(out, Var(R)));
+  std::vector<Tensor> R;
+  Var loss;
+  for (const Var& out : outs) {
+    if (!out.defined() || !out.data().defined()) {
+      R.emplace_back();
+      continue;
+    }
+    REQUIRE_MESSAGE(out.dtype() == DType::f64, "gradient checks run in float64");
+    R.push_back(Tensor::randn(out.shape(), rng, 1.0, 0.0, DType::f64));
+    Var term = sum_all(mul(out, Var(R.back())));
+    loss = loss.defined() ? add(loss, term) : term;
+  }
+  REQUIRE_MESSAGE(loss.defined(), "the function has no output");
   loss.backward();
+  // the loss's size: its terms, or an input's elements summed into fewer
+  int64_t terms = 0, largest_input = 0;
+  for (const Tensor& r : R) terms += r.defined() ? r.numel() : 0;
+  for (const Tensor& x : inputs) largest_input = std::max(largest_input, x.defined() ? x.numel() : 0);
+  const bool long_step = std::max(terms, largest_input) > s.long_step_above;
+  const double eps = long_step ? s.long_step : s.eps;
 
   Rng dir_rng(11);
   for (size_t i = 0; i < vars.size(); ++i) {
@@ -58,12 +78,14 @@ GradcheckResult gradient_error(const Fn& f, const std::vector<Tensor>& inputs,
       if (exhaustive) u[size_t(d)] = 1.0;
       else for (auto& v : u) v = dir_rng.normal();
       std::vector<double> saved(xp, xp + n);
-      for (int64_t j = 0; j < n; ++j) xp[j] = saved[size_t(j)] + s.eps * u[size_t(j)];
-      double lp = loss_value(f, vars, R);
-      for (int64_t j = 0; j < n; ++j) xp[j] = saved[size_t(j)] - s.eps * u[size_t(j)];
-      double lm = loss_value(f, vars, R);
+      auto loss_at = [&](double step) {  // L(x + step·u)
+        for (int64_t j = 0; j < n; ++j) xp[j] = saved[size_t(j)] + step * u[size_t(j)];
+        return loss_value(f, vars, R);
+      };
+      const double central = loss_at(eps) - loss_at(-eps);
+      const double numeric = long_step ? (8 * central - (loss_at(2 * eps) - loss_at(-2 * eps))) / (12 * eps)
+                                       : central / (2 * eps);
       std::copy(saved.begin(), saved.end(), xp);
-      double numeric = (lp - lm) / (2 * s.eps);
       double analytic = 0;
       for (int64_t j = 0; j < n; ++j) analytic += g[j] * u[size_t(j)];
       double err = std::fabs(numeric - analytic) / std::max(1.0, std::fabs(analytic));
@@ -72,6 +94,12 @@ GradcheckResult gradient_error(const Fn& f, const std::vector<Tensor>& inputs,
     }
   }
   return result;
+}
+
+GradcheckResult gradient_error(const Fn& f, const std::vector<Tensor>& inputs,
+                               std::vector<bool> differentiable, const GradcheckSettings& s) {
+  return gradient_error(FnOutputs([&f](const std::vector<Var>& v) { return std::vector<Var>{f(v)}; }),
+                        inputs, std::move(differentiable), s);
 }
 
 void check_gradients(const Fn& f, const std::vector<Tensor>& inputs,
@@ -92,20 +120,34 @@ int register_gradchecks(const std::vector<GradcheckRow>& rows) {
 
 const std::vector<GradcheckRow>& gradcheck_registry() { return registry(); }
 
-std::vector<std::string> ops_without_gradcheck(const std::vector<GradcheckRow>& rows) {
-  std::vector<int> count(size_t(OpKind::Count), 0);
-  for (const GradcheckRow& row : rows) count[size_t(row.op)]++;
-  std::vector<std::string> missing;
-  for (int k = 0; k < int(OpKind::Count); ++k)
-    if (count[size_t(k)] == 0) missing.push_back(op_name(OpKind(k)));
-  return missing;
-}
-
 void run_gradchecks(const std::vector<GradcheckRow>& rows) {
   for (const GradcheckRow& row : rows) {
     INFO("gradcheck of op '" << std::string(op_name(row.op)) << "': " << row.what);
     row.run();
   }
+}
+
+GradcheckResult row_gradient_error(const OpRow& row, const GradcheckSettings& settings) {
+  const std::vector<Tensor> inputs = row_inputs(row, DType::f64, Device::cpu);
+  return gradient_error(row.run, inputs, row_differentiable(row, inputs), settings);
+}
+
+std::vector<OpKind> gradient_checked_ops(const std::vector<OpRow>& rows) {
+  std::vector<OpKind> checked;
+  for (const OpRow& row : rows)
+    if (row.no_gradient.empty())
+      if (std::optional<OpKind> kind = op_kind_named(row.op)) checked.push_back(*kind);
+  for (const GradcheckRow& row : gradcheck_registry()) checked.push_back(row.op);
+  return checked;
+}
+
+std::vector<std::string> ops_without_gradcheck(const std::vector<OpKind>& checked) {
+  std::vector<int> count(size_t(OpKind::Count), 0);
+  for (OpKind op : checked) count[size_t(op)]++;
+  std::vector<std::string> missing;
+  for (int k = 0; k < int(OpKind::Count); ++k)
+    if (count[size_t(k)] == 0) missing.push_back(op_name(OpKind(k)));
+  return missing;
 }
 
 }  // namespace lina::test

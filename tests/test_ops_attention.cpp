@@ -1,9 +1,10 @@
 // The fused causal attention op (autograd/ops/attention.cpp,
-// backend_cpu/attention.cpp): float64 gradient checks, and forward and
-// gradients equal to the composition permute / expand / matmul / softmax /
-// matmul (attention_composed in models/attention.cpp) in float64 and float32,
-// over grouped-query heads, cached keys (Tk > Tq) and more than one tile of
-// 64 rows; bad shapes are one-line errors.
+// backend_cpu/attention.cpp): forward and gradients equal to the composition
+// permute / expand / matmul / softmax / matmul (attention_composed in
+// models/attention.cpp) in float64 and float32, over grouped-query heads,
+// cached keys (Tk > Tq) and more than one tile of 64 rows; bad shapes are
+// one-line errors. Its gradient checks and CPU-against-cuda rows:
+// tests/op_table.cpp.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -11,27 +12,12 @@
 
 #include "dispatch/kernels.h"
 #include "models/mixers.h"
-#include "tests/gradcheck.h"
+#include "tests/harness.h"
 
 using namespace lina;
 using namespace lina::test;
 
 namespace {
-
-const std::vector<GradcheckRow> kRows = {
-    {OpKind::Attention,
-     "q [2, 3, 2, 4] k, v [2, 3, 1, 4] (two query heads per KV head); q [1, 2, 2, 3] k, v "
-     "[1, 5, 2, 3] (cached keys); q [1, 4, 4, 2] k, v [1, 4, 1, 2]",
-     [] {
-       auto f = [](double scale) {
-         return [scale](auto& v) { return causal_attention(v[0], v[1], v[2], scale); };
-       };
-       check_gradients(f(0.5), {randn64({2, 3, 2, 4}), randn64({2, 3, 1, 4}), randn64({2, 3, 1, 4})});
-       check_gradients(f(1.0), {randn64({1, 2, 2, 3}), randn64({1, 5, 2, 3}), randn64({1, 5, 2, 3})});
-       check_gradients(f(0.7), {randn64({1, 4, 4, 2}), randn64({1, 4, 1, 2}), randn64({1, 4, 1, 2})});
-     }},
-};
-const int kRegistered = register_gradchecks(kRows);
 
 struct Case {
   int64_t B, Tq, Tk, H, Hkv, d;
@@ -64,8 +50,6 @@ void check_fused_equals_composed(const Case& c, DType dtype, double tol) {
 }
 
 }  // namespace
-
-TEST_CASE("gradcheck: causal attention") { run_gradchecks(kRows); }
 
 TEST_CASE("fused attention equals the composition of ops, forward and gradients") {
   const Case cases[] = {

@@ -1,4 +1,6 @@
-// Elementwise ops: gradient checks (broadcasting included) and known values.
+// Elementwise ops: known values, the unary functions against their formulas,
+// broadcasting and errors (their gradient checks and CPU-against-cuda rows:
+// tests/op_table.cpp).
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -6,86 +8,12 @@
 #include <string>
 #include <vector>
 
+#include "autograd/functions.h"
 #include "dispatch/kernels.h"
-#include "tests/gradcheck.h"
+#include "tests/harness.h"
 
 using namespace lina;
 using namespace lina::test;
-
-namespace {
-
-// A unary op checked on two shapes, away from kinks (x in [lo, hi]).
-GradcheckRow unary_row(OpKind op, Var (*f)(const Var&), double lo, double hi) {
-  return {op, "two shapes in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]", [=] {
-            check_gradients([f](auto& v) { return f(v[0]); }, {rand64({3, 5}, lo, hi)});
-            check_gradients([f](auto& v) { return f(v[0]); }, {rand64({2, 3, 4}, lo, hi)});
-          }};
-}
-
-// Values of |x| bounded away from 0, for ops with a kink at 0.
-Tensor away_from_zero(const Shape& shape) {
-  Tensor t = rand64(shape, 0.2, 2.0);
-  double* p = t.data<double>();
-  for (int64_t i = 0; i < t.numel(); i += 2) p[i] = -p[i];
-  return t;
-}
-
-GradcheckRow binary_row(OpKind op, Var (*f)(const Var&, const Var&), double lo) {
-  return {op, "same shape, broadcast over leading dims, and both-sided broadcast", [=] {
-            auto g = [f](auto& v) { return f(v[0], v[1]); };
-            check_gradients(g, {rand64({3, 4}, lo, 2.0), rand64({3, 4}, lo, 2.0)});
-            check_gradients(g, {rand64({2, 3, 4}, lo, 2.0), rand64({4}, lo, 2.0)});
-            check_gradients(g, {rand64({2, 1, 4}, lo, 2.0), rand64({3, 1}, lo, 2.0)});
-          }};
-}
-
-const std::vector<GradcheckRow> kRows = {
-    binary_row(OpKind::Add, add, -2.0),
-    binary_row(OpKind::Sub, sub, -2.0),
-    binary_row(OpKind::Mul, mul, -2.0),
-    binary_row(OpKind::Div, div, 0.5),
-    unary_row(OpKind::Neg, neg, -2, 2),
-    {OpKind::AddScalar, "x + 0.7 on two shapes", [] {
-       check_gradients([](auto& v) { return add_scalar(v[0], 0.7); }, {randn64({4, 3})});
-       check_gradients([](auto& v) { return add_scalar(v[0], -2.0); }, {randn64({2, 2, 5})});
-     }},
-    {OpKind::MulScalar, "-1.5 x on two shapes", [] {
-       check_gradients([](auto& v) { return mul_scalar(v[0], -1.5); }, {randn64({4, 3})});
-       check_gradients([](auto& v) { return mul_scalar(v[0], 0.25); }, {randn64({2, 2, 5})});
-     }},
-    {OpKind::PowScalar, "x^3 and x^-0.5 on positive x", [] {
-       check_gradients([](auto& v) { return pow_scalar(v[0], 3.0); }, {rand64({4, 3}, 0.3, 2)});
-       check_gradients([](auto& v) { return pow_scalar(v[0], -0.5); }, {rand64({2, 5}, 0.3, 2)});
-     }},
-    unary_row(OpKind::Exp, exp, -2, 2),
-    unary_row(OpKind::Log, log, 0.2, 3),
-    unary_row(OpKind::Sqrt, sqrt, 0.2, 3),
-    unary_row(OpKind::Rsqrt, rsqrt, 0.2, 3),
-    unary_row(OpKind::Tanh, tanh, -3, 3),
-    unary_row(OpKind::Sigmoid, sigmoid, -5, 5),
-    unary_row(OpKind::LogSigmoid, log_sigmoid, -8, 8),
-    unary_row(OpKind::Silu, silu, -4, 4),
-    unary_row(OpKind::Gelu, gelu, -4, 4),
-    {OpKind::Elu, "elu away from the kink at 0", [] {
-       check_gradients([](auto& v) { return elu(v[0]); }, {away_from_zero({3, 5})});
-       check_gradients([](auto& v) { return elu(v[0], 0.5); }, {away_from_zero({2, 3, 4})});
-     }},
-    {OpKind::Relu, "relu away from the kink at 0", [] {
-       check_gradients([](auto& v) { return relu(v[0]); }, {away_from_zero({3, 5})});
-       check_gradients([](auto& v) { return relu(v[0]); }, {away_from_zero({2, 3, 4})});
-     }},
-    {OpKind::Dropout, "p 0.1 and p 0.5, the mask fixed by the key", [] {
-       check_gradients([](auto& v) { return dropout(v[0], DropoutKey{0.1, 1337, 7, 5}); }, {randn64({6, 9})});
-       check_gradients([](auto& v) { return dropout(v[0], DropoutKey{0.5, 1, 0, 0}); }, {randn64({2, 3, 4})});
-     }},
-};
-const int kRegistered = register_gradchecks(kRows);
-
-double value(const Var& v, int64_t i) { return v.data().at(i); }
-
-}  // namespace
-
-TEST_CASE("gradcheck: elementwise ops") { run_gradchecks(kRows); }
 
 TEST_CASE("elementwise forward values") {
   Var x(Tensor::from_vector<double>({-1.0, 0.0, 2.0}, {3}));

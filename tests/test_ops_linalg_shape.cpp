@@ -1,70 +1,13 @@
-// Matmul, reductions and shape ops: gradient checks and known values.
+// Matmul, reductions and shape ops: known values, errors and the strided
+// copy (their gradient checks and CPU-against-cuda rows: tests/op_table.cpp).
 #include <doctest/doctest.h>
 
+#include "autograd/functions.h"
 #include "backend_cpu/cpu_kernels.h"
-#include "tests/gradcheck.h"
+#include "tests/harness.h"
 
 using namespace lina;
 using namespace lina::test;
-
-namespace {
-
-const std::vector<GradcheckRow> kRows = {
-    {OpKind::Matmul, "2-D, transposes, batched, shared right matrix", [] {
-       auto mm = [](bool ta, bool tb) {
-         return [=](auto& v) { return matmul(v[0], v[1], ta, tb); };
-       };
-       check_gradients(mm(false, false), {randn64({3, 4}), randn64({4, 5})});
-       check_gradients(mm(true, false), {randn64({4, 3}), randn64({4, 2})});
-       check_gradients(mm(false, true), {randn64({3, 4}), randn64({5, 4})});
-       check_gradients(mm(true, true), {randn64({4, 3}), randn64({2, 4})});
-       check_gradients(mm(false, false), {randn64({2, 3, 4}), randn64({2, 4, 5})});
-       check_gradients(mm(false, true), {randn64({2, 3, 4}), randn64({5, 4})});   // linear layer
-       check_gradients(mm(true, false), {randn64({2, 4, 3}), randn64({4, 2})});
-       check_gradients(mm(false, false), {randn64({3, 4}), randn64({2, 4, 5})});
-     }},
-    {OpKind::Sum, "over an axis (keepdim or not) and over all", [] {
-       check_gradients([](auto& v) { return sum(v[0], 1); }, {randn64({3, 4, 2})});
-       check_gradients([](auto& v) { return sum(v[0], -1, true); }, {randn64({3, 5})});
-       check_gradients([](auto& v) { return sum_all(v[0]); }, {randn64({2, 3})});
-     }},
-    {OpKind::Mean, "over an axis and over all", [] {
-       check_gradients([](auto& v) { return mean(v[0], 0); }, {randn64({3, 4})});
-       check_gradients([](auto& v) { return mean(v[0], 2, true); }, {randn64({2, 3, 5})});
-       check_gradients([](auto& v) { return mean_all(v[0]); }, {randn64({2, 3})});
-     }},
-    {OpKind::Reshape, "[2,3,4] -> [6,4] and [3,-1]", [] {
-       check_gradients([](auto& v) { return mul(reshape(v[0], {6, 4}), v[1]); },
-                       {randn64({2, 3, 4}), randn64({6, 4})});
-       check_gradients([](auto& v) { return reshape(v[0], {3, -1}); }, {randn64({3, 5})});
-     }},
-    {OpKind::Permute, "transpose and a 4-D permutation", [] {
-       check_gradients([](auto& v) { return transpose(v[0], 0, 1); }, {randn64({3, 5})});
-       check_gradients([](auto& v) { return permute(v[0], {0, 2, 1, 3}); }, {randn64({2, 3, 4, 2})});
-     }},
-    {OpKind::Expand, "[3,1] -> [2,3,4] and [4] -> [3,4]", [] {
-       check_gradients([](auto& v) { return expand(v[0], {2, 3, 4}); }, {randn64({3, 1})});
-       check_gradients([](auto& v) { return expand(v[0], {3, 4}); }, {randn64({4})});
-     }},
-    {OpKind::Slice, "middle of axis 1, and split", [] {
-       check_gradients([](auto& v) { return slice(v[0], 1, 1, 2); }, {randn64({3, 5})});
-       check_gradients([](auto& v) {
-         auto parts = split(v[0], -1, {1, 3});
-         return mul(parts[0], sum(parts[1], -1, true));
-       }, {randn64({2, 3, 4})});
-     }},
-    {OpKind::Concat, "along axis 0 and the last axis", [] {
-       check_gradients([](auto& v) { return concat({v[0], v[1]}, 0); },
-                       {randn64({2, 3}), randn64({4, 3})});
-       check_gradients([](auto& v) { return concat({v[0], v[1], v[0]}, -1); },
-                       {randn64({2, 2, 3}), randn64({2, 2, 1})});
-     }},
-};
-const int kRegistered = register_gradchecks(kRows);
-
-}  // namespace
-
-TEST_CASE("gradcheck: matmul, reductions, shape ops") { run_gradchecks(kRows); }
 
 TEST_CASE("matmul of known matrices, plain and transposed") {
   Var a(Tensor::from_vector<double>({1, 2, 3, 4, 5, 6}, {2, 3}));

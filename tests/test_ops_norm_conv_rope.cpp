@@ -1,74 +1,18 @@
-// rms_norm, l2_norm, causal_conv1d, causal_conv1d_silu and rope: gradient checks,
-// known values, weight gradients summed over many rows against a plain loop,
-// the fused conv + SiLU against its composition, and errors.
+// rms_norm, l2_norm, causal_conv1d, causal_conv1d_silu and rope: known
+// values, weight gradients summed over many rows against a plain loop, the
+// fused conv + SiLU against its composition, and errors (their gradient
+// checks and CPU-against-cuda rows: tests/op_table.cpp).
 #include <doctest/doctest.h>
 
 #include <cmath>
 #include <vector>
 
+#include "autograd/functions.h"
 #include "dispatch/kernels.h"
-#include "tests/gradcheck.h"
+#include "tests/harness.h"
 
 using namespace lina;
 using namespace lina::test;
-
-namespace {
-
-const std::vector<GradcheckRow> kRows = {
-    {OpKind::RmsNorm, "[3, 5] and the per-head form [2, 3, 4, 8] with one weight [8]", [] {
-       auto f = [](auto& v) { return rms_norm(v[0], v[1]); };
-       check_gradients(f, {randn64({3, 5}), rand64({5}, 0.5, 1.5)});
-       check_gradients(f, {randn64({2, 3, 4, 8}), rand64({8}, 0.5, 1.5)});
-     }},
-    {OpKind::L2Norm, "[4, 6] and [2, 3, 2, 8], scale 1 and 1/√8", [] {
-       auto f = [](auto& v) { return l2_norm(v[0]); };
-       check_gradients(f, {randn64({4, 6})});
-       check_gradients(f, {randn64({2, 3, 2, 8})});
-       auto scaled = [](auto& v) { return l2_norm(v[0], 1e-12, 1.0 / std::sqrt(8.0)); };
-       check_gradients(scaled, {randn64({2, 3, 2, 8})});
-     }},
-    {OpKind::L2Norm, "scale 2.5 with a row below eps (the linear branch)", [] {
-       // eps 1e-2 against a row of norm ~1e-3: y = 2.5 x / eps there
-       Tensor x = randn64({3, 4});
-       for (int64_t i = 0; i < 4; ++i) x.data<double>()[4 + i] *= 2e-4;
-       check_gradients([](auto& v) { return l2_norm(v[0], 1e-2, 2.5); }, {x});
-     }},
-    {OpKind::CausalConv1d, "K = 4 and K = 2, with T < K and T > K", [] {
-       auto f = [](auto& v) { return causal_conv1d(v[0], v[1]); };
-       check_gradients(f, {randn64({2, 3, 3}), randn64({3, 4})});  // T < K
-       check_gradients(f, {randn64({2, 7, 3}), randn64({3, 4})});  // T > K
-       check_gradients(f, {randn64({2, 1, 4}), randn64({4, 2})});  // T < K
-       check_gradients(f, {randn64({1, 6, 5}), randn64({5, 2})});  // T > K
-     }},
-    {OpKind::CausalConv1dSilu, "K = 4 and K = 2, with T < K and T > K", [] {
-       auto f = [](auto& v) { return causal_conv1d_silu(v[0], v[1]); };
-       check_gradients(f, {randn64({2, 3, 3}), randn64({3, 4})});  // T < K
-       check_gradients(f, {randn64({2, 7, 3}), randn64({3, 4})});  // T > K
-       check_gradients(f, {randn64({2, 1, 4}), randn64({4, 2})});  // T < K
-       check_gradients(f, {randn64({1, 6, 5}), randn64({5, 2})});  // T > K
-     }},
-    {OpKind::CausalConv1dSiluL2Norm, "heads of 3 and 8, K = 4 and 2, scale 1 and 1/√8", [] {
-       check_gradients([](auto& v) { return causal_conv1d_silu_l2_norm(v[0], v[1], 3); },
-                       {randn64({2, 7, 6}), randn64({6, 4})});
-       check_gradients([](auto& v) { return causal_conv1d_silu_l2_norm(v[0], v[1], 8, 1.0 / std::sqrt(8.0)); },
-                       {randn64({1, 3, 16}), randn64({16, 2})});
-     }},
-    {OpKind::Rope, "D = 8 at pos0 = 0 and D = 32 at pos0 = 5", [] {
-       check_gradients([](auto& v) { return rope(v[0], 0); }, {randn64({2, 3, 2, 8})});
-       check_gradients([](auto& v) { return rope(v[0], 5); }, {randn64({1, 4, 2, 32})});
-     }},
-};
-const int kRegistered = register_gradchecks(kRows);
-
-Var leaf(const std::vector<double>& values, const Shape& shape, bool requires_grad = false) {
-  return Var(Tensor::from_vector<double>(values, shape), requires_grad);
-}
-
-}  // namespace
-
-TEST_CASE("gradcheck: rms_norm, l2_norm, causal_conv1d, causal_conv1d_silu, rope") {
-  run_gradchecks(kRows);
-}
 
 TEST_CASE("rms_norm forward values") {
   Var w = leaf({0.5, -1.0, 2.0, 3.0}, {4});

@@ -1,65 +1,16 @@
-// Softmax, log-softmax, cross-entropy, embedding (and argmax): gradient
-// checks, known values, masking and error messages.
+// Softmax, log-softmax, cross-entropy, embedding (and argmax): known values,
+// masking and error messages (their gradient checks and CPU-against-cuda
+// rows: tests/op_table.cpp).
 #include <doctest/doctest.h>
 
 #include <cmath>
 
+#include "autograd/functions.h"
 #include "dispatch/kernels.h"
-#include "tests/gradcheck.h"
+#include "tests/harness.h"
 
 using namespace lina;
 using namespace lina::test;
-
-namespace {
-
-Tensor ids(const std::vector<int32_t>& values, const Shape& shape) {
-  return Tensor::from_vector<int32_t>(values, shape);
-}
-Tensor f64(const std::vector<double>& values, const Shape& shape) {
-  return Tensor::from_vector<double>(values, shape);
-}
-
-const std::vector<GradcheckRow> kRows = {
-    {OpKind::Softmax, "plain on [3, 5] and [2, 3, 4]; causal on [2, 4, 4] and Tq < Tk [2, 3, 5]", [] {
-       auto plain = [](auto& v) { return softmax(v[0]); };
-       auto causal = [](auto& v) { return softmax(v[0], true); };
-       check_gradients(plain, {randn64({3, 5})});
-       check_gradients(plain, {randn64({2, 3, 4})});
-       check_gradients(causal, {randn64({2, 4, 4})});
-       check_gradients(causal, {randn64({2, 3, 5})});
-       check_gradients(causal, {randn64({1, 2, 1, 3})});
-     }},
-    {OpKind::LogSoftmax, "[3, 5] and [2, 3, 4]", [] {
-       auto f = [](auto& v) { return log_softmax(v[0]); };
-       check_gradients(f, {randn64({3, 5})});
-       check_gradients(f, {randn64({2, 3, 4})});
-     }},
-    {OpKind::CrossEntropy, "no mask on [4, 5] and [2, 3, 7]", [] {
-       auto f = [](auto& v) { return cross_entropy(v[0], v[1].data()); };
-       check_gradients(f, {randn64({4, 5}), ids({0, 4, 2, 2}, {4})});
-       check_gradients(f, {randn64({2, 3, 7}), ids({6, 0, 3, 1, 1, 5}, {2, 3})});
-     }},
-    {OpKind::CrossEntropy, "with a mask (zeros and fractional weights) on [4, 5] and [2, 3, 7]", [] {
-       Tensor m1 = f64({1, 0, 1, 1}, {4});
-       check_gradients([m1](auto& v) { return cross_entropy(v[0], v[1].data(), m1); },
-                       {randn64({4, 5}), ids({3, 1, 0, 4}, {4})});
-       Tensor m2 = f64({0.5, 1, 0, 0, 2, 1}, {2, 3});
-       check_gradients([m2](auto& v) { return cross_entropy(v[0], v[1].data(), m2); },
-                       {randn64({2, 3, 7}), ids({2, 2, 6, 0, 5, 3}, {2, 3})});
-     }},
-    {OpKind::Embedding, "repeated ids: [5, 3] with ids [2, 4], [7, 4] with ids [6]", [] {
-       auto f = [](auto& v) { return embedding(v[0], v[1].data()); };
-       check_gradients(f, {randn64({5, 3}), ids({1, 4, 1, 0, 4, 4, 2, 1}, {2, 4})});
-       check_gradients(f, {randn64({7, 4}), ids({6, 6, 0, 3, 6, 2}, {6})});
-     }},
-};
-const int kRegistered = register_gradchecks(kRows);
-
-double value(const Var& v, int64_t i) { return v.data().at(i); }
-
-}  // namespace
-
-TEST_CASE("gradcheck: softmax, log-softmax, cross-entropy, embedding") { run_gradchecks(kRows); }
 
 TEST_CASE("softmax forward values") {
   Var y = softmax(Var(f64({1, 2, 3}, {3})));
