@@ -5,9 +5,10 @@
 #             toolkit is) and the debug preset's lina, which the gdb tests step
 #             through; then the whole suite with CTest
 #   cuda-sim  the CUDA backend on lina's CUDA runtime on the CPU (cuda_sim/):
-#             the simulator's own tests, `lina train --device cuda`, and the
-#             device check end to end with --sim, which runs the whole CUDA
-#             test file
+#             the simulator's own tests, `lina train --device cuda`, the op
+#             table against the CPU (which the release stage skips without a
+#             GPU), and the device check end to end with --sim, which runs
+#             the whole CUDA test file
 #   asan      only with --sanitize (or LINA_SANITIZE=1): the suite again under
 #             -fsanitize=address,undefined (under the sanitizers the fuzz test
 #             runs fewer cases and the memory measurements skip themselves)
@@ -57,7 +58,7 @@ stage_start=$SECONDS
 cmake --preset cuda-sim >/dev/null
 cmake --build --preset cuda-sim -j "$(nproc)" --target lina lina_tests lina_cuda_tests cuda_sim_tests
 presets_run+=(cuda-sim)
-ctest --preset cuda-sim -j "$(nproc)" -R '^(cuda_sim/.*|device_check_sim|--device cuda.*)$'
+ctest --preset cuda-sim -j "$(nproc)" -R '^(cuda_sim/.*|device_check_sim|--device cuda.*|op table: cuda.*)$'
 stage_done cuda-sim
 
 # ---- asan (--sanitize) ------------------------------------------------------------

@@ -47,6 +47,16 @@ inline std::vector<bool> row_differentiable(const OpRow& row, const std::vector<
   return differentiable;
 }
 
+// The inputs of `row` as leaves of the tape, the differentiable ones
+// requiring grad.
+inline Vars row_leaves(const OpRow& row, DType dtype, Device device) {
+  const std::vector<Tensor> inputs = row_inputs(row, dtype, device);
+  const std::vector<bool> differentiable = row_differentiable(row, inputs);
+  Vars vars;
+  for (size_t i = 0; i < inputs.size(); ++i) vars.emplace_back(inputs[i], bool(differentiable[i]));
+  return vars;
+}
+
 // One result of a run, by name: "output 0", "output 0 saved 'rstd'",
 // "gradient of input 1".
 struct RowResult {
@@ -59,10 +69,7 @@ struct RowResult {
 // L = Σ_k Σ output_k ⊙ R_k (R_k drawn from a fixed seed) and every
 // differentiable input's gradient.
 inline std::vector<RowResult> run_row(const OpRow& row, Device device, DType dtype = DType::f32) {
-  const std::vector<Tensor> inputs = row_inputs(row, dtype, device);
-  const std::vector<bool> differentiable = row_differentiable(row, inputs);
-  Vars vars;
-  for (size_t i = 0; i < inputs.size(); ++i) vars.emplace_back(inputs[i], bool(differentiable[i]));
+  const Vars vars = row_leaves(row, dtype, device);
   const Vars outs = row.run(vars);
   std::vector<RowResult> results;
   for (size_t k = 0; k < outs.size(); ++k)
@@ -82,7 +89,7 @@ inline std::vector<RowResult> run_row(const OpRow& row, Device device, DType dty
   }
   loss.backward();
   for (size_t i = 0; i < vars.size(); ++i)
-    if (differentiable[i]) results.push_back({"gradient of input " + std::to_string(i), vars[i].grad()});
+    if (vars[i].requires_grad()) results.push_back({"gradient of input " + std::to_string(i), vars[i].grad()});
   return results;
 }
 
@@ -92,11 +99,7 @@ inline std::string row_op_error(const OpRow& row) {
   if (!row.no_gradient.empty()) return "";
   const std::optional<OpKind> kind = op_kind_named(row.op);
   if (!kind) return "'" + row.op + "' is not an op of core/ops.h";
-  const std::vector<Tensor> inputs = row_inputs(row, DType::f64, Device::cpu);
-  const std::vector<bool> differentiable = row_differentiable(row, inputs);
-  Vars vars;
-  for (size_t i = 0; i < inputs.size(); ++i) vars.emplace_back(inputs[i], bool(differentiable[i]));
-  const Vars outs = row.run(vars);
+  const Vars outs = row.run(row_leaves(row, DType::f64, Device::cpu));
   if (outs.empty()) return "no output";
   for (size_t k = 0; k < outs.size(); ++k) {
     const Node* node = outs[k].defined() ? outs[k].grad_fn() : nullptr;

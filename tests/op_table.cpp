@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <utility>
 
 #include "dispatch/kernels.h"
@@ -76,6 +77,13 @@ Vars out(const std::vector<Tensor>& tensors) {
   Vars v;
   for (const Tensor& t : tensors) v.emplace_back(t);
   return v;
+}
+
+// 0.7 as "0.7", 1e6 as "1e+06"
+std::string num(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
 }
 
 std::string flags(bool ta, bool tb) {
@@ -151,14 +159,14 @@ void add_elementwise_rows(std::vector<OpRow>& rows) {
     const std::pair<Shape, double> cases[] = {{{4, 3}, s.p_small}, {{2, 2, 5}, s.p_other},
                                               {{5, 37}, s.p_large}, {{100003}, s.p_large}};
     for (const auto& [shape, p] : cases)
-      rows.push_back(OpRow{s.op, shape_str(shape) + " p " + std::to_string(p), {in::uniform(shape, s.lo, s.hi)},
+      rows.push_back(OpRow{s.op, shape_str(shape) + " p " + num(p), {in::uniform(shape, s.lo, s.hi)},
                            [f = s.f, p = p](V v) { return Vars{f(v[0], p)}; }}
                          .within(kCudaEachFunction));
   }
   // elu and relu have a kink at 0: x stays 0.2 away from it
   const std::pair<Shape, double> elu_cases[] = {{{3, 5}, 1.0}, {{2, 3, 4}, 0.5}, {{5, 37}, 0.7}, {{100003}, 0.7}};
   for (const auto& [shape, alpha] : elu_cases)
-    rows.push_back(OpRow{"elu", shape_str(shape) + " alpha " + std::to_string(alpha),
+    rows.push_back(OpRow{"elu", shape_str(shape) + " alpha " + num(alpha),
                          {in::away_from_zero(shape, 0.2, 3.0)},
                          [alpha = alpha](V v) { return Vars{elu(v[0], alpha)}; }}
                        .within(kCudaEachFunction));
@@ -173,7 +181,7 @@ void add_elementwise_rows(std::vector<OpRow>& rows) {
       {{6, 9}, {0.1, 1337, 7, 5}}, {{2, 3, 4}, {0.5, 1, 0, 0}},
       {{100003}, {0.1, 1337, 4999, 14}}, {{100003}, {0.5, 1, 0, 0}}};
   for (const auto& [shape, key] : dropouts)
-    rows.push_back(OpRow{"dropout", shape_str(shape) + " p " + std::to_string(key.p), {in::normal(shape)},
+    rows.push_back(OpRow{"dropout", shape_str(shape) + " p " + num(key.p), {in::normal(shape)},
                          [key = key](V v) { return Vars{dropout(v[0], key)}; }}
                        .bits());
 
@@ -495,7 +503,7 @@ void add_attention_rows(std::vector<OpRow>& rows) {
     const double scale = c.scale > 0 ? c.scale : 1.0 / std::sqrt(double(c.d));
     OpRow row{"attention",
               "causal_attention q " + shape_str({c.B, c.Tq, c.H, c.d}) + " k, v " + shape_str({c.B, c.Tk, c.Hkv, c.d}) + " scale " +
-                  std::to_string(scale) + (c.dropout.p > 0 ? " dropout " + std::to_string(c.dropout.p) : ""),
+                  num(scale) + (c.dropout.p > 0 ? " dropout " + num(c.dropout.p) : ""),
               {in::normal({c.B, c.Tq, c.H, c.d}), in::normal({c.B, c.Tk, c.Hkv, c.d}),
                in::normal({c.B, c.Tk, c.Hkv, c.d})},
               [scale, key = c.dropout](V v) { return Vars{causal_attention(v[0], v[1], v[2], scale, key)}; }};
@@ -519,7 +527,7 @@ void add_norm_conv_rope_rows(std::vector<OpRow>& rows) {
 
   // l2_norm(x, eps, scale): y, the norm it saved, dx
   auto l2_row = [](const Shape& s, double scale) {
-    return OpRow{"l2_norm", shape_str(s) + " scale " + std::to_string(scale), {in::normal(s)},
+    return OpRow{"l2_norm", shape_str(s) + " scale " + num(scale), {in::normal(s)},
                  [scale](V v) { return Vars{l2_norm(v[0], 1e-12, scale)}; }};
   };
   rows.push_back(l2_row({4, 6}, 1.0));
@@ -576,7 +584,7 @@ void add_norm_conv_rope_rows(std::vector<OpRow>& rows) {
                           ConvL2{{1, 9, 10}, 4, 5, 1.0, true}}) {
     OpRow row{"causal_conv1d_silu_l2_norm",
               shape_str(c.x) + " K " + std::to_string(c.K) + " heads of " + std::to_string(c.head) + " scale " +
-                  std::to_string(c.scale),
+                  num(c.scale),
               {in::normal(c.x), in::normal({c.x[2], c.K}, c.large ? 0.5 : 1.0)},
               [c](V v) { return Vars{causal_conv1d_silu_l2_norm(v[0], v[1], c.head, c.scale)}; }};
     rows.push_back(c.large ? row.bits() : row);
@@ -602,7 +610,7 @@ void add_optimiser_rows(std::vector<OpRow>& rows) {
   for (const Adam& a : {Adam{{1001}, 0.1, 1}, Adam{{7, 13}, 0.0, 5}}) {
     const bool first = a.step == 1;  // the moments start at zero
     rows.push_back(tensor_row("adamw_step",
-                              shape_str(a.shape) + " weight decay " + std::to_string(a.weight_decay) + " step " +
+                              shape_str(a.shape) + " weight decay " + num(a.weight_decay) + " step " +
                                   std::to_string(a.step),
                               {in::normal(a.shape), in::normal(a.shape, 0.1),
                                first ? in::zeros(a.shape) : in::normal(a.shape, 0.01),
@@ -634,7 +642,7 @@ void add_optimiser_rows(std::vector<OpRow>& rows) {
                      .within(kCudaEachFunction));
   // gradient clipping: Σ x² stays on the device, the factor is computed there
   for (double max_norm : {1.0, 1e6})
-    rows.push_back(tensor_row("clip_to_norm", "[5000] to " + std::to_string(max_norm), {in::normal({5000})},
+    rows.push_back(tensor_row("clip_to_norm", "[5000] to " + num(max_norm), {in::normal({5000})},
                               [max_norm](V v) {
                                 Tensor x = v[0].data();
                                 kernels::clip_to_norm(x, kernels::sum_squares_on_device(x), max_norm);

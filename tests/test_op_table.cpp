@@ -47,9 +47,9 @@ TEST_CASE("op table: float64 gradients of every autograd op's row match central 
 
 TEST_CASE("op table: cuda agrees with the CPU on every row: outputs, saved tensors, input gradients") {
   if (!kernels::cuda_available()) {
-    MESSAGE("SKIPPED: no CUDA device here (" << std::string(kernels::cuda_runtime())
-                                             << "); the cuda-sim build runs the table on lina's CUDA runtime "
-                                                "on the CPU (lina_cuda_tests)");
+    MESSAGE("SKIPPED: " << (std::string(kernels::cuda_runtime()) == "none" ? "built without CUDA"
+                                                                          : "no CUDA GPU here")
+                        << "; scripts/test.sh's cuda-sim stage runs the table on lina's CUDA runtime on the CPU");
     return;
   }
   check_table_on_cuda(op_table());
