@@ -1,117 +1,222 @@
-// What both chunked scans share (scan_chunked.cpp for the delta rules,
-// scan_chunked_gated.cpp for the rules without the delta correction): the
-// per-thread scratch buffer and the maps onto one chunk's rows.
+// What the chunked scan (scan_chunked.cpp) is built from: the sizes it runs
+// at, one thread's buffer carved into blocks, where a chunk's rows sit in
+// the [B, T, H, d] tensors, and the handful of block operations its steps
+// are written with.
+//
+// The chunk length C and head size D are either compile-time constants (the
+// model's D = 32 with C = 16 or 64: FixedSize) or run-time values (any other
+// shape: RuntimeSize). The steps of the scan are written once against
+// `z.C`, `z.D`, `z.D2` (= 2D); each block operation below takes those sizes
+// and, when all of them are constants, runs the fixed-size register-blocked
+// code of small_matmul.h (no packing, fully unrolled), else a plain loop or
+// small::matmul_dynamic. Blocks are row-major with the leading dimension
+// given; every block of the workspace starts on a 64-byte boundary.
 #pragma once
 #include <Eigen/Core>
-#include <cassert>
-#include <cstddef>
+#include <algorithm>
+#include <cstdint>
+#include <tuple>
+#include <type_traits>
 
-#include "backend_cpu/cpu_kernels.h"
 #include "backend_cpu/eigen_maps.h"
+#include "backend_cpu/small_matmul.h"
 
 namespace lina::cpu::scan_chunk {
 
-// c entries of one head in a [B, T, H] tensor (stride H).
-template <class T> using GateMap = Eigen::Map<Vector<T>, 0, Eigen::InnerStride<>>;
-template <class T> using ConstGateMap = Eigen::Map<const Vector<T>, 0, Eigen::InnerStride<>>;
+using small::Store;
 
-// One thread's scratch: a buffer carved into matrices of the current chunk's
-// size, reset for every chunk (no allocation after construction).
-template <class T>
-class Scratch {
+// ---- sizes ----------------------------------------------------------------
+
+template <int N> using Constant = std::integral_constant<int, N>;
+template <class X> constexpr bool is_constant = false;
+template <int N> constexpr bool is_constant<Constant<N>> = true;
+
+// C tokens per chunk, head size D, and 2D (the width of [Y | W]).
+template <int kC, int kD> struct FixedSize {
+  static constexpr Constant<kC> C{};
+  static constexpr Constant<kD> D{};
+  static constexpr Constant<2 * kD> D2{};
+};
+struct RuntimeSize {
+  int C, D, D2;
+};
+
+// a·b, a constant when both are.
+template <class A, class B> constexpr auto times(A a, B b) {
+  if constexpr (is_constant<A> && is_constant<B>) return Constant<A::value * B::value>{};
+  else return int(a) * int(b);
+}
+
+// ---- one thread's buffer ----------------------------------------------------
+
+// Hands out consecutive blocks of a buffer, each rounded up to 64 bytes. With
+// a null base it only counts: a first, dry pass over a struct's constructor
+// sizes the buffer, a second carves it (so each block is listed once).
+template <class T> class Carver {
  public:
-  explicit Scratch(size_t elements) : buffer_(Eigen::Index(elements)) {}
-  void reset() { used_ = 0; }
-  MatrixMap<T> matrix(int64_t rows, int64_t cols) {
-    T* p = buffer_.data() + used_;
-    used_ += size_t(rows * cols);
-    assert(used_ <= size_t(buffer_.size()));
-    return MatrixMap<T>(p, rows, cols);
+  explicit Carver(T* base) : base_(base) {}
+  T* take(int64_t elements) {
+    T* p = base_ ? base_ + used_ : nullptr;
+    constexpr int64_t per_line = 64 / int64_t(sizeof(T));
+    used_ += (elements + per_line - 1) / per_line * per_line;
+    return p;
   }
-  VectorMap<T> vector(int64_t n) {
-    T* p = buffer_.data() + used_;
-    used_ += size_t(n);
-    assert(used_ <= size_t(buffer_.size()));
-    return VectorMap<T>(p, n);
-  }
+  int64_t used() const { return used_; }
 
  private:
-  // Eigen's own allocation is aligned to its widest vector, so the maps
-  // carved from it start at the same alignment in every run (an unaligned
-  // start changes how Eigen splits a sum, and so the rounding).
-  Vector<T> buffer_;
-  size_t used_ = 0;
+  T* base_;
+  int64_t used_ = 0;
+};
+
+// One thread's Parts (structs whose constructors take (Carver&, Size)),
+// carved from one allocation. Eigen aligns its allocation to its widest
+// vector, so with 64-byte blocks every block starts aligned.
+template <class T, class Size, class... Parts> class Workspace {
+ public:
+  explicit Workspace(const Size& z)
+      : storage_(Eigen::Index(elements(z))), carver_(storage_.data()), parts{Parts(carver_, z)...} {}
+
+ private:
+  static int64_t elements(const Size& z) {
+    Carver<T> dry(nullptr);
+    (Parts(dry, z), ...);
+    return dry.used();
+  }
+  Vector<T> storage_;
+  Carver<T> carver_;
+
+ public:
+  std::tuple<Parts...> parts;  // constructed in order, after the buffer
 };
 
 // Where one chunk's rows sit in the [B, T, H, d] / [B, T, H] tensors.
 struct ChunkPlace {
-  int64_t c;        // rows in this chunk (C, or fewer for the last one)
-  int64_t token0;   // index of its first token in [B, T, H]
-  int64_t stride;   // H: from one token of the head to the next in [B, T, H]
-  int64_t d;
+  int c;           // real rows in this chunk (C, or fewer for the last one)
+  int64_t token0;  // index of its first token in [B, T, H]
+  int64_t stride;  // H: from one token of the head to the next in [B, T, H]
+  int64_t row(int r) const { return token0 + r * stride; }  // index of row r in [B, T, H]
 };
 
-template <class T> ConstRowsMap<T> rows(const T* x, const ChunkPlace& at) {
-  return ConstRowsMap<T>(x + at.token0 * at.d, at.c, at.d, Eigen::OuterStride<>(at.stride * at.d));
-}
-template <class T> RowsMap<T> rows(T* x, const ChunkPlace& at) {
-  return RowsMap<T>(x + at.token0 * at.d, at.c, at.d, Eigen::OuterStride<>(at.stride * at.d));
-}
-template <class T> ConstGateMap<T> gates(const T* x, const ChunkPlace& at) {
-  return ConstGateMap<T>(x + at.token0, at.c, Eigen::InnerStride<>(at.stride));
-}
-template <class T> GateMap<T> gates(T* x, const ChunkPlace& at) {
-  return GateMap<T>(x + at.token0, at.c, Eigen::InnerStride<>(at.stride));
+// ---- block operations -------------------------------------------------------
+
+// out (store_as) A·B, or Aᵀ·B with TransposeA (A then stored K×M); out is M×N.
+template <bool TransposeA = false, Store store_as = Store::Set, class M, class N, class K, class T>
+inline void product(M m, N n, K k, const T* A, int lda, const T* B, int ldb, T* out, int ldo) {
+  if constexpr (is_constant<M> && is_constant<N> && is_constant<K>)
+    small::matmul<M::value, N::value, K::value, TransposeA, store_as>(A, lda, B, ldb, out, ldo);
+  else
+    small::matmul_dynamic<TransposeA, store_as>(int(m), int(n), int(k), A, lda, B, ldb, out, ldo);
 }
 
-// Γ [c, c] of one chunk from its log-decays log_a(i) (i < c):
-//   Γ_ri = exp(log_a(i+1) + … + log_a(r)) for i ≤ r (Γ_rr = 1), 0 above the diagonal.
-// Each entry is the exp of a segment sum (accurate in float32 even when the
-// decay over the chunk is huge, unlike a difference of two large running
-// sums). The exps are taken over the whole matrix at once, so they vectorise
-// (the upper triangle holds exp(0) until it is cleared).
-template <class T, class LogDecay>
-void segment_decays(int64_t c, LogDecay log_a, MatrixMap<T>& Gamma) {
-  Gamma.setZero();
-  for (int64_t r = 0; r < c; ++r) {
-    T segment = 0;
-    for (int64_t i = r - 1; i >= 0; --i) {
-      segment += log_a(i + 1);
-      Gamma(r, i) = segment;
-    }
+// At (N×M, leading dimension M) = Aᵀ of A (M×N, leading dimension lda).
+template <class M, class N, class T> inline void transpose(M m, N n, const T* A, int lda, T* At) {
+  if constexpr (is_constant<M> && is_constant<N>) {
+    small::transpose<M::value, N::value>(A, lda, At);
+  } else {
+    for (int i = 0; i < m; ++i)
+      for (int j = 0; j < n; ++j) At[j * m + i] = A[i * lda + j];
   }
-  Gamma = Gamma.array().exp().matrix();
-  Gamma.template triangularView<Eigen::StrictlyUpper>().setZero();
 }
 
-// The chunked scan of the rules without the delta correction (linear,
-// retention, gated linear, channel-gated linear): scan_chunked_gated.cpp.
-// scan_chunked_forward / _backward hand these rules over to it.
-template <class T>
-void gated_forward(const ScanShape& s, int64_t C, const ScanInputs<T>& in, const T* s0, T* o,
-                   T* s_final, T* chunk_states);
-template <class T>
-void gated_backward(const ScanShape& s, int64_t C, const ScanInputs<T>& in,
-                    const T* chunk_states, const T* dout, const T* ds_final,
-                    const ScanInputGrads<T>& grads);
+// (I + A) X = B in place (X holds B on entry; A strictly lower triangular
+// C×C, X C×N): forward substitution, x_r = b_r − Σ_{i<r} A_ri x_i. With
+// `transposed`, (I + A)ᵀ X = B: back substitution, x_r = b_r − Σ_{i>r} A_ir x_i.
+template <bool transposed, class Cs, class N, class T>
+inline void solve_unit_lower(Cs c, N n, const T* A, T* X) {
+  if constexpr (is_constant<Cs> && is_constant<N>) {
+    if constexpr (transposed) small::solve_unit_lower_transposed<Cs::value, N::value>(A, c, X, n);
+    else small::solve_unit_lower<Cs::value, N::value>(A, c, X, n);
+  } else if constexpr (!transposed) {
+    for (int r = 1; r < c; ++r)
+      for (int i = 0; i < r; ++i)
+        for (int j = 0; j < n; ++j) X[r * n + j] -= A[r * c + i] * X[i * n + j];
+  } else {
+    for (int r = c - 2; r >= 0; --r)
+      for (int i = r + 1; i < c; ++i)
+        for (int j = 0; j < n; ++j) X[r * n + j] -= A[i * c + r] * X[i * n + j];
+  }
+}
 
-// The delta rules' Eigen version (scan_chunked.cpp). It and gated_forward /
-// gated_backward are the references for the fixed-size kernel
-// (scan_chunked_fixed.cpp), which serves every rule with at most one decay
-// per head at d = 32 and C = 16 or 64, and returns false for anything else.
-template <class T>
-void delta_forward_eigen(const ScanShape& s, int64_t C, const ScanInputs<T>& in, const T* s0,
-                         T* o, T* s_final, T* chunk_states);
-template <class T>
-void delta_backward_eigen(const ScanShape& s, int64_t C, const ScanInputs<T>& in,
-                          const T* chunk_states, const T* dout, const T* ds_final,
-                          const ScanInputGrads<T>& grads);
-template <class T>
-bool fixed_forward(const ScanShape& s, int64_t C, const ScanInputs<T>& in, const T* s0, T* o,
-                   T* s_final, T* chunk_states);
-template <class T>
-bool fixed_backward(const ScanShape& s, int64_t C, const ScanInputs<T>& in,
-                    const T* chunk_states, const T* dout, const T* ds_final,
-                    const ScanInputGrads<T>& grads);
+// x = exp(x) over n numbers (Eigen's vectorised exp).
+template <class N> constexpr int eigen_size() {
+  if constexpr (is_constant<N>) return N::value;
+  else return Eigen::Dynamic;
+}
+template <class N, class T> inline void exp_in_place(N n, T* x) {
+  Eigen::Map<Eigen::Array<T, eigen_size<N>(), 1>> a(x, n);
+  a = a.exp();
+}
+
+// Σ_j a_j b_j c_j over n numbers: at a fixed n in SIMD lanes, summed across
+// them at the end (a plain loop cannot be reordered so, and waits on each add).
+template <class N, class T> inline T dot3(N n, const T* a, const T* b, const T* c) {
+  if constexpr (is_constant<N>) {
+    constexpr int L = small::kLanes<T>;
+    static_assert(N::value % L == 0, "dot3: n must be a whole number of vectors");
+    small::Vec<T> sum = {};
+    for (int v = 0; v < N::value; v += L) sum += small::load(a + v) * small::load(b + v) * small::load(c + v);
+    return small::sum_of_lanes<T>(sum);
+  } else {
+    T sum = 0;
+    for (int j = 0; j < n; ++j) sum += a[j] * b[j] * c[j];
+    return sum;
+  }
+}
+
+// dst = a + b, and dst = s·a, over n numbers.
+template <class N, class T>
+inline void add_row(N n, const T* __restrict a, const T* __restrict b, T* __restrict dst) {
+  for (int j = 0; j < n; ++j) dst[j] = a[j] + b[j];
+}
+template <class N, class T> inline void scale_row(N n, T s, const T* __restrict a, T* __restrict dst) {
+  for (int j = 0; j < n; ++j) dst[j] = s * a[j];
+}
+
+// dst[0, n) = src[0, n).
+template <class N, class T> inline void copy_row(N n, const T* src, T* dst) {
+  if constexpr (is_constant<N>) small::copy<N::value>(src, dst);
+  else std::copy(src, src + n, dst);
+}
+
+// out[j] += Σ_{r < rows} x_rj y_rj for the n columns j (row stride n): the
+// column sums of x ⊙ y, vectorised along the row.
+template <class Rows, class N, class T>
+inline void add_column_sums_of_products(Rows rows, N n, const T* __restrict x, const T* __restrict y,
+                                        T* __restrict out) {
+  for (int r = 0; r < rows; ++r)
+    for (int j = 0; j < n; ++j) out[j] += x[r * n + j] * y[r * n + j];
+}
+
+// out[r] = Σ over the dot products added to row r, for rows r < R. At fixed
+// sizes each row's products are added lane by lane into one SIMD vector and
+// the R vectors summed across their lanes together at the end
+// (small::sum_of_lanes_each); at run-time sizes, plain sums into out.
+template <class T, class Rows> class RowSums;
+template <class T, int R> class RowSums<T, Constant<R>> {
+ public:
+  RowSums(Constant<R>, T* out) : out_(out) {}
+  template <class N> void add_dot(int r, N, const T* a, const T* b, T scale = T(1)) {
+    lanes_[r] += scale * small::lanes_of_dot<N::value>(a, b);
+  }
+  void finish() { small::sum_of_lanes_each<R>(lanes_, out_); }
+
+ private:
+  small::Vec<T> lanes_[R] = {};
+  T* out_;
+};
+template <class T> class RowSums<T, int> {
+ public:
+  RowSums(int rows, T* out) : out_(out) { std::fill(out, out + rows, T(0)); }
+  void add_dot(int r, int n, const T* a, const T* b, T scale = T(1)) {
+    T sum = 0;
+    for (int j = 0; j < n; ++j) sum += a[j] * b[j];
+    out_[r] += scale * sum;
+  }
+  void finish() {}
+
+ private:
+  T* out_;
+};
+template <class T, class Rows> RowSums(Rows, T*) -> RowSums<T, Rows>;
 
 }  // namespace lina::cpu::scan_chunk

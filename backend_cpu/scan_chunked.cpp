@@ -1,26 +1,46 @@
-// The delta rules in chunkwise-parallel form (docs/recurrence.md §3): per chunk of
-// C tokens a handful of C×d, C×C and d×d matrix products and one unit lower
-// triangular solve replace C sequential steps. One (batch, head) pair per
-// OpenMP iteration (threads only once B·H·T·d² reaches kParallelMin), Eigen
-// single-threaded inside; the per-chunk matrices live in one scratch buffer
-// per thread. The rules without the delta correction take the simpler path
-// of scan_chunked_gated.cpp (docs/recurrence-gated.md).
+// The chunked (chunkwise-parallel) scan of every write rule: F1–F5 and
+// B1–B10 of docs/recurrence.md §3 for the delta rules, and for the rules
+// without the delta correction the same steps with the write vectors u = v
+// and no β (docs/recurrence-gated.md). Per chunk of C tokens a handful of
+// C×D, C×C and D×D products (and, for the delta rules, two unit lower
+// triangular solves) replace C sequential steps. The chunks of one
+// (batch, head) pair run in order, carrying the state; one pair per OpenMP
+// iteration (threads only once B·H·T·D² reaches kParallelMin).
 //
-// When C does not divide T the last chunk is simply shorter: that is exactly
-// padding it with q = k = v = 0, β = 0, g = 0 (padded tokens neither write
-// nor decay) and dropping the padded rows.
+// One template serves every rule and shape, chunked_forward /
+// chunked_backward<T, Rule, Size>:
+//   Rule  how the state decays (not at all, per head, per key channel) and
+//         whether the delta correction is written, as compile-time facts;
+//   Size  C and D fixed at compile time for the model's shapes (D = 32,
+//         C = 16 or 64), else run-time values (scan_chunk_parts.h).
+// The token-by-token scan_sequential.cpp is the reference it is tested
+// against (tests/test_scan.cpp).
 //
-// Layouts as in scan_sequential.cpp; a chunk's rows of q, k, v are read in
-// place through maps with row stride H·d. chunk_states [B, H, N, d, d] hold
-// the state entering each chunk (N = ⌈T/C⌉). Outputs are written (=).
-#include <Eigen/Core>
+// Layouts: q, k, v, o [B, T, H, D], beta [B, T, H], g [B, T, H] (or
+// [B, T, H, D] for a decay per key channel); states [B, H, D, D] value ×
+// key; chunk_states [B, H, N, D, D] (N = ⌈T/C⌉) the state entering each
+// chunk. Outputs are written (=), never accumulated. Inside, each chunk's
+// rows are copied into contiguous C×D blocks, a last chunk shorter than C
+// padded with zero rows: q = k = v = 0, β = 0, log a = 0 neither write nor
+// decay, so the padding is exact (§3.3) and every product has the same
+// sizes. The state is carried transposed, Sᵀ [key × value], which makes
+// each product with Sᵀ a row-times-matrix product.
+//
+// Decays. a_r = exp(log a_r) is token r's decay: one number per head (or
+// 1 without decay), or one per key channel (w = D columns instead of 1).
+// Within a chunk (§3.1, recurrence-gated.md §2):
+//   γ_r  = a_0 ⋯ a_r            from the chunk start through row r
+//   δ_i  = a_{i+1} ⋯ a_{C−1}    from row i to the chunk end
+//   Γ_ri = a_{i+1} ⋯ a_r        for i ≤ r, 0 above the diagonal
+// each a running product of at most C factors: never the exp of a
+// difference of two large sums, never a division, so nothing overflows and
+// an underflow to 0 is harmless (§5.3). A decay per key channel has one Γ
+// per channel, walked pair by pair inside the read-out weights P.
 #include <algorithm>
-#include <cassert>
-#include <cmath>
-#include <vector>
+#include <tuple>
+#include <utility>
 
 #include "backend_cpu/cpu_kernels.h"
-#include "backend_cpu/eigen_maps.h"
 #include "backend_cpu/parallel.h"
 #include "backend_cpu/scan_chunk_parts.h"
 
@@ -30,254 +50,505 @@ namespace {
 
 using namespace scan_chunk;
 
-// The backward's matrices at the largest chunk: chunk_terms takes 4 C×C,
-// 4 C×d (YW counts twice) and 2 C-vectors, the backward 5 C×C and 6 C×d more.
-size_t scratch_size(int64_t C, int64_t d) { return size_t(9 * C * C + 10 * C * d + 2 * C); }
+// The write rule S_t = S_{t−1} diag(a_t) + u_t k_tᵀ as compile-time facts.
+template <DecayKind kDecay, bool kDelta> struct WriteRule {
+  static constexpr bool delta = kDelta;  // u = β(v − S_{t−1} diag(a) k), else u = v
+  static constexpr bool per_channel = kDecay == DecayKind::LearnedPerChannel;
+  static constexpr bool learned = kDecay == DecayKind::LearnedPerHead || per_channel;  // writes dg
+  static_assert(!(kDelta && per_channel), "no chunked form of a delta rule decaying per channel");
+};
+template <ScanRule R> using WriteRuleOf = WriteRule<decay_kind(R), uses_beta(R)>;
 
-// Everything one chunk's forward computes before its read-out; the backward
-// recomputes it from the saved chunk-start state H instead of storing it.
-template <class T> struct ChunkTerms {
-  MatrixMap<T> Gamma;   // c×c  Γ_ri = exp(λ_r − λ_i) for i ≤ r, 0 above the diagonal
-  VectorMap<T> gamma;   // c    γ_r = exp(λ_r), decay from the chunk start to r
-  VectorMap<T> delta;   // c    δ_i = Γ_ci, decay from i to the chunk end
-  MatrixMap<T> KK;      // c×c  K Kᵀ
-  MatrixMap<T> QK;      // c×c  Q Kᵀ
-  MatrixMap<T> A;       // c×c  strictly_lower(diag(β)(K Kᵀ ⊙ Γ)); I + A is the system of F2
-  MatrixMap<T> YW;      // c×2d [Y | W], (I + A)[Y | W] = [diag(β) V | diag(β ⊙ γ) K]
-  MatrixMap<T> U;       // c×d  the write vectors u_r as rows: Y − W Hᵀ (linear: V)
-  MatrixMap<T> DK;      // c×d  diag(δ) K
+// Columns of the decay blocks: D for a decay per key channel, else 1.
+template <class Rule, class Size> auto decay_width(const Size& z) {
+  if constexpr (Rule::per_channel) return z.D;
+  else return Constant<1>{};
+}
+// Entry (row r, key channel j) of a C×w decay block.
+template <class Rule, class Size, class T> T& decay_at(const Size& z, T* block, int r, int j) {
+  if constexpr (Rule::per_channel) return block[r * z.D + j];
+  else return block[r];
+}
+
+// One chunk's inputs and everything computed from them before the
+// read-out; the backward recomputes these from the saved entering state.
+template <class T, class Rule, class Size> struct ChunkTerms {
+  int c = 0;          // real rows; rows c … C−1 are zero padding
+  T* St;              // D×D   Sᵀ, the state entering the chunk (forward: carried)
+  T *Q, *K, *V;       // C×D   the chunk's rows of q, k, v
+  T* Kt;              // D×C   Kᵀ
+  T* beta;            // C     β (delta rules)
+  T* a;               // C×w   a_r, each token's decay
+  T* gamma;           // C×w   γ_r
+  T* delta;           // C×w   δ_i
+  T* Gamma;           // C×C   Γ (decay per head, or none: the lower triangle of ones)
+  T* Qg;              // C×D   Q ⊙ γ: how each row reads the entering state
+  T* Kd;              // C×D   K ⊙ δ: how the chunk end sees each key
+  T* P;               // C×C   the read-out weights of the chunk's own writes, 0 above the diagonal
+  T* E;               // C×C   K Kᵀ ⊙ Γ (delta rules)
+  T* A;               // C×C   strictly_lower(diag(β) E): I + A is the system of F2 (delta rules)
+  T* YW;              // C×2D  [Y | W], (I + A)[Y | W] = [diag(β) V | diag(β ⊙ γ) K] (delta rules)
+  T* U;               // C×D   the write vectors as rows: Y − W Sᵀ (delta rules), else V
+  T* O;               // C×D   the chunk's read-out (forward)
+  T* walk;            // D     Γ_ri of one pair (r, i) per key channel (decay per channel)
+
+  ChunkTerms(Carver<T>& carve, const Size& z) {
+    const int C = z.C, D = z.D, w = decay_width<Rule>(z), with_delta = Rule::delta;
+    St = carve.take(D * D);
+    Q = carve.take(C * D), K = carve.take(C * D), V = carve.take(C * D), Kt = carve.take(D * C);
+    beta = carve.take(C), a = carve.take(C * w), gamma = carve.take(C * w), delta = carve.take(C * w);
+    Gamma = carve.take(Rule::per_channel ? 0 : C * C);
+    Qg = carve.take(C * D), Kd = carve.take(C * D), P = carve.take(C * C);
+    E = carve.take(with_delta * C * C), A = carve.take(with_delta * C * C);
+    YW = carve.take(with_delta * C * 2 * D);
+    U = Rule::delta ? carve.take(C * D) : V;
+    O = carve.take(C * D), walk = carve.take(D);
+  }
 };
 
-// F1–F3 of §3.3 for one chunk entering with state H (and Γ, γ, δ of §3.1).
-template <class T, class StateMatrix>
-ChunkTerms<T> chunk_terms(const ScanShape& s, const ScanInputs<T>& in, const ChunkPlace& at,
-                          const StateMatrix& H, Scratch<T>& scratch) {
-  const int64_t c = at.c, d = at.d;
-  ChunkTerms<T> m{scratch.matrix(c, c), scratch.vector(c),    scratch.vector(c),
-                  scratch.matrix(c, c), scratch.matrix(c, c), scratch.matrix(c, c),
-                  scratch.matrix(c, 2 * d), scratch.matrix(c, d), scratch.matrix(c, d)};
-  ConstRowsMap<T> Q = rows(in.q, at), K = rows(in.k, at), V = rows(in.v, at);
+// Rows r < c of a [B, T, H, D] tensor into a C×D block, zero rows below.
+template <class Size, class T> void load_rows(const Size& z, const T* x, const ChunkPlace& at, T* block) {
+  for (int r = 0; r < at.c; ++r) copy_row(z.D, x + at.row(r) * z.D, block + r * z.D);
+  std::fill(block + at.c * z.D, block + z.C * z.D, T(0));
+}
+// Rows r < c of a C×D block into a [B, T, H, D] tensor.
+template <class Size, class T> void store_rows(const Size& z, const T* block, const ChunkPlace& at, T* x) {
+  for (int r = 0; r < at.c; ++r) copy_row(z.D, block + r * z.D, x + at.row(r) * z.D);
+}
 
-  // Gates in log space: Γ_ri from the segment sum g_{i+1} + … + g_r (accurate
-  // in float32 even when λ is large), formed only on and below the diagonal
-  // so exp never sees a positive exponent.
-  if (uses_gate(s.rule)) {
-    ConstGateMap<T> g = gates(in.g, at);
-    segment_decays(c, [&](int64_t i) { return g[i]; }, m.Gamma);
-    T lambda = 0;
-    for (int64_t r = 0; r < c; ++r) {
-      lambda += g[r];
-      m.gamma[r] = std::exp(lambda);
-    }
-    m.delta = m.Gamma.row(c - 1).transpose();
-  } else {
-    m.Gamma.setZero();
-    m.Gamma.template triangularView<Eigen::Lower>().setOnes();
-    m.gamma.setOnes();
-    m.delta.setOnes();
+// The chunk's rows, β, and its decays a, γ, δ, Γ (§3.1).
+template <class T, class Rule, class Size>
+void load_chunk(const ScanShape& s, const ScanInputs<T>& in, const ChunkPlace& at, const Size& z,
+                ChunkTerms<T, Rule, Size>& m) {
+  const int C = z.C, w = decay_width<Rule>(z);
+  m.c = at.c;
+  load_rows(z, in.q, at, m.Q);
+  load_rows(z, in.k, at, m.K);
+  load_rows(z, in.v, at, m.V);
+  for (int r = 0; r < C; ++r) m.beta[r] = Rule::delta && r < at.c ? in.beta[at.row(r)] : T(0);
+  // a_r = exp(log a_r), read through scan_log_decay (0, so a = 1, without decay and when padding)
+  for (int r = 0; r < C; ++r)
+    for (int j = 0; j < w; ++j)
+      m.a[r * w + j] = r < at.c ? scan_log_decay(s, in.g, at.row(r), j) : T(0);
+  exp_in_place(times(z.C, decay_width<Rule>(z)), m.a);
+  // γ_r = γ_{r−1} ⊙ a_r;   δ_{C−1} = 1, δ_i = δ_{i+1} ⊙ a_{i+1}
+  for (int j = 0; j < w; ++j) m.gamma[j] = m.a[j], m.delta[(C - 1) * w + j] = T(1);
+  for (int r = 1; r < C; ++r)
+    for (int j = 0; j < w; ++j) m.gamma[r * w + j] = m.gamma[(r - 1) * w + j] * m.a[r * w + j];
+  for (int i = C - 2; i >= 0; --i)
+    for (int j = 0; j < w; ++j) m.delta[i * w + j] = m.delta[(i + 1) * w + j] * m.a[(i + 1) * w + j];
+  if constexpr (!Rule::per_channel) {
+    // Γ: row r is row r − 1 times a_r, then 1 on the diagonal
+    for (int r = 0; r < C; ++r)
+      for (int i = 0; i < C; ++i)
+        m.Gamma[r * C + i] = i < r ? m.Gamma[(r - 1) * C + i] * m.a[r] : i == r ? T(1) : T(0);
   }
-  m.DK = m.delta.asDiagonal() * K;
-  m.QK.noalias() = Q * K.transpose();
+}
 
-  ConstGateMap<T> beta = gates(in.beta, at);
-  m.KK.noalias() = K * K.transpose();
-  // F1  A = strictly_lower(diag(β) (K Kᵀ ⊙ Γ))
-  m.A.setZero();
-  m.A.template triangularView<Eigen::StrictlyLower>() =
-      beta.asDiagonal() * m.KK.cwiseProduct(m.Gamma);
+// Calls visit(r, i, Γ_ri) for every pair i ≤ r of real rows, Γ_ri the D
+// decays per key channel from token i to token r: walked from i = r
+// (Γ_rr = 1) down, Γ_{r,i−1} = Γ_ri ⊙ a_i, one multiply per channel and no exp.
+template <class T, class Rule, class Size, class Visit>
+void walk_channel_decays(const Size& z, const ChunkTerms<T, Rule, Size>& m, Visit visit) {
+  for (int r = 0; r < m.c; ++r) {
+    std::fill(m.walk, m.walk + z.D, T(1));
+    for (int i = r; i >= 0; --i) {
+      visit(r, i, m.walk);
+      for (int j = 0; j < z.D; ++j) m.walk[j] *= m.a[i * z.D + j];
+    }
+  }
+}
+
+// out = x ⊙ decay for a C×D block x and a C×w decay block (w = 1: row r
+// scaled by one number).
+template <class Rule, class Size, class T>
+void scale_by_decay(const Size& z, const T* __restrict x, const T* __restrict decay,
+                    T* __restrict out) {
+  for (int r = 0; r < z.C; ++r)
+    for (int j = 0; j < z.D; ++j) out[r * z.D + j] = x[r * z.D + j] * decay_at<Rule>(z, decay, r, j);
+}
+
+// Qg = Q ⊙ γ, Kd = K ⊙ δ, Kᵀ, and the read-out weights of the chunk's own writes,
+//   per head:    P = (Q Kᵀ) ⊙ Γ
+//   per channel: P_ri = Σ_j q_rj k_ij Γ_rij  for i ≤ r
+template <class T, class Rule, class Size>
+void read_out_terms(const Size& z, ChunkTerms<T, Rule, Size>& m) {
+  const int C = z.C, D = z.D;
+  scale_by_decay<Rule>(z, m.Q, m.gamma, m.Qg);
+  scale_by_decay<Rule>(z, m.K, m.delta, m.Kd);
+  transpose(z.C, z.D, m.K, D, m.Kt);
+  if constexpr (!Rule::per_channel) {
+    product(z.C, z.C, z.D, m.Q, D, m.Kt, C, m.P, C);
+    for (int r = 0; r < C; ++r)
+      for (int i = 0; i < C; ++i) m.P[r * C + i] *= m.Gamma[r * C + i];
+  } else {
+    std::fill(m.P, m.P + C * C, T(0));
+    walk_channel_decays(z, m, [&](int r, int i, const T* decay_ri) {
+      m.P[r * C + i] = dot3(z.D, m.Q + r * D, m.K + i * D, decay_ri);
+    });
+  }
+}
+
+// F1–F3 of the delta rules, for the chunk entering with state Sᵀ = m.St.
+template <class T, class Rule, class Size> void delta_terms(const Size& z, ChunkTerms<T, Rule, Size>& m) {
+  const int C = z.C, D = z.D, D2 = z.D2;
+  // F1  A = strictly_lower(diag(β) E),  E = K Kᵀ ⊙ Γ
+  product(z.C, z.C, z.D, m.K, D, m.Kt, C, m.E, C);
+  for (int r = 0; r < C; ++r)
+    for (int i = 0; i < C; ++i) {
+      m.E[r * C + i] *= m.Gamma[r * C + i];
+      m.A[r * C + i] = i < r ? m.beta[r] * m.E[r * C + i] : T(0);
+    }
   // F2  (I + A) [Y | W] = [diag(β) V | diag(β ⊙ γ) K], by forward substitution
-  m.YW.leftCols(d) = beta.asDiagonal() * V;
-  m.YW.rightCols(d) = beta.cwiseProduct(m.gamma).asDiagonal() * K;
-  m.A.template triangularView<Eigen::UnitLower>().solveInPlace(m.YW);
-  // F3  U = Y − W Hᵀ
-  m.U = m.YW.leftCols(d);
-  m.U.noalias() -= m.YW.rightCols(d) * H.transpose();
-  return m;
+  for (int r = 0; r < C; ++r)
+    for (int j = 0; j < D; ++j) {
+      m.YW[r * D2 + j] = m.beta[r] * m.V[r * D + j];
+      m.YW[r * D2 + D + j] = m.beta[r] * m.gamma[r] * m.K[r * D + j];
+    }
+  solve_unit_lower<false>(z.C, z.D2, m.A, m.YW);
+  // F3  U = Y − W Sᵀ
+  for (int r = 0; r < C; ++r) copy_row(z.D, m.YW + r * D2, m.U + r * D);
+  product<false, Store::Sub>(z.C, z.D, z.D, m.YW + D, D2, m.St, D, m.U, D);
+}
+
+// Everything before the read-out, for the chunk entering with Sᵀ = m.St.
+template <class T, class Rule, class Size>
+void chunk_terms(const ScanShape& s, const ScanInputs<T>& in, const ChunkPlace& at, const Size& z,
+                 ChunkTerms<T, Rule, Size>& m) {
+  load_chunk(s, in, at, z, m);
+  read_out_terms(z, m);
+  if constexpr (Rule::delta) delta_terms(z, m);
+}
+
+// Sᵀ ← diag(γ_end) Sᵀ: S's key channels (rows of Sᵀ) decayed over the whole
+// chunk, γ_end = γ_{C−1}; out = diag(γ_end) x in general.
+template <class Rule, class Size, class T>
+void decay_over_chunk(const Size& z, const T* x, const T* gamma, T* out) {
+  for (int i = 0; i < z.D; ++i)
+    for (int j = 0; j < z.D; ++j) out[i * z.D + j] = decay_at<Rule>(z, gamma, z.C - 1, i) * x[i * z.D + j];
+}
+
+// F4–F5: the chunk's read-out, and the state leaving it (in m.St).
+template <class T, class Rule, class Size> void read_out(const Size& z, ChunkTerms<T, Rule, Size>& m) {
+  const int C = z.C, D = z.D;
+  // F4  O = Qg Sᵀ + P U
+  product(z.C, z.D, z.D, m.Qg, D, m.St, D, m.O, D);
+  product<false, Store::Add>(z.C, z.D, z.C, m.P, C, m.U, D, m.O, D);
+  // F5  S'ᵀ = diag(γ_end) Sᵀ + Kdᵀ U
+  decay_over_chunk<Rule>(z, m.St, m.gamma, m.St);
+  product<true, Store::Add>(z.D, z.D, z.C, m.Kd, D, m.U, D, m.St, D);
+}
+
+// Where chunk n of the pair (b, h) sits in [B, T, H].
+ChunkPlace chunk_place(const ScanShape& s, int64_t C, int64_t b, int64_t h, int64_t n) {
+  const int64_t t0 = n * C;
+  return ChunkPlace{int(std::min(C, s.T - t0)), (b * s.T + t0) * s.H + h, s.H};
+}
+
+// F1–F5 chunk by chunk, the state carried (transposed) in m.St from S_0 to
+// S_T, each chunk's entering state saved for the backward.
+template <class T, class Rule, class Size>
+void chunked_forward(const ScanShape& s, const Size& z, const ScanInputs<T>& in, const T* s0,
+                     T* o, T* s_final, T* chunk_states) {
+  const int64_t dd = z.D * z.D, pairs = s.B * s.H, chunks = (s.T + z.C - 1) / z.C;
+#pragma omp parallel if (pairs > 1 && pairs * s.T * dd >= kParallelMin)
+  {
+    Workspace<T, Size, ChunkTerms<T, Rule, Size>> work(z);
+    ChunkTerms<T, Rule, Size>& m = std::get<0>(work.parts);
+#pragma omp for schedule(static)
+    for (int64_t bh = 0; bh < pairs; ++bh) {
+      const int64_t b = bh / s.H, h = bh % s.H;
+      if (s0) transpose(z.D, z.D, s0 + bh * dd, z.D, m.St);
+      else std::fill(m.St, m.St + dd, T(0));
+      for (int64_t n = 0; n < chunks; ++n) {
+        const ChunkPlace at = chunk_place(s, z.C, b, h, n);
+        if (chunk_states) transpose(z.D, z.D, m.St, z.D, chunk_states + (bh * chunks + n) * dd);
+        chunk_terms(s, in, at, z, m);
+        read_out(z, m);
+        store_rows(z, m.O, at, o);
+      }
+      transpose(z.D, z.D, m.St, z.D, s_final + bh * dd);  // S_T = (Sᵀ)ᵀ
+    }
+  }
+}
+
+// The backward's blocks beyond ChunkTerms.
+template <class T, class Rule, class Size> struct ChunkGrads {
+  T *G, *Gt;     // D×D   dS', the gradient of the state leaving the chunk, and dS'ᵀ
+  T* dSt;        // D×D   dSᵀ, the entering state's (B2): the chunk before's dS'ᵀ
+  T* dO;         // C×D   the chunk's rows of dout
+  T* dU;         // C×D   the gradient of the write vectors (= dV without delta)
+  T* Ut;         // D×C   Uᵀ
+  T* dP;         // C×C   dO Uᵀ, then ⊙ Γ (decay per head)
+  T *dOS, *UG;   // C×D   dO S and U dS'
+  T *dQ, *dK;    // C×D   dq and dk through the read-out and the state (B3)
+  T* dKw;        // C×D   dk through the write vectors (B7, delta rules)
+  T* dB;         // C×2D  [dBV | dBK] of B6 (delta rules)
+  T* YWt;        // 2D×C  [Y | W]ᵀ (delta rules)
+  T *dA, *dEG;   // C×C   dA and dE ⊙ Γ of B7 (delta rules)
+  T* dEsym;      // C×C   dE ⊙ Γ + (dE ⊙ Γ)ᵀ (delta rules)
+  T* dbeta;      // C     dβ (delta rules)
+  T* dlambda;    // C×w   dλ, then dlog a (B9–B10)
+  T* keys_end;   // D     per key channel: the terms of dλ that come through the chunk end
+
+  ChunkGrads(Carver<T>& carve, const Size& z) {
+    const int C = z.C, D = z.D, w = decay_width<Rule>(z), with_delta = Rule::delta;
+    G = carve.take(D * D), Gt = carve.take(D * D), dSt = carve.take(D * D);
+    dO = carve.take(C * D), dU = carve.take(C * D), Ut = carve.take(D * C), dP = carve.take(C * C);
+    dOS = carve.take(C * D), UG = carve.take(C * D), dQ = carve.take(C * D), dK = carve.take(C * D);
+    dKw = carve.take(with_delta * C * D), dB = carve.take(with_delta * C * 2 * D);
+    YWt = carve.take(with_delta * 2 * D * C), dA = carve.take(with_delta * C * C);
+    dEG = carve.take(with_delta * C * C), dEsym = carve.take(with_delta * C * C);
+    dbeta = carve.take(C), dlambda = carve.take(C * w), keys_end = carve.take(D);
+  }
+};
+
+// B1–B2: the gradients of the write vectors and of the entering state.
+template <class T, class Rule, class Size>
+void state_gradient(const Size& z, const ChunkTerms<T, Rule, Size>& m, ChunkGrads<T, Rule, Size>& g) {
+  const int C = z.C, D = z.D;
+  // B1  dU = Kd dS'ᵀ + Pᵀ dO
+  product(z.C, z.D, z.D, m.Kd, D, g.Gt, D, g.dU, D);
+  product<true, Store::Add>(z.C, z.D, z.C, m.P, C, g.dO, D, g.dU, D);
+  // B2  dSᵀ = diag(γ_end) dS'ᵀ + Qgᵀ dO − Wᵀ dU   (the W term with delta only)
+  decay_over_chunk<Rule>(z, g.Gt, m.gamma, g.dSt);
+  product<true, Store::Add>(z.D, z.D, z.C, m.Qg, D, g.dO, D, g.dSt, D);
+  if constexpr (Rule::delta)  // W is the right half of [Y | W], row stride 2D
+    product<true, Store::Sub>(z.D, z.D, z.C, m.YW + D, z.D2, g.dU, D, g.dSt, D);
+}
+
+// B3: dq and dk through the read-out and the state (S: the entering state).
+//   dP = dO Uᵀ (rows r, columns i ≤ r)
+//   dQ = (dO S) ⊙ γ + Σ_{i ≤ r} dP_ri k_i ⊙ Γ_ri
+//   dK = (U dS') ⊙ δ + Σ_{r ≥ i} dP_ri q_r ⊙ Γ_ri
+// per head the sums are (dP ⊙ Γ) K and (dP ⊙ Γ)ᵀ Q.
+template <class T, class Rule, class Size>
+void query_key_gradients(const Size& z, const ChunkTerms<T, Rule, Size>& m, const T* S,
+                         ChunkGrads<T, Rule, Size>& g) {
+  const int C = z.C, D = z.D;
+  transpose(z.C, z.D, m.U, D, g.Ut);
+  product(z.C, z.C, z.D, g.dO, D, g.Ut, C, g.dP, C);
+  product(z.C, z.D, z.D, g.dO, D, S, D, g.dOS, D);
+  scale_by_decay<Rule>(z, g.dOS, m.gamma, g.dQ);
+  product(z.C, z.D, z.D, m.U, D, g.G, D, g.UG, D);
+  scale_by_decay<Rule>(z, g.UG, m.delta, g.dK);
+  if constexpr (!Rule::per_channel) {
+    for (int r = 0; r < C; ++r)
+      for (int i = 0; i < C; ++i) g.dP[r * C + i] *= m.Gamma[r * C + i];
+    product<false, Store::Add>(z.C, z.D, z.C, g.dP, C, m.K, D, g.dQ, D);
+    product<true, Store::Add>(z.C, z.D, z.C, g.dP, C, m.Q, D, g.dK, D);
+  } else {
+    walk_channel_decays(z, m, [&](int r, int i, const T* decay_ri) {
+      const T dP_ri = g.dP[r * C + i];
+      for (int j = 0; j < D; ++j) {
+        g.dQ[r * D + j] += dP_ri * m.K[i * D + j] * decay_ri[j];
+        g.dK[i * D + j] += dP_ri * m.Q[r * D + j] * decay_ri[j];
+      }
+    });
+  }
+}
+
+// B5–B8 of the delta rules, through the system of F2 (S: the entering
+// state): [dBV | dBK], dA, dE ⊙ Γ, dβ, and dk through the write vectors.
+template <class T, class Rule, class Size>
+void write_gradients(const Size& z, const ChunkTerms<T, Rule, Size>& m, const T* S,
+                     ChunkGrads<T, Rule, Size>& g) {
+  const int C = z.C, D = z.D, D2 = z.D2;
+  // B5–B6  (I + A)ᵀ [dBV | dBK] = [dU | dW],  dW = −dU S   (back substitution)
+  for (int r = 0; r < C; ++r) copy_row(z.D, g.dU + r * D, g.dB + r * D2);
+  product(z.C, z.D, z.D, g.dU, D, S, D, g.dB + D, D2);
+  for (int r = 0; r < C; ++r)
+    for (int j = D; j < D2; ++j) g.dB[r * D2 + j] = -g.dB[r * D2 + j];
+  solve_unit_lower<true>(z.C, z.D2, m.A, g.dB);
+  // B7  dA = −strictly_lower(dB [Y | W]ᵀ);  dE ⊙ Γ = diag(β) dA ⊙ Γ
+  transpose(z.C, z.D2, m.YW, D2, g.YWt);
+  product(z.C, z.C, z.D2, g.dB, D2, g.YWt, C, g.dA, C);
+  for (int r = 0; r < C; ++r)
+    for (int i = 0; i < C; ++i) {
+      g.dA[r * C + i] = i < r ? -g.dA[r * C + i] : T(0);
+      g.dEG[r * C + i] = m.beta[r] * g.dA[r * C + i] * m.Gamma[r * C + i];
+    }
+  //     dKw = diag(β ⊙ γ) dBK + (dE ⊙ Γ + (dE ⊙ Γ)ᵀ) K     (dV = diag(β) dBV is stored directly)
+  for (int r = 0; r < C; ++r)
+    for (int j = 0; j < D; ++j) g.dKw[r * D + j] = m.beta[r] * m.gamma[r] * g.dB[r * D2 + D + j];
+  for (int r = 0; r < C; ++r)
+    for (int i = 0; i < C; ++i) g.dEsym[r * C + i] = g.dEG[r * C + i] + g.dEG[i * C + r];
+  product<false, Store::Add>(z.C, z.D, z.C, g.dEsym, C, m.K, D, g.dKw, D);
+  // B8  dβ_r = dBV_r·v_r + γ_r dBK_r·k_r + Σ_i dA_ri E_ri
+  RowSums dbeta(z.C, g.dbeta);
+  for (int r = 0; r < C; ++r) {
+    dbeta.add_dot(r, z.D, g.dB + r * D2, m.V + r * D);
+    dbeta.add_dot(r, z.D, g.dB + r * D2 + D, m.K + r * D, m.gamma[r]);
+    dbeta.add_dot(r, z.C, g.dA + r * C, m.E + r * C);
+  }
+  dbeta.finish();
+}
+
+// The chunk's dq, dk, dv (and dβ) into the [B, T, H, ..] gradients.
+template <class T, class Rule, class Size>
+void store_gradients(const Size& z, const ChunkTerms<T, Rule, Size>& m,
+                     const ChunkGrads<T, Rule, Size>& g, const ChunkPlace& at,
+                     const ScanInputGrads<T>& grads) {
+  const int D = z.D, D2 = z.D2;
+  store_rows(z, g.dQ, at, grads.dq);
+  if constexpr (!Rule::delta) {
+    store_rows(z, g.dK, at, grads.dk);
+    store_rows(z, g.dU, at, grads.dv);  // u = v
+    return;
+  }
+  for (int r = 0; r < at.c; ++r) {
+    add_row(z.D, g.dK + r * D, g.dKw + r * D, grads.dk + at.row(r) * D);
+    scale_row(z.D, m.beta[r], g.dB + r * D2, grads.dv + at.row(r) * D);  // B7  dV = diag(β) dBV
+    grads.dbeta[at.row(r)] = g.dbeta[r];
+  }
+}
+
+// B9–B10: the gradient of the log-decays (S: the entering state). Every
+// place λ enters the read-out and the state update is a product with q
+// (as e^{+λ}) or with k (as e^{−λ}), so those terms give
+// (recurrence-gated.md §3, B4)
+//   dλ_r    = q_r ⊙ dq_r − k_r ⊙ dk_r                       (dq, dk of B3)
+//   dλ_end += γ_end ⊙ Σ_v (dS' ⊙ S)_v + Σ_i k_i ⊙ δ_i ⊙ (U dS')_i
+// and the delta rules add what enters through F2 (recurrence.md §3.4, B9):
+//   dλ_r   += β_r (γ_r dBK_r·k_r + Σ_i dA_ri E_ri) − Σ_i β_i dA_ir E_ir
+// For a decay per head each dλ_r is summed over the key channels. Then
+// B10: dlog a_j = Σ_{r ≥ j} dλ_r, a reverse running sum within the chunk.
+template <class T, class Rule, class Size>
+void decay_gradient(const Size& z, const ChunkTerms<T, Rule, Size>& m, const T* S,
+                    ChunkGrads<T, Rule, Size>& g) {
+  const int C = z.C, D = z.D, D2 = z.D2, w = decay_width<Rule>(z);
+  if constexpr (Rule::per_channel) {
+    for (int r = 0; r < C; ++r)
+      for (int j = 0; j < D; ++j)
+        g.dlambda[r * D + j] = m.Q[r * D + j] * g.dQ[r * D + j] - m.K[r * D + j] * g.dK[r * D + j];
+  } else {
+    RowSums dlambda(z.C, g.dlambda);
+    for (int r = 0; r < C; ++r) {
+      dlambda.add_dot(r, z.D, m.Q + r * D, g.dQ + r * D);
+      dlambda.add_dot(r, z.D, m.K + r * D, g.dK + r * D, T(-1));
+      if constexpr (Rule::delta) {
+        dlambda.add_dot(r, z.D, g.dB + r * D2 + D, m.K + r * D, m.beta[r] * m.gamma[r]);
+        dlambda.add_dot(r, z.C, g.dA + r * C, m.E + r * C, m.beta[r]);
+      }
+    }
+    dlambda.finish();
+    if constexpr (Rule::delta)  // − Σ_i β_i dA_ir E_ir, a sum down each column
+      for (int r = 0; r < C; ++r)
+        for (int i = 0; i < C; ++i) g.dlambda[i] -= m.beta[r] * g.dA[r * C + i] * m.E[r * C + i];
+  }
+  // The chunk end, per key channel j: γ_end,j Σ_v dS'_vj S_vj + Σ_i (Kd ⊙ U dS')_ij
+  std::fill(g.keys_end, g.keys_end + D, T(0));
+  add_column_sums_of_products(z.D, z.D, g.G, S, g.keys_end);
+  for (int j = 0; j < D; ++j) g.keys_end[j] *= decay_at<Rule>(z, m.gamma, C - 1, j);
+  add_column_sums_of_products(z.C, z.D, m.Kd, g.UG, g.keys_end);
+  if constexpr (Rule::per_channel) {
+    for (int j = 0; j < D; ++j) g.dlambda[(C - 1) * D + j] += g.keys_end[j];
+  } else {
+    T end = 0;
+    for (int j = 0; j < D; ++j) end += g.keys_end[j];
+    g.dlambda[C - 1] += end;
+  }
+  // B10  dlog a_j = Σ_{r ≥ j} dλ_r
+  for (int r = C - 2; r >= 0; --r)
+    for (int j = 0; j < w; ++j) g.dlambda[r * w + j] += g.dlambda[(r + 1) * w + j];
+}
+
+// The chunk's dlog a into dg ([B, T, H], or [B, T, H, D] per key channel).
+template <class T, class Rule, class Size>
+void store_decay_gradient(const Size& z, const ChunkGrads<T, Rule, Size>& g, const ChunkPlace& at,
+                          T* dg) {
+  if constexpr (Rule::per_channel) store_rows(z, g.dlambda, at, dg);
+  else
+    for (int r = 0; r < at.c; ++r) dg[at.row(r)] = g.dlambda[r];
+}
+
+// §3.4, one pass over the chunks in reverse: each chunk's terms are
+// recomputed from its saved entering state S, then B1–B2 (the state's
+// gradient, carried to the chunk before) and B3–B10 (the chunk's inputs').
+// dS' is carried both ways round, G and Gᵀ, since products need each.
+template <class T, class Rule, class Size>
+void chunked_backward(const ScanShape& s, const Size& z, const ScanInputs<T>& in,
+                      const T* chunk_states, const T* dout, const T* ds_final,
+                      const ScanInputGrads<T>& grads) {
+  const int64_t dd = z.D * z.D, pairs = s.B * s.H, chunks = (s.T + z.C - 1) / z.C;
+#pragma omp parallel if (pairs > 1 && pairs * s.T * dd >= kParallelMin)
+  {
+    Workspace<T, Size, ChunkTerms<T, Rule, Size>, ChunkGrads<T, Rule, Size>> work(z);
+    ChunkTerms<T, Rule, Size>& m = std::get<0>(work.parts);
+    ChunkGrads<T, Rule, Size>& g = std::get<1>(work.parts);
+#pragma omp for schedule(static)
+    for (int64_t bh = 0; bh < pairs; ++bh) {
+      const int64_t b = bh / s.H, h = bh % s.H;
+      if (ds_final) std::copy(ds_final + bh * dd, ds_final + (bh + 1) * dd, g.G);
+      else std::fill(g.G, g.G + dd, T(0));
+      transpose(z.D, z.D, g.G, z.D, g.Gt);
+      for (int64_t n = chunks - 1; n >= 0; --n) {
+        const ChunkPlace at = chunk_place(s, z.C, b, h, n);
+        const T* S = chunk_states + (bh * chunks + n) * dd;  // the state entering the chunk
+        transpose(z.D, z.D, S, z.D, m.St);
+        chunk_terms(s, in, at, z, m);
+        load_rows(z, dout, at, g.dO);
+        state_gradient(z, m, g);
+        query_key_gradients(z, m, S, g);
+        if constexpr (Rule::delta) write_gradients(z, m, S, g);
+        // stored before the decay's terms are formed, so the stores drain meanwhile
+        store_gradients(z, m, g, at, grads);
+        if constexpr (Rule::learned) {
+          decay_gradient(z, m, S, g);
+          store_decay_gradient(z, g, at, grads.dg);
+        }
+        std::swap(g.Gt, g.dSt);  // dS of this chunk is dS' of the one before
+        transpose(z.D, z.D, g.Gt, z.D, g.G);
+      }
+      std::copy(g.G, g.G + dd, grads.ds0 + bh * dd);
+    }
+  }
+}
+
+// Calls f(rule) with the WriteRule of `rule`.
+template <class F> void with_write_rule(ScanRule rule, F&& f) {
+  switch (rule) {
+    case ScanRule::Linear: return f(WriteRuleOf<ScanRule::Linear>{});
+    case ScanRule::Delta: return f(WriteRuleOf<ScanRule::Delta>{});
+    case ScanRule::Gdn: return f(WriteRuleOf<ScanRule::Gdn>{});
+    case ScanRule::Retnet: return f(WriteRuleOf<ScanRule::Retnet>{});
+    case ScanRule::Mamba2: return f(WriteRuleOf<ScanRule::Mamba2>{});
+    case ScanRule::Gla: return f(WriteRuleOf<ScanRule::Gla>{});
+  }
+}
+
+// Calls f(size): C and D fixed at compile time for the model's head size
+// and the chunk lengths lina trains with, run-time values otherwise (a
+// chunk longer than the sequence shrinks to it).
+template <class F> void with_size(const ScanShape& s, int64_t C, F&& f) {
+  if (s.d == 32 && C == 16) return f(FixedSize<16, 32>{});
+  if (s.d == 32 && C == 64) return f(FixedSize<64, 32>{});
+  const int d = int(s.d);
+  f(RuntimeSize{int(std::min(C, s.T)), d, 2 * d});
 }
 
 }  // namespace
 
-// The chunked scan entry points: the fixed-size kernel of
-// scan_chunked_fixed.cpp where it is compiled for the rule, d and C; else
-// the rules without the delta correction go to scan_chunked_gated.cpp, and
-// the delta rules to the Eigen version below. The Eigen versions are the
-// fixed-size kernel's references.
 template <class T>
 void scan_chunked_forward(const ScanShape& s, int64_t C, const ScanInputs<T>& in, const T* s0,
                           T* o, T* s_final, T* chunk_states) {
-  if (scan_chunk::fixed_forward(s, C, in, s0, o, s_final, chunk_states)) return;
-  if (!uses_beta(s.rule)) return scan_chunk::gated_forward(s, C, in, s0, o, s_final, chunk_states);
-  scan_chunk::delta_forward_eigen(s, C, in, s0, o, s_final, chunk_states);
+  with_write_rule(s.rule, [&](auto rule) {
+    with_size(s, C, [&](auto size) {
+      chunked_forward<T, decltype(rule)>(s, size, in, s0, o, s_final, chunk_states);
+    });
+  });
 }
 
 template <class T>
 void scan_chunked_backward(const ScanShape& s, int64_t C, const ScanInputs<T>& in,
                            const T* chunk_states, const T* dout, const T* ds_final,
                            const ScanInputGrads<T>& grads) {
-  if (scan_chunk::fixed_backward(s, C, in, chunk_states, dout, ds_final, grads)) return;
-  if (!uses_beta(s.rule))
-    return scan_chunk::gated_backward(s, C, in, chunk_states, dout, ds_final, grads);
-  scan_chunk::delta_backward_eigen(s, C, in, chunk_states, dout, ds_final, grads);
+  with_write_rule(s.rule, [&](auto rule) {
+    with_size(s, C, [&](auto size) {
+      chunked_backward<T, decltype(rule)>(s, size, in, chunk_states, dout, ds_final, grads);
+    });
+  });
 }
-
-namespace scan_chunk {
-
-template <class T>
-void delta_forward_eigen(const ScanShape& s, int64_t C, const ScanInputs<T>& in, const T* s0,
-                         T* o, T* s_final, T* chunk_states) {
-  const int64_t d = s.d, dd = d * d, pairs = s.B * s.H, chunks = (s.T + C - 1) / C;
-  const int64_t Cmax = std::min(C, s.T);
-#pragma omp parallel if (pairs > 1 && pairs * s.T * dd >= kParallelMin)
-  {
-    Scratch<T> scratch(scratch_size(Cmax, d));
-#pragma omp for schedule(static)
-    for (int64_t bh = 0; bh < pairs; ++bh) {
-      const int64_t b = bh / s.H, h = bh % s.H;
-      MatrixMap<T> H(s_final + bh * dd, d, d);  // the carried state lives in the output S_T
-      if (s0) H = ConstMatrixMap<T>(s0 + bh * dd, d, d);
-      else H.setZero();
-      for (int64_t n = 0; n < chunks; ++n) {
-        const int64_t t0 = n * C;
-        const ChunkPlace at{std::min(C, s.T - t0), (b * s.T + t0) * s.H + h, s.H, d};
-        if (chunk_states) MatrixMap<T>(chunk_states + (bh * chunks + n) * dd, d, d) = H;
-        scratch.reset();
-        ChunkTerms<T> m = chunk_terms(s, in, at, H, scratch);
-        ConstRowsMap<T> Q = rows(in.q, at);
-        RowsMap<T> O = rows(o, at);
-        // F4  O = diag(γ) Q Hᵀ + ((Q Kᵀ) ⊙ Γ) U
-        O.noalias() = Q * H.transpose();
-        O.array().colwise() *= m.gamma.array();
-        MatrixMap<T> P = scratch.matrix(at.c, at.c);
-        P = m.QK.cwiseProduct(m.Gamma);
-        O.noalias() += P * m.U;
-        // F5  H' = γ_c H + Uᵀ diag(δ) K
-        H *= m.gamma[at.c - 1];
-        H.noalias() += m.U.transpose() * m.DK;
-      }
-    }
-  }
-}
-
-// §3.4, one pass over the chunks in reverse: each chunk's terms are
-// recomputed from its saved entering state, then phase 1 (B1–B2, the state
-// gradient) and phase 2 (B3–B10, the chunk's input gradients) run together.
-// G holds dH' (the gradient of the state leaving the chunk).
-template <class T>
-void delta_backward_eigen(const ScanShape& s, int64_t C, const ScanInputs<T>& in,
-                          const T* chunk_states, const T* dout, const T* ds_final,
-                          const ScanInputGrads<T>& grads) {
-  const int64_t d = s.d, dd = d * d, pairs = s.B * s.H, chunks = (s.T + C - 1) / C;
-  const int64_t Cmax = std::min(C, s.T);
-#pragma omp parallel if (pairs > 1 && pairs * s.T * dd >= kParallelMin)
-  {
-    Scratch<T> scratch(scratch_size(Cmax, d));
-    RowMatrix<T> G(d, d), dH(d, d);
-#pragma omp for schedule(static)
-    for (int64_t bh = 0; bh < pairs; ++bh) {
-      const int64_t b = bh / s.H, h = bh % s.H;
-      if (ds_final) G = ConstMatrixMap<T>(ds_final + bh * dd, d, d);
-      else G.setZero();
-      for (int64_t n = chunks - 1; n >= 0; --n) {
-        const int64_t t0 = n * C, c = std::min(C, s.T - t0);
-        const ChunkPlace at{c, (b * s.T + t0) * s.H + h, s.H, d};
-        ConstMatrixMap<T> H(chunk_states + (bh * chunks + n) * dd, d, d);
-        scratch.reset();
-        const ChunkTerms<T> m = chunk_terms(s, in, at, H, scratch);
-        ConstRowsMap<T> Q = rows(in.q, at), K = rows(in.k, at), V = rows(in.v, at);
-        ConstRowsMap<T> dO = rows(dout, at);
-        RowsMap<T> dQ = rows(grads.dq, at), dK = rows(grads.dk, at), dV = rows(grads.dv, at);
-        MatrixMap<T> dU = scratch.matrix(c, d), GQ = scratch.matrix(c, d),
-                     dOH = scratch.matrix(c, d), UG = scratch.matrix(c, d),
-                     dPG = scratch.matrix(c, c);
-
-        // B1  dU = diag(δ) K dH'ᵀ + Pᵀ dO,   P = (Q Kᵀ) ⊙ Γ
-        dU.noalias() = m.DK * G.transpose();
-        dPG = m.QK.cwiseProduct(m.Gamma);
-        dU.noalias() += dPG.transpose() * dO;
-        // B2  dH = γ_c dH' + dOᵀ diag(γ) Q − dUᵀ W
-        GQ = m.gamma.asDiagonal() * Q;
-        dH.noalias() = dO.transpose() * GQ;
-        dH += m.gamma[c - 1] * G;
-        dH.noalias() -= dU.transpose() * m.YW.rightCols(d);
-        // B3  dP = lower_incl(dO Uᵀ) (the mask comes with Γ)
-        //     dQ = diag(γ) dO H + (dP ⊙ Γ) K,   dK = diag(δ) U dH' + (dP ⊙ Γ)ᵀ Q
-        MatrixMap<T> dP = scratch.matrix(c, c);
-        dP.noalias() = dO * m.U.transpose();
-        dPG = dP.cwiseProduct(m.Gamma);
-        dOH.noalias() = dO * H;
-        dQ = m.gamma.asDiagonal() * dOH;
-        dQ.noalias() += dPG * K;
-        UG.noalias() = m.U * G;
-        dK = m.delta.asDiagonal() * UG;
-        dK.noalias() += dPG.transpose() * Q;
-
-        // dΓ ⊙ Γ, gathered for the gates: dΓ = dP ⊙ (Q Kᵀ) + dE ⊙ (K Kᵀ)
-        MatrixMap<T> dGammaGamma = scratch.matrix(c, c);
-        if (uses_gate(s.rule)) dGammaGamma = dPG.cwiseProduct(m.QK);
-
-        {  // B4–B10 through the system of F2
-          ConstGateMap<T> beta = gates(in.beta, at);
-          GateMap<T> dbeta = gates(grads.dbeta, at);
-          // B5–B6  (I + A)ᵀ [dBV | dBK] = [dU | dW],  dW = −dU H   (back substitution)
-          MatrixMap<T> dB = scratch.matrix(c, 2 * d);
-          dB.leftCols(d) = dU;
-          dB.rightCols(d).noalias() = -dU * H;
-          m.A.transpose().template triangularView<Eigen::UnitUpper>().solveInPlace(dB);
-          // B7  dV = diag(β) dBV;  dA = −strictly_lower(dBV Yᵀ + dBK Wᵀ);  dE = diag(β) dA
-          dV = beta.asDiagonal() * dB.leftCols(d);
-          MatrixMap<T> dA = scratch.matrix(c, c);
-          dA.noalias() = -dB * m.YW.transpose();
-          dA.template triangularView<Eigen::Upper>().setZero();
-          MatrixMap<T> dEG = scratch.matrix(c, c);  // dE ⊙ Γ
-          dEG = beta.asDiagonal() * dA.cwiseProduct(m.Gamma);
-          //     dK += diag(β ⊙ γ) dBK + (dE ⊙ Γ + (dE ⊙ Γ)ᵀ) K
-          dK += beta.cwiseProduct(m.gamma).asDiagonal() * dB.rightCols(d);
-          dK.noalias() += dEG * K;
-          dK.noalias() += dEG.transpose() * K;
-          // B8  dβ_r = dBV_r·v_r + γ_r dBK_r·k_r + Σ_i dA_ri E_ri,   E = K Kᵀ ⊙ Γ
-          for (int64_t r = 0; r < c; ++r)
-            dbeta[r] = dB.row(r).head(d).dot(V.row(r)) +
-                       m.gamma[r] * dB.row(r).tail(d).dot(K.row(r)) +
-                       dA.row(r).dot(m.KK.row(r).cwiseProduct(m.Gamma.row(r)));
-          if (uses_gate(s.rule)) {
-            dGammaGamma += dEG.cwiseProduct(m.KK);
-            // B9  dγ_r = dO_r·(H q_r) + β_r dBK_r·k_r   (dO_r·(H q_r) = (dO H)_r·q_r)
-            //     dδ_i = u_iᵀ dH' k_i = (U dH')_i·k_i
-            //     dλ_r = γ_r dγ_r + Σ_i (dΓ⊙Γ)_ri − Σ_i (dΓ⊙Γ)_ir − δ_r dδ_r
-            //     dλ_c += γ_c ⟨dH', H⟩ + Σ_i δ_i dδ_i
-            // B10 dg_j = Σ_{r ≥ j} dλ_r
-            GateMap<T> dg = gates(grads.dg, at);
-            T decay_to_end = 0;  // Σ_i δ_i dδ_i
-            for (int64_t r = 0; r < c; ++r) {
-              const T dgamma = dOH.row(r).dot(Q.row(r)) + beta[r] * dB.row(r).tail(d).dot(K.row(r));
-              const T ddelta_delta = m.delta[r] * UG.row(r).dot(K.row(r));
-              decay_to_end += ddelta_delta;
-              dg[r] = m.gamma[r] * dgamma + dGammaGamma.row(r).sum() -
-                      dGammaGamma.col(r).sum() - ddelta_delta;  // dλ_r for now
-            }
-            dg[c - 1] += m.gamma[c - 1] * G.cwiseProduct(H).sum() + decay_to_end;
-            for (int64_t r = c - 2; r >= 0; --r) dg[r] += dg[r + 1];
-          }
-        }
-        G.swap(dH);  // dH of this chunk is dH' of the one before
-      }
-      MatrixMap<T>(grads.ds0 + bh * dd, d, d) = G;
-    }
-  }
-}
-
-template void delta_forward_eigen<float>(const ScanShape&, int64_t, const ScanInputs<float>&,
-                                         const float*, float*, float*, float*);
-template void delta_forward_eigen<double>(const ScanShape&, int64_t, const ScanInputs<double>&,
-                                          const double*, double*, double*, double*);
-template void delta_backward_eigen<float>(const ScanShape&, int64_t, const ScanInputs<float>&,
-                                          const float*, const float*, const float*,
-                                          const ScanInputGrads<float>&);
-template void delta_backward_eigen<double>(const ScanShape&, int64_t, const ScanInputs<double>&,
-                                           const double*, const double*, const double*,
-                                           const ScanInputGrads<double>&);
-
-}  // namespace scan_chunk
 
 template void scan_chunked_forward<float>(const ScanShape&, int64_t, const ScanInputs<float>&,
                                           const float*, float*, float*, float*);

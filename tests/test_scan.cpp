@@ -1,8 +1,9 @@
 // The scan op (docs/recurrence.md §5): float64 gradient checks of every rule ×
 // form, a finite-difference check of the kernels' final-state and
-// initial-state paths, the sequential and chunked forms against each other
-// (output, final state and every gradient, in float64 and float32), chunking
-// consistency, hand-computed values and argument errors.
+// initial-state paths, the chunked form against the sequential reference
+// (output, final state, saved chunk states and every gradient, in float64
+// and float32, at the compiled and at run-time sizes), chunking consistency,
+// hand-computed values and argument errors.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -77,21 +78,32 @@ Tensor cast(const Tensor& t, DType dtype) {
 
 // Forward and backward through the kernels for L = ⟨O, R1⟩ + ⟨S_T, R2⟩, so
 // that the final-state path and dS_0 are exercised too.
+// An undefined c.s0 starts from S_0 = 0 and an undefined R2 gives no dS_T
+// (the kernels then see null pointers, as in training).
 struct ScanRun {
   Tensor o, s_final;
+  Tensor saved;  // sequential: S_0 … S_{T−1} [B, H, T, d, d]; chunked: each chunk's entering state
   kernels::ScanGrads grads;
 };
 
 ScanRun run_kernels(const ScanOptions& config, const ScanCase& c, const Tensor& R1,
                     const Tensor& R2, DType dtype = DType::f64) {
   ScanRun run;
-  Tensor saved;
   Tensor q = cast(c.q, dtype), k = cast(c.k, dtype), v = cast(c.v, dtype);
   Tensor beta = cast(c.beta, dtype), g = cast(c.log_alpha, dtype);
-  run.o = kernels::scan_forward(config, q, k, v, beta, g, cast(c.s0, dtype), run.s_final, &saved);
-  run.grads = kernels::scan_backward(config, q, k, v, beta, g, saved, cast(R1, dtype),
+  run.o = kernels::scan_forward(config, q, k, v, beta, g, cast(c.s0, dtype), run.s_final,
+                                &run.saved);
+  run.grads = kernels::scan_backward(config, q, k, v, beta, g, run.saved, cast(R1, dtype),
                                      cast(R2, dtype));
   return run;
+}
+
+// The sequential form's saved states at the start of every chunk of C
+// tokens: what the chunked form saves.
+Tensor states_at_chunk_starts(const Tensor& states, int64_t C) {
+  std::vector<Tensor> starts;
+  for (int64_t t = 0; t < states.dim(2); t += C) starts.push_back(slice(states, 2, t, 1));
+  return concat(starts, 2);
 }
 
 double dot(const Tensor& a, const Tensor& b) {
@@ -215,29 +227,41 @@ TEST_CASE("scan kernels: finite differences with the final-state loss and dS_0")
     }
 }
 
-TEST_CASE("scan: sequential and chunked forms agree, float64 and float32") {
-  // B = 2, H = 3, d = 32; chunk sizes that divide T, that do not, and T < C.
-  const int64_t shapes[][2] = {{16, 64}, {32, 64}, {64, 64}, {16, 200},
-                               {32, 200}, {64, 200}, {32, 10}};  // C, T
+TEST_CASE("scan: the chunked form agrees with the sequential reference, float64 and float32") {
+  // B = 2, H = 3. The sizes the chunked scan is compiled for (d = 32 with
+  // C = 16 or 64) and run-time sizes (other C, other d, a chunk longer than
+  // the sequence); T a multiple of C, not a multiple, and shorter than C.
+  struct Size {
+    int64_t C, T, d;
+  };
+  const Size sizes[] = {{16, 64, 32},  {64, 64, 32}, {16, 200, 32}, {64, 200, 32}, {16, 10, 32},
+                        {64, 70, 32},  {32, 64, 32}, {32, 200, 32}, {32, 10, 32},  {1, 9, 32},
+                        {5, 37, 32},   {100, 70, 32}, {16, 45, 20}};
   for (ScanRule rule : kRules)
-    for (const auto& shape : shapes) {
-      const int64_t C = shape[0], T = shape[1];
-      INFO(rule_name(rule) << ", C = " << C << ", T = " << T);
-      Rng rng(1000 + int(rule) * 100 + C + T);
-      ScanCase c = make_case(rule, 2, T, 3, 32, rng);
-      Tensor R1 = Tensor::randn(c.q.shape(), rng, 1.0, 0.0, DType::f64);
-      Tensor R2 = Tensor::randn(c.s0.shape(), rng, 1.0, 0.0, DType::f64);
-      const ScanRun reference = run_kernels(kernel_config(rule, false, C), c, R1, R2);
-      const ScanRun chunked = run_kernels(kernel_config(rule, true, C), c, R1, R2);
-      check_all_close("float64 chunked vs sequential:", chunked, reference, 1e-10, 1.0);
-      for (bool form_chunked : {false, true}) {
-        const ScanRun single = run_kernels(kernel_config(rule, form_chunked, C), c, R1, R2,
-                                           DType::f32);
-        check_all_close(form_chunked ? "float32 chunked vs float64:"
-                                     : "float32 sequential vs float64:",
-                        single, reference, 1e-4, 0.0, kFloat32EachRel, kFloat32EachFloor);
+    for (const Size& size : sizes)
+      for (bool ends : {true, false}) {
+        const int64_t C = size.C, T = size.T;
+        INFO(rule_name(rule) << ", C = " << C << ", T = " << T << ", d = " << size.d
+                             << (ends ? ", with S_0 and dS_T" : ", from S_0 = 0, no dS_T"));
+        Rng rng(1000 + int(rule) * 100 + C + T + size.d);
+        ScanCase c = make_case(rule, 2, T, 3, size.d, rng);
+        Tensor R1 = Tensor::randn(c.q.shape(), rng, 1.0, 0.0, DType::f64);
+        Tensor R2 = Tensor::randn(c.s0.shape(), rng, 1.0, 0.0, DType::f64);
+        if (!ends) c.s0 = R2 = Tensor();
+        const ScanRun reference = run_kernels(kernel_config(rule, false, C), c, R1, R2);
+        const ScanRun chunked = run_kernels(kernel_config(rule, true, C), c, R1, R2);
+        check_all_close("float64 chunked vs sequential:", chunked, reference, 1e-10, 1.0);
+        check_close("float64 chunked vs sequential: chunk states", chunked.saved,
+                    states_at_chunk_starts(reference.saved, C), 1e-10, 1.0);
+        if (!ends) continue;  // float32 once per shape
+        for (bool form_chunked : {false, true}) {
+          const ScanRun single = run_kernels(kernel_config(rule, form_chunked, C), c, R1, R2,
+                                             DType::f32);
+          check_all_close(form_chunked ? "float32 chunked vs float64:"
+                                       : "float32 sequential vs float64:",
+                          single, reference, 1e-4, 0.0, kFloat32EachRel, kFloat32EachFloor);
+        }
       }
-    }
 }
 
 TEST_CASE("scan: strongly forgetting gates stay finite and accurate in float32") {

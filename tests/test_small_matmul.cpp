@@ -1,11 +1,8 @@
-// The fixed-size chunked scan (backend_cpu/scan_chunked_fixed.cpp) against
-// its references, the Eigen chunked scans (backend_cpu/scan_chunked.cpp for
-// the delta rules, scan_chunked_gated.cpp for the others): output, final
-// state, saved chunk states and every gradient, in float32 and float64, for
-// every rule it serves, at the model's head size, for the chunk lengths it is
-// compiled for, with T a multiple of C, not a multiple, and shorter than C.
-// Also the small products it is built from, and the run-time-size product
-// of backend_cpu/attention.cpp, against plain loops.
+// The small products of backend_cpu/small_matmul.h, which the chunked scan
+// (backend_cpu/scan_chunked.cpp) and the fused attention
+// (backend_cpu/attention.cpp) are built from, against plain loops: the
+// fixed-size products, triangular solves, lane sums and transpose, and the
+// run-time-size product.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -13,87 +10,13 @@
 #include <string>
 #include <vector>
 
-#include "backend_cpu/scan_chunk_parts.h"
 #include "backend_cpu/small_matmul.h"
 #include "core/rng.h"
 #include "core/tensor.h"
 #include "tests/harness.h"
 
 using namespace lina;
-using namespace lina::cpu::scan_chunk;
 using namespace lina::test;
-
-namespace {
-
-// With `ends`, a nonzero S_0 and dS_T; without, none (null), as in training:
-// the first chunk then starts from a zero state and the last receives a zero
-// dS', and the fixed-size scan skips the products with them.
-template <class T>
-void compare(ScanRule rule, int64_t C, int64_t T_len, bool ends, double tolerance) {
-  const int64_t B = 2, H = 3, d = 32, n = B * T_len * H * d, gates = B * T_len * H;
-  const int64_t chunks = (T_len + C - 1) / C;
-  const ScanShape s{B, T_len, H, d, rule};
-  Rng rng(uint64_t(100 * C + T_len + int(rule)));
-  // Keys of norm about 1, β in (0, 1), log-gates in (−0.5, 0): the model's
-  // regime, every path of the backward exercised.
-  const std::vector<T> q = random_vector<T>(n, rng, -0.3, 0.3), k = random_vector<T>(n, rng, -0.3, 0.3),
-                       v = random_vector<T>(n, rng, -1, 1), beta = random_vector<T>(gates, rng, 0, 1),
-                       g = random_vector<T>(gates, rng, -0.5, 0), s0 = random_vector<T>(B * H * d * d, rng, -0.5, 0.5),
-                       dout = random_vector<T>(n, rng, -1, 1),
-                       ds_final = random_vector<T>(B * H * d * d, rng, -1, 1);
-  const ScanInputs<T> in{q.data(), k.data(), v.data(), uses_beta(rule) ? beta.data() : nullptr,
-                         uses_gate(rule) ? g.data() : nullptr};
-  const T* S0 = ends ? s0.data() : nullptr;
-  const T* dS_T = ends ? ds_final.data() : nullptr;
-  auto run = [&](bool fixed) {
-    std::vector<T> o(n), s_final(B * H * d * d), states(B * H * chunks * d * d), dq(n), dk(n),
-        dv(n), dbeta(gates), dg(gates, T(0)), ds0(B * H * d * d);
-    const ScanInputGrads<T> grads{dq.data(), dk.data(), dv.data(),
-                                  uses_beta(rule) ? dbeta.data() : nullptr,
-                                  uses_gate(rule) ? dg.data() : nullptr, ds0.data()};
-    if (fixed) {
-      REQUIRE(fixed_forward(s, C, in, S0, o.data(), s_final.data(), states.data()));
-      REQUIRE(fixed_backward(s, C, in, states.data(), dout.data(), dS_T, grads));
-    } else if (!uses_beta(rule)) {
-      gated_forward(s, C, in, S0, o.data(), s_final.data(), states.data());
-      gated_backward(s, C, in, states.data(), dout.data(), dS_T, grads);
-    } else {
-      delta_forward_eigen(s, C, in, S0, o.data(), s_final.data(), states.data());
-      delta_backward_eigen(s, C, in, states.data(), dout.data(), dS_T, grads);
-    }
-    return std::vector<std::vector<T>>{o, s_final, states, dq, dk, dv, dbeta, dg, ds0};
-  };
-  const auto fixed = run(true), eigen = run(false);
-  const char* names[] = {"o", "S_T", "chunk states", "dq", "dk", "dv", "dbeta", "dg", "dS_0"};
-  for (size_t i = 0; i < fixed.size(); ++i) check_close(names[i], fixed[i], eigen[i], tolerance);
-}
-
-}  // namespace
-
-TEST_CASE("fixed-size chunked scan: the same results as the Eigen chunked scans") {
-  for (ScanRule rule : {ScanRule::Linear, ScanRule::Delta, ScanRule::Gdn,
-                        ScanRule::Retnet, ScanRule::Mamba2})
-    for (int64_t C : {16, 64})
-      for (int64_t T_len : {64, 70, 10, 128})
-        for (bool ends : {true, false}) {
-          INFO(scan_rule_name(rule) << ", C = " << C << ", T = " << T_len
-                                    << (ends ? ", with S_0 and dS_T" : ", from S_0 = 0"));
-          compare<float>(rule, C, T_len, ends, 2e-5);
-          compare<double>(rule, C, T_len, ends, 1e-12);
-        }
-}
-
-TEST_CASE("fixed-size chunked scan: compiled for the model's head size, chunk lengths and per-head decays only") {
-  const ScanShape s{1, 8, 1, 32, ScanRule::Delta};
-  const ScanInputs<float> none{};
-  // For anything else the kernel declines before touching any pointer.
-  CHECK_FALSE(fixed_forward<float>(s, 8, none, nullptr, nullptr, nullptr, nullptr));
-  CHECK_FALSE(fixed_forward<float>(ScanShape{1, 8, 1, 16, ScanRule::Delta}, 16, none, nullptr,
-                                   nullptr, nullptr, nullptr));
-  CHECK_FALSE(fixed_forward<float>(ScanShape{1, 8, 1, 32, ScanRule::Gla}, 16,
-                                   none, nullptr, nullptr, nullptr, nullptr));
-  CHECK_FALSE(fixed_backward<float>(s, 32, none, nullptr, nullptr, nullptr, {}));
-}
 
 TEST_CASE("small products with run-time sizes: every remainder of rows, vectors and columns against plain loops") {
   Rng rng(6);
