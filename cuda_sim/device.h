@@ -144,7 +144,7 @@ struct Launch {
 
  private:
   // A pointer argument is checked; so is every pointer of an argument struct
-  // that lists them with `device_pointers()` (BinaryArgs, ScanArgs, …).
+  // that lists them with `device_pointers()` (BinaryArgs, …).
   template <class T, class = void> struct lists_pointers : std::false_type {};
   template <class T>
   struct lists_pointers<T, std::void_t<decltype(std::declval<const T&>().device_pointers())>> : std::true_type {};

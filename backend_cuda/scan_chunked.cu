@@ -1,0 +1,741 @@
+// The chunked scan on the GPU (float32): docs/recurrence.md §3 (the delta
+// rules) and docs/recurrence-gated.md (decay per head or per key channel),
+// as plain kernels over tiles of at most 64 tokens (scan_tiles.cuh). One
+// template covers every write rule through its two properties: how the state
+// decays (kDecay: none, per head, per key channel) and whether the write is
+// corrected (kDelta). The token-by-token reference is scan_sequential.cu;
+// the tests compare both with each other and with the CPU.
+//
+// Per (batch, head) and tile of c tokens entering with the state H (d×d,
+// value × key), with λ_rj the log-decay of key channel j from the tile start
+// to token r (one number per head: the same for every j; none: 0):
+//   F1–F2  (I + A)[Y | W] = [diag(β) V | diag(β)(K ⊙ e^λ)],  A = strictly_lower(diag(β) E),
+//          E_ri = Σ_j k_rj k_ij e^{λ_rj − λ_ij}                       (delta rules)
+//   F3     U = Y − W Hᵀ                                    (without the delta correction U = V)
+//   F4     O = (Q ⊙ e^λ) Hᵀ + P U,   P_ri = Σ_j q_rj k_ij e^{λ_rj − λ_ij} for i ≤ r
+//   F5     H' = H diag(e^{λ_end}) + Uᵀ (K ⊙ e^{λ_end − λ})
+// Only F3 and F5 need H, and row v of H' needs only row v of H: the pass
+// that carries the state from tile to tile runs in parallel over (batch,
+// head, group of state rows); everything else runs over (batch, head, tile).
+//
+// Forward, three kernels on the stream:
+//   scan_solve_kernel          F1–F2 of every tile (delta rules)          → Y, W
+//   scan_state_forward_kernel  tile after tile: the entering state, F3, F5 → tile states, U, S_T
+//   scan_output_kernel         F4 of every tile                           → O
+// Backward (recurrence.md §3.4, recurrence-gated.md §3), from the states
+// saved at chunk starts (chunk_states [B, H, ⌈T/C⌉, d, d]):
+//   scan_solve_kernel, scan_state_forward_kernel again, each chunk starting
+//     from its saved state (delta rules, or chunks longer than a tile)     → Y, W, U, tile states
+//   scan_readout_backward_kernel  Pᵀ dO of every tile (B1's second term)
+//   scan_state_backward_kernel    tiles in reverse: B1, B2                  → dU, dH' of each tile, dS_0
+//   scan_delta_backward_kernel    B5–B8 of every tile (delta rules)        → dV, dβ, dK's delta terms
+//   scan_gradients_kernel         B3, and the gate's B4/B9–B10             → dQ, dK, d log a
+// Outputs are written (=) in a fixed order: no atomics, the same bits on
+// every run.
+//
+// Shared memory per block at d = 32, for C = 16 (the default) / C = 64 (a
+// decay per channel adds its c×d λ): solve 7 / 41 KB, the state passes
+// 4–12 / 11–45 KB, output 11–15 / 44–60 KB, readout backward 7–11 / 40–56 KB,
+// delta backward 16 / 77 KB, gradients 17–25 / 56–88 KB. Above 48 KB a
+// kernel asks for it (with_shared_memory), and fewer blocks share an SM: at
+// C = 64 the backward's tile kernels run 2–3 blocks of 256 threads per SM.
+#include <string>
+
+#include "backend_cuda/cuda_context.h"
+#include "backend_cuda/cuda_kernels.h"
+#include "backend_cuda/scan_tiles.cuh"
+#include "core/error.h"
+
+namespace lina::cuda {
+
+namespace {
+
+// The rule takes a gradient of its log-decay (a learned gate).
+template <DecayKind kDecay> constexpr bool learned_gate() {
+  return kDecay == DecayKind::LearnedPerHead || kDecay == DecayKind::LearnedPerChannel;
+}
+
+// ---- forward ---------------------------------------------------------------------
+
+struct SolveShared {
+  double* lambda;  // [c][w]  λ
+  float* K;        // [c][d]  the tile's keys
+  float* E;        // [c][c]  (K Kᵀ) ⊙ Γ below the diagonal; A = diag(β) E
+  float* Y;        // [c][d]  the right side diag(β) V, then Y
+  float* W;        // [c][d]  the right side diag(β)(K ⊙ e^λ), then W
+  float* beta;     // [c]
+  LINA_HD SolveShared(SharedCarve& m, int64_t c, int64_t d, int64_t w)
+      : lambda(m.take<double>(c * w)), K(m.take<float>(c * d)), E(m.take<float>(c * c)),
+        Y(m.take<float>(c * d)), W(m.take<float>(c * d)), beta(m.take<float>(c)) {}
+};
+
+// F1–F2 of one tile (delta rules); grid (tiles, B·H). Y, W [B, T, H, d].
+template <DecayKind kDecay>
+__global__ void __launch_bounds__(kScanThreads)
+    scan_solve_kernel(ScanShape s, ScanTiling z, const float* k, const float* v, const float* beta,
+                      const float* g, float* Y, float* W) {
+  const int d = int(s.d), w = decay_width<kDecay>(d);
+  const Tile at = tile_of(z, blockIdx.y, blockIdx.x);
+  const int c = at.rows;
+  LINA_DYNAMIC_SHARED(double, scan_shared);
+  SharedCarve carve{reinterpret_cast<char*>(scan_shared)};
+  const SolveShared t(carve, z.rows, d, w);
+
+  load_rows(t.K, k, at, d);
+  for (int r = threadIdx.x; r < c; r += blockDim.x) t.beta[r] = beta[at.token(r)];
+  load_log_decay<kDecay>(t.lambda, s, g, at);
+  __syncthreads();
+  const TileDecay<kDecay> decay{t.lambda, w, c - 1};
+  // F1  E = (K Kᵀ) ⊙ Γ, strictly below the diagonal
+  decayed_products(t.E, t.K, t.K, decay, c, d, /*strict=*/true);
+  // F2's right sides: diag(β) V and diag(β)(K ⊙ e^λ)
+  for (int e = threadIdx.x; e < c * d; e += blockDim.x) {
+    const int r = e / d, j = e % d;
+    t.Y[e] = t.beta[r] * v[at.token(r) * d + j];
+    t.W[e] = t.beta[r] * decay.from_start(r, j) * t.K[e];
+  }
+  __syncthreads();
+  // F2  (I + A)[Y | W] = the right sides, by forward substitution down the
+  //     rows, one of the 2d columns per thread (c²/2 multiply-adds each; the
+  //     other threads wait: the solve is short beside the products)
+  for (int col = threadIdx.x; col < 2 * d; col += blockDim.x) {
+    float* X = col < d ? t.Y : t.W;
+    const int j = col % d;
+    for (int r = 1; r < c; ++r) {
+      float x = X[r * d + j];
+      for (int i = 0; i < r; ++i) x -= t.beta[r] * t.E[r * c + i] * X[i * d + j];
+      X[r * d + j] = x;
+    }
+  }
+  __syncthreads();
+  store_rows(Y, t.Y, at, d);
+  store_rows(W, t.W, at, d);
+}
+
+// State rows a block of the passes over tiles carries: R rows × d keys, one
+// state entry per thread (d = 32: R = 8, four blocks per (batch, head)).
+int state_rows_per_block(int64_t d) {
+  const int64_t R = kScanThreads / d;
+  return int(R < 1 ? 1 : R > d ? d : R);
+}
+
+struct StateForwardShared {
+  double* lambda;  // [c][w]  λ
+  float* H;        // [R][d]  the block's rows v0 … v0 + R − 1 of the state
+  float* Kend;     // [c][d]  K ⊙ e^{λ_end − λ}: each key as the tile's end sees it
+  float* W;        // [c][d]  (delta rules)
+  float* U;        // [c][R]  the block's columns of Y (delta rules) or V, then of U
+  LINA_HD StateForwardShared(SharedCarve& m, int64_t c, int64_t d, int64_t w, int64_t R, bool delta)
+      : lambda(m.take<double>(c * w)), H(m.take<float>(R * d)), Kend(m.take<float>(c * d)),
+        W(m.take<float>(delta ? c * d : 0)), U(m.take<float>(c * R)) {}
+};
+
+// The pass over the tiles of one (batch, head), rows v0 … v0 + R − 1 of the
+// state (grid (⌈d / R⌉, B·H)): the state entering each tile (saved, or read
+// back from the chunk's saved state in the backward), F3 and F5. values is
+// Y (delta rules) or V; U [B, T, H, d] receives the block's columns of U
+// (delta rules); tile_states [B, H, tiles, d, d], chunk_states, s_final:
+// each written when not null.
+template <DecayKind kDecay, bool kDelta>
+__global__ void __launch_bounds__(kScanThreads)
+    scan_state_forward_kernel(ScanShape s, ScanTiling z, int rows_per_block, const float* k,
+                              const float* g, const float* values, const float* W, const float* s0,
+                              const float* saved_chunk_states, float* U, float* tile_states,
+                              float* chunk_states, float* s_final) {
+  const int d = int(s.d), w = decay_width<kDecay>(d), v0 = blockIdx.x * rows_per_block;
+  const int R = rows_per_block < d - v0 ? rows_per_block : d - v0;  // this block's state rows
+  const int64_t bh = blockIdx.y, dd = int64_t(d) * d, own = v0 * d;  // own: its first entry in a [d, d] state
+  LINA_DYNAMIC_SHARED(double, scan_shared);
+  SharedCarve carve{reinterpret_cast<char*>(scan_shared)};
+  const StateForwardShared t(carve, z.rows, d, w, rows_per_block, kDelta);
+
+  for (int e = threadIdx.x; e < R * d; e += blockDim.x) t.H[e] = s0 ? s0[bh * dd + own + e] : 0.0f;
+  for (int64_t n = 0; n < z.tiles; ++n) {
+    const Tile at = tile_of(z, bh, n);
+    const int c = at.rows;
+    const int64_t chunk_state = (bh * z.chunks + z.chunk_of(n)) * dd + own;
+    __syncthreads();  // the last tile's F5 is done with the shared tiles
+    // The state entering the tile: read back, or saved.
+    for (int e = threadIdx.x; e < R * d; e += blockDim.x) {
+      if (saved_chunk_states && z.starts_chunk(n)) t.H[e] = saved_chunk_states[chunk_state + e];
+      if (tile_states) tile_states[(bh * z.tiles + n) * dd + own + e] = t.H[e];
+      if (chunk_states && z.starts_chunk(n)) chunk_states[chunk_state + e] = t.H[e];
+    }
+    load_log_decay<kDecay>(t.lambda, s, g, at);
+    __syncthreads();
+    const TileDecay<kDecay> decay{t.lambda, w, c - 1};
+    for (int e = threadIdx.x; e < c * d; e += blockDim.x) {
+      const int r = e / d, j = e % d;
+      t.Kend[e] = k[at.token(r) * d + j] * decay.to_end(r, j);
+      if (kDelta) t.W[e] = W[at.token(r) * d + j];
+    }
+    load_rows(t.U, values, at, d, v0, R);
+    __syncthreads();
+    if constexpr (kDelta) {
+      // F3  U = Y − W Hᵀ, the block's columns   [c][R]
+      for (int e = threadIdx.x; e < c * R; e += blockDim.x) {
+        const int r = e / R, v = e % R;
+        float WH = 0.0f;
+        for (int j = 0; j < d; ++j) WH += t.W[r * d + j] * t.H[v * d + j];
+        t.U[e] -= WH;
+      }
+      __syncthreads();
+      store_rows(U, t.U, at, d, v0, R);
+    }
+    // F5  H' = H diag(e^{λ_end}) + Uᵀ Kend, the block's rows   [R][d]
+    for (int e = threadIdx.x; e < R * d; e += blockDim.x) {
+      const int v = e / d, j = e % d;
+      float UK = 0.0f;
+      for (int r = 0; r < c; ++r) UK += t.U[r * R + v] * t.Kend[r * d + j];
+      t.H[e] = t.H[e] * decay.from_start(c - 1, j) + UK;
+    }
+  }
+  if (s_final)  // each thread its own entries of H, as F5 left them
+    for (int e = threadIdx.x; e < R * d; e += blockDim.x) s_final[bh * dd + own + e] = t.H[e];
+}
+
+struct OutputShared {
+  double* lambda;  // [c][w]  λ
+  float* Q;        // [c][d]  the tile's queries, then Q ⊙ e^λ
+  float* K;        // [c][d]
+  float* U;        // [c][d]  the write vectors as rows (V without the delta correction)
+  float* H;        // [d][d]  the state entering the tile
+  float* P;        // [c][c]  the weights of the tile's own writes
+  LINA_HD OutputShared(SharedCarve& m, int64_t c, int64_t d, int64_t w)
+      : lambda(m.take<double>(c * w)), Q(m.take<float>(c * d)), K(m.take<float>(c * d)),
+        U(m.take<float>(c * d)), H(m.take<float>(d * d)), P(m.take<float>(c * c)) {}
+};
+
+// F4 of one tile; grid (tiles, B·H). o [B, T, H, d].
+template <DecayKind kDecay>
+__global__ void __launch_bounds__(kScanThreads)
+    scan_output_kernel(ScanShape s, ScanTiling z, const float* q, const float* k, const float* g,
+                       const float* U, const float* tile_states, float* o) {
+  const int d = int(s.d), w = decay_width<kDecay>(d);
+  const int64_t bh = blockIdx.y, n = blockIdx.x, dd = int64_t(d) * d;
+  const Tile at = tile_of(z, bh, n);
+  const int c = at.rows;
+  LINA_DYNAMIC_SHARED(double, scan_shared);
+  SharedCarve carve{reinterpret_cast<char*>(scan_shared)};
+  const OutputShared t(carve, z.rows, d, w);
+
+  load_rows(t.Q, q, at, d);
+  load_rows(t.K, k, at, d);
+  load_rows(t.U, U, at, d);
+  for (int e = threadIdx.x; e < d * d; e += blockDim.x) t.H[e] = tile_states[(bh * z.tiles + n) * dd + e];
+  load_log_decay<kDecay>(t.lambda, s, g, at);
+  __syncthreads();
+  const TileDecay<kDecay> decay{t.lambda, w, c - 1};
+  // P = (Q Kᵀ) ⊙ Γ, on and below the diagonal
+  decayed_products(t.P, t.Q, t.K, decay, c, d, /*strict=*/false);
+  __syncthreads();
+  // Q ⊙ e^λ: how each token reads the entering state
+  for (int e = threadIdx.x; e < c * d; e += blockDim.x) t.Q[e] *= decay.from_start(e / d, e % d);
+  __syncthreads();
+  // F4  O = (Q ⊙ e^λ) Hᵀ + P U   [c][d]
+  for (int e = threadIdx.x; e < c * d; e += blockDim.x) {
+    const int r = e / d, v = e % d;
+    float QH = 0.0f, PU = 0.0f;
+    for (int j = 0; j < d; ++j) QH += t.Q[r * d + j] * t.H[v * d + j];
+    for (int i = 0; i <= r; ++i) PU += t.P[r * c + i] * t.U[i * d + v];
+    o[at.token(r) * d + v] = QH + PU;
+  }
+}
+
+// ---- backward --------------------------------------------------------------------
+
+struct ReadoutBackwardShared {
+  double* lambda;  // [c][w]  λ
+  float* Q;        // [c][d]
+  float* K;        // [c][d]
+  float* dO;       // [c][d]  the tile's output gradient
+  float* P;        // [c][c]  as in F4
+  LINA_HD ReadoutBackwardShared(SharedCarve& m, int64_t c, int64_t d, int64_t w)
+      : lambda(m.take<double>(c * w)), Q(m.take<float>(c * d)), K(m.take<float>(c * d)),
+        dO(m.take<float>(c * d)), P(m.take<float>(c * c)) {}
+};
+
+// B1's second term, Pᵀ dO, of one tile; grid (tiles, B·H). dU [B, T, H, d].
+template <DecayKind kDecay>
+__global__ void __launch_bounds__(kScanThreads)
+    scan_readout_backward_kernel(ScanShape s, ScanTiling z, const float* q, const float* k,
+                                 const float* g, const float* dout, float* dU) {
+  const int d = int(s.d), w = decay_width<kDecay>(d);
+  const Tile at = tile_of(z, blockIdx.y, blockIdx.x);
+  const int c = at.rows;
+  LINA_DYNAMIC_SHARED(double, scan_shared);
+  SharedCarve carve{reinterpret_cast<char*>(scan_shared)};
+  const ReadoutBackwardShared t(carve, z.rows, d, w);
+
+  load_rows(t.Q, q, at, d);
+  load_rows(t.K, k, at, d);
+  load_rows(t.dO, dout, at, d);
+  load_log_decay<kDecay>(t.lambda, s, g, at);
+  __syncthreads();
+  const TileDecay<kDecay> decay{t.lambda, w, c - 1};
+  // P = (Q Kᵀ) ⊙ Γ, on and below the diagonal
+  decayed_products(t.P, t.Q, t.K, decay, c, d, /*strict=*/false);
+  __syncthreads();
+  // Pᵀ dO: row i gathers the outputs that read token i's write   [c][d]
+  for (int e = threadIdx.x; e < c * d; e += blockDim.x) {
+    const int i = e / d, v = e % d;
+    float PdO = 0.0f;
+    for (int r = i; r < c; ++r) PdO += t.P[r * c + i] * t.dO[r * d + v];
+    dU[at.token(i) * d + v] = PdO;
+  }
+}
+
+struct StateBackwardShared {
+  double* lambda;  // [c][w]  λ
+  float* G;        // [R][d]  the block's rows of dH', the gradient of the state leaving the tile
+  float* Qstart;   // [c][d]  Q ⊙ e^λ
+  float* Kend;     // [c][d]  K ⊙ e^{λ_end − λ}
+  float* W;        // [c][d]  (delta rules)
+  float* dO;       // [c][R]  the block's columns of dO
+  float* dU;       // [c][R]  the block's columns of Pᵀ dO, then of dU
+  LINA_HD StateBackwardShared(SharedCarve& m, int64_t c, int64_t d, int64_t w, int64_t R, bool delta)
+      : lambda(m.take<double>(c * w)), G(m.take<float>(R * d)), Qstart(m.take<float>(c * d)),
+        Kend(m.take<float>(c * d)), W(m.take<float>(delta ? c * d : 0)), dO(m.take<float>(c * R)),
+        dU(m.take<float>(c * R)) {}
+};
+
+// The pass over the tiles in reverse, rows v0 … v0 + R − 1 of the state
+// gradient (grid (⌈d / R⌉, B·H)): B1 and B2. dU [B, T, H, d] holds Pᵀ dO and
+// receives dU; tile_grads [B, H, tiles, d, d] receives dH' of each tile;
+// ds0 = dS_0.
+template <DecayKind kDecay, bool kDelta>
+__global__ void __launch_bounds__(kScanThreads)
+    scan_state_backward_kernel(ScanShape s, ScanTiling z, int rows_per_block, const float* q,
+                               const float* k, const float* g, const float* dout, const float* W,
+                               const float* ds_final, float* dU, float* tile_grads, float* ds0) {
+  const int d = int(s.d), w = decay_width<kDecay>(d), v0 = blockIdx.x * rows_per_block;
+  const int R = rows_per_block < d - v0 ? rows_per_block : d - v0;
+  const int64_t bh = blockIdx.y, dd = int64_t(d) * d, own = v0 * d;
+  LINA_DYNAMIC_SHARED(double, scan_shared);
+  SharedCarve carve{reinterpret_cast<char*>(scan_shared)};
+  const StateBackwardShared t(carve, z.rows, d, w, rows_per_block, kDelta);
+
+  for (int e = threadIdx.x; e < R * d; e += blockDim.x) t.G[e] = ds_final ? ds_final[bh * dd + own + e] : 0.0f;
+  for (int64_t n = z.tiles - 1; n >= 0; --n) {
+    const Tile at = tile_of(z, bh, n);
+    const int c = at.rows;
+    __syncthreads();  // the last tile's B2 is done with the shared tiles
+    for (int e = threadIdx.x; e < R * d; e += blockDim.x) tile_grads[(bh * z.tiles + n) * dd + own + e] = t.G[e];
+    load_log_decay<kDecay>(t.lambda, s, g, at);
+    __syncthreads();
+    const TileDecay<kDecay> decay{t.lambda, w, c - 1};
+    for (int e = threadIdx.x; e < c * d; e += blockDim.x) {
+      const int r = e / d, j = e % d;
+      t.Qstart[e] = q[at.token(r) * d + j] * decay.from_start(r, j);
+      t.Kend[e] = k[at.token(r) * d + j] * decay.to_end(r, j);
+      if (kDelta) t.W[e] = W[at.token(r) * d + j];
+    }
+    load_rows(t.dO, dout, at, d, v0, R);
+    load_rows(t.dU, dU, at, d, v0, R);
+    __syncthreads();
+    // B1  dU = Kend dH'ᵀ + Pᵀ dO, the block's columns   [c][R]
+    for (int e = threadIdx.x; e < c * R; e += blockDim.x) {
+      const int r = e / R, v = e % R;
+      float KG = 0.0f;
+      for (int j = 0; j < d; ++j) KG += t.Kend[r * d + j] * t.G[v * d + j];
+      t.dU[e] += KG;
+    }
+    __syncthreads();
+    store_rows(dU, t.dU, at, d, v0, R);
+    // B2  dH = dH' diag(e^{λ_end}) + dOᵀ (Q ⊙ e^λ) − dUᵀ W (the last: delta rules), the block's rows
+    for (int e = threadIdx.x; e < R * d; e += blockDim.x) {
+      const int v = e / d, j = e % d;
+      float dOQ = 0.0f, dUW = 0.0f;
+      for (int r = 0; r < c; ++r) dOQ += t.dO[r * R + v] * t.Qstart[r * d + j];
+      if (kDelta)
+        for (int r = 0; r < c; ++r) dUW += t.dU[r * R + v] * t.W[r * d + j];
+      t.G[e] = t.G[e] * decay.from_start(c - 1, j) + dOQ - dUW;
+    }
+  }
+  for (int e = threadIdx.x; e < R * d; e += blockDim.x) ds0[bh * dd + own + e] = t.G[e];
+}
+
+struct DeltaBackwardShared {
+  double* lambda;  // [c][w]  λ
+  float* K;        // [c][d]
+  float* Y;        // [c][d]
+  float* W;        // [c][d]
+  float* dBV;      // [c][d]  dU, then dBV
+  float* dBK;      // [c][d]  dW, then dBK
+  float* E;        // [c][c]  (K Kᵀ) ⊙ Γ below the diagonal, as in F1
+  float* dA;       // [c][c]  dA, then dE ⊙ Γ
+  float* H;        // [d][d]  the state entering the tile
+  float* beta;     // [c]
+  LINA_HD DeltaBackwardShared(SharedCarve& m, int64_t c, int64_t d, int64_t w)
+      : lambda(m.take<double>(c * w)), K(m.take<float>(c * d)), Y(m.take<float>(c * d)),
+        W(m.take<float>(c * d)), dBV(m.take<float>(c * d)), dBK(m.take<float>(c * d)),
+        E(m.take<float>(c * c)), dA(m.take<float>(c * c)), H(m.take<float>(d * d)), beta(m.take<float>(c)) {}
+};
+
+// B5–B8 of one tile (delta rules); grid (tiles, B·H). Writes dv, dbeta, and
+// dk = the delta terms (scan_gradients_kernel adds the rest); gate_extra
+// [B, T, H, d] (with a learned gate) = k ⊙ (the delta terms of dk that
+// carry e^{+λ_r} − the one that carries e^{−λ_r}), what they add to dλ_r.
+template <DecayKind kDecay>
+__global__ void __launch_bounds__(kScanThreads)
+    scan_delta_backward_kernel(ScanShape s, ScanTiling z, const float* k, const float* v,
+                               const float* beta, const float* g, const float* tile_states,
+                               const float* dU, const float* Y, const float* W, float* dv,
+                               float* dbeta, float* dk, float* gate_extra) {
+  const int d = int(s.d), w = decay_width<kDecay>(d);
+  const int64_t bh = blockIdx.y, n = blockIdx.x, dd = int64_t(d) * d;
+  const Tile at = tile_of(z, bh, n);
+  const int c = at.rows;
+  LINA_DYNAMIC_SHARED(double, scan_shared);
+  SharedCarve carve{reinterpret_cast<char*>(scan_shared)};
+  const DeltaBackwardShared t(carve, z.rows, d, w);
+
+  load_rows(t.K, k, at, d);
+  load_rows(t.Y, Y, at, d);
+  load_rows(t.W, W, at, d);
+  load_rows(t.dBV, dU, at, d);
+  for (int e = threadIdx.x; e < d * d; e += blockDim.x) t.H[e] = tile_states[(bh * z.tiles + n) * dd + e];
+  for (int r = threadIdx.x; r < c; r += blockDim.x) t.beta[r] = beta[at.token(r)];
+  load_log_decay<kDecay>(t.lambda, s, g, at);
+  __syncthreads();
+  const TileDecay<kDecay> decay{t.lambda, w, c - 1};
+  decayed_products(t.E, t.K, t.K, decay, c, d, /*strict=*/true);  // E of F1
+  // B5  dW = −dU H   [c][d]
+  for (int e = threadIdx.x; e < c * d; e += blockDim.x) {
+    const int r = e / d, j = e % d;
+    float dUH = 0.0f;
+    for (int l = 0; l < d; ++l) dUH += t.dBV[r * d + l] * t.H[l * d + j];
+    t.dBK[e] = -dUH;
+  }
+  __syncthreads();
+  // B6  (I + A)ᵀ [dBV | dBK] = [dU | dW], by back substitution up the rows,
+  //     one of the 2d columns per thread (A = diag(β) E)
+  for (int col = threadIdx.x; col < 2 * d; col += blockDim.x) {
+    float* X = col < d ? t.dBV : t.dBK;
+    const int j = col % d;
+    for (int r = c - 2; r >= 0; --r) {
+      float x = X[r * d + j];
+      for (int i = r + 1; i < c; ++i) x -= t.beta[i] * t.E[i * c + r] * X[i * d + j];
+      X[r * d + j] = x;
+    }
+  }
+  __syncthreads();
+  // B7  dV = diag(β) dBV;  dA = −strictly_lower(dBV Yᵀ + dBK Wᵀ)
+  for (int e = threadIdx.x; e < c * d; e += blockDim.x)
+    dv[at.token(e / d) * d + e % d] = t.beta[e / d] * t.dBV[e];
+  for (int e = threadIdx.x; e < c * c; e += blockDim.x) {
+    const int r = e / c, i = e % c;
+    float dBYW = 0.0f;
+    if (i < r)
+      for (int j = 0; j < d; ++j) dBYW += t.dBV[r * d + j] * t.Y[i * d + j] + t.dBK[r * d + j] * t.W[i * d + j];
+    t.dA[e] = -dBYW;
+  }
+  __syncthreads();
+  // B8  dβ_r = dBV_r·v_r + dBK_r·(k_r ⊙ e^{λ_r}) + Σ_i dA_ri E_ri
+  for (int r = threadIdx.x; r < c; r += blockDim.x) {
+    float dbeta_r = 0.0f;
+    for (int j = 0; j < d; ++j)
+      dbeta_r += t.dBV[r * d + j] * v[at.token(r) * d + j] + t.dBK[r * d + j] * t.K[r * d + j] * decay.from_start(r, j);
+    for (int i = 0; i < r; ++i) dbeta_r += t.dA[r * c + i] * t.E[r * c + i];
+    dbeta[at.token(r)] = dbeta_r;
+  }
+  __syncthreads();
+  // dE ⊙ Γ = diag(β) dA ⊙ Γ, in place (a decay per channel stays in the sums below)
+  for (int e = threadIdx.x; e < c * c; e += blockDim.x)
+    if (e % c < e / c) t.dA[e] *= t.beta[e / c] * decay.head_between(e % c, e / c);
+  __syncthreads();
+  // B7  dK = diag(β)(dBK ⊙ e^λ) + (dE ⊙ Γ) K + (dE ⊙ Γ)ᵀ K
+  for (int e = threadIdx.x; e < c * d; e += blockDim.x) {
+    const int r = e / d, j = e % d;
+    const float from_W = t.beta[r] * decay.from_start(r, j) * t.dBK[e];
+    float as_row = 0.0f, as_column = 0.0f;  // E_ri (i < r) and E_ir (i > r)
+    for (int i = 0; i < r; ++i) as_row += t.dA[r * c + i] * t.K[i * d + j] * decay.channel_between(i, r, j);
+    for (int i = r + 1; i < c; ++i) as_column += t.dA[i * c + r] * t.K[i * d + j] * decay.channel_between(r, i, j);
+    dk[at.token(r) * d + j] = from_W + as_row + as_column;
+    if (gate_extra) gate_extra[at.token(r) * d + j] = t.K[e] * (from_W + as_row - as_column);
+  }
+}
+
+struct GradientShared {
+  double* lambda;  // [c][w]  λ
+  float* Q;        // [c][d]
+  float* K;        // [c][d]
+  float* U;        // [c][d]  the write vectors (V without the delta correction)
+  float* dO;       // [c][d]
+  float* H;        // [d][d]  the state entering the tile
+  float* G;        // [d][d]  dH', the gradient of the state leaving it
+  float* dPG;      // [c][c]  dP ⊙ Γ, dP = dO Uᵀ on and below the diagonal
+  float* dlam;     // [c][d]  dλ, then its sums from the tile end   (learned gates)
+  float* k_dk_end; // [c][d]  k ⊙ the part of dk through Kend      (learned gates)
+  LINA_HD GradientShared(SharedCarve& m, int64_t c, int64_t d, int64_t w, bool gate)
+      : lambda(m.take<double>(c * w)), Q(m.take<float>(c * d)), K(m.take<float>(c * d)),
+        U(m.take<float>(c * d)), dO(m.take<float>(c * d)), H(m.take<float>(d * d)), G(m.take<float>(d * d)),
+        dPG(m.take<float>(c * c)), dlam(m.take<float>(gate ? c * d : 0)),
+        k_dk_end(m.take<float>(gate ? c * d : 0)) {}
+};
+
+// B3 of one tile, then the gate's gradient; grid (tiles, B·H). dq is
+// written; dk too, or added to the delta terms already there (kDelta).
+// With a learned gate (recurrence-gated.md §3 B4–B5): every term of dq_r
+// carries e^{+λ_r} and every term of dk_r here e^{−λ_r}, so
+//   dλ_r = q_r ⊙ dq_r − k_r ⊙ dk_r + gate_extra_r
+//          (+ on the last row: e^{λ_end} ⊙ Σ_v (dH' ⊙ H)_v + Σ_i k_i ⊙ (the part of dk_i through Kend)),
+//          each sum without the terms that carry no decay, which cancel
+//   d log a_s = Σ_{r ≥ s} dλ_r   (summed over the channels for a decay per head)
+template <DecayKind kDecay, bool kDelta>
+__global__ void __launch_bounds__(kScanThreads)
+    scan_gradients_kernel(ScanShape s, ScanTiling z, const float* q, const float* k, const float* g,
+                          const float* dout, const float* U, const float* tile_states,
+                          const float* tile_grads, const float* gate_extra, float* dq, float* dk,
+                          float* dg) {
+  constexpr bool kGate = learned_gate<kDecay>();
+  const int d = int(s.d), w = decay_width<kDecay>(d);
+  const int64_t bh = blockIdx.y, n = blockIdx.x, dd = int64_t(d) * d, state = (bh * z.tiles + n) * dd;
+  const Tile at = tile_of(z, bh, n);
+  const int c = at.rows;
+  LINA_DYNAMIC_SHARED(double, scan_shared);
+  SharedCarve carve{reinterpret_cast<char*>(scan_shared)};
+  const GradientShared t(carve, z.rows, d, w, kGate);
+
+  load_rows(t.Q, q, at, d);
+  load_rows(t.K, k, at, d);
+  load_rows(t.U, U, at, d);
+  load_rows(t.dO, dout, at, d);
+  for (int e = threadIdx.x; e < d * d; e += blockDim.x) t.H[e] = tile_states[state + e], t.G[e] = tile_grads[state + e];
+  load_log_decay<kDecay>(t.lambda, s, g, at);
+  __syncthreads();
+  const TileDecay<kDecay> decay{t.lambda, w, c - 1};
+  // B3  dP ⊙ Γ, dP = lower_incl(dO Uᵀ)
+  for (int e = threadIdx.x; e < c * c; e += blockDim.x) {
+    const int r = e / c, i = e % c;
+    float dOU = 0.0f;
+    if (i <= r)
+      for (int v = 0; v < d; ++v) dOU += t.dO[r * d + v] * t.U[i * d + v];
+    t.dPG[e] = i <= r ? dOU * decay.head_between(i, r) : 0.0f;
+  }
+  __syncthreads();
+  // B3  dq_r = (dO H)_r ⊙ e^{λ_r} + Σ_{i ≤ r} (dP ⊙ Γ)_ri k_i ⊙ e^{λ_r − λ_i}
+  //     dk_r = (U dH')_r ⊙ e^{λ_end − λ_r} + Σ_{i ≥ r} (dP ⊙ Γ)_ir q_i ⊙ e^{λ_i − λ_r}
+  for (int e = threadIdx.x; e < c * d; e += blockDim.x) {
+    const int r = e / d, j = e % d;
+    float dOH = 0.0f, UG = 0.0f, dq_read = 0.0f, dk_read = 0.0f;
+    for (int l = 0; l < d; ++l) {
+      dOH += t.dO[r * d + l] * t.H[l * d + j];
+      UG += t.U[r * d + l] * t.G[l * d + j];
+    }
+    for (int i = 0; i < r; ++i) dq_read += t.dPG[r * c + i] * t.K[i * d + j] * decay.channel_between(i, r, j);
+    for (int i = r + 1; i < c; ++i) dk_read += t.dPG[i * c + r] * t.Q[i * d + j] * decay.channel_between(r, i, j);
+    const float diagonal = t.dPG[r * c + r];            // dP_rr: token r's read of its own write
+    const float dq_decayed = decay.from_start(r, j) * dOH + dq_read;
+    const float dk_end = decay.to_end(r, j) * UG;        // through Kend, into the state leaving the tile
+    const int64_t at_rj = at.token(r) * d + j;
+    dq[at_rj] = dq_decayed + diagonal * t.K[e];
+    dk[at_rj] = (kDelta ? dk[at_rj] : 0.0f) + dk_end + dk_read + diagonal * t.Q[e];
+    if (kGate) {
+      // The terms without decay cancel in dλ exactly, so they are left out
+      // rather than left to float32: the diagonal of P, and the last token's
+      // write into the leaving state (e^{λ_end − λ_end} = 1).
+      const float dk_decayed_end = r == c - 1 ? 0.0f : dk_end;
+      t.dlam[e] = t.Q[e] * dq_decayed - t.K[e] * (dk_decayed_end + dk_read) + (gate_extra ? gate_extra[at_rj] : 0.0f);
+      t.k_dk_end[e] = t.K[e] * dk_decayed_end;
+    }
+  }
+  if (!kGate) return;
+  __syncthreads();
+  // B4–B5 one key channel per thread: the last row's terms, then the sums from the tile end
+  for (int j = threadIdx.x; j < d; j += blockDim.x) {
+    float GH = 0.0f, sum = 0.0f;
+    for (int v = 0; v < d; ++v) GH += t.G[v * d + j] * t.H[v * d + j];
+    for (int i = 0; i < c; ++i) sum += t.k_dk_end[i * d + j];
+    sum += decay.from_start(c - 1, j) * GH;
+    for (int r = c - 1; r >= 0; --r) {
+      sum += t.dlam[r * d + j];
+      t.dlam[r * d + j] = sum;
+    }
+  }
+  __syncthreads();
+  if (kDecay == DecayKind::LearnedPerChannel) {
+    store_rows(dg, t.dlam, at, d);
+  } else {  // one gate per head: summed over the channels
+    for (int r = threadIdx.x; r < c; r += blockDim.x) {
+      float per_head = 0.0f;
+      for (int j = 0; j < d; ++j) per_head += t.dlam[r * d + j];
+      dg[at.token(r)] = per_head;
+    }
+  }
+}
+
+// ---- the entry points ----------------------------------------------------------------
+
+// A float buffer of the stream-ordered pool for one call's intermediate
+// results (none when floats is 0); back to the pool when the call returns,
+// after its kernels in stream order.
+class DeviceBuffer {
+ public:
+  explicit DeviceBuffer(int64_t floats)
+      : ptr_(floats > 0 ? static_cast<float*>(alloc(size_t(floats) * sizeof(float))) : nullptr) {}
+  ~DeviceBuffer() { lina::cuda::free(ptr_); }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  float* get() const { return ptr_; }
+
+ private:
+  float* ptr_;
+};
+
+// Makes room for `bytes` of dynamic shared memory in `kernel` (above 48 KB a
+// kernel must ask for it) and returns bytes.
+template <class... P> size_t with_shared_memory(void (*kernel)(P...), size_t bytes) {
+  if (bytes > 48 * 1024)
+    LINA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)),
+                    "cuda::scan_chunked: " + std::to_string(bytes) + " bytes of shared memory per block");
+  return bytes;
+}
+
+// The sizes every launch of one call shares.
+struct ScanLaunch {
+  ScanShape s;
+  ScanTiling z;
+  int w;     // decay_width
+  int rows;  // state_rows_per_block
+  cudaStream_t stream;
+  int64_t activation() const { return s.B * s.T * s.H * s.d; }       // floats of [B, T, H, d]
+  int64_t tile_states() const { return s.B * s.H * z.tiles * s.d * s.d; }  // of [B, H, tiles, d, d]
+  dim3 per_tile() const { return dim3(unsigned(z.tiles), unsigned(s.B * s.H)); }
+  dim3 per_row_group() const { return dim3(unsigned((s.d + rows - 1) / rows), unsigned(s.B * s.H)); }
+};
+
+template <DecayKind kDecay> ScanLaunch scan_launch(const ScanShape& s, int64_t C) {
+  check(s.B * s.H <= 65535, "cuda::scan_chunked: at most 65535 (batch, head) pairs, got " + std::to_string(s.B * s.H));
+  return ScanLaunch{s, make_tiling(s, C), decay_width<kDecay>(int(s.d)), state_rows_per_block(s.d),
+                    context().stream};
+}
+
+// F1–F2 → Y, W.
+template <DecayKind kDecay>
+void launch_solve(const ScanLaunch& launch, const ScanInputs<float>& in, float* Y, float* W) {
+  auto* solve = scan_solve_kernel<kDecay>;
+  const size_t bytes = with_shared_memory(solve, shared_bytes<SolveShared>(launch.z.rows, launch.s.d, launch.w));
+  LINA_LAUNCH(solve, launch.per_tile(), kScanThreads, bytes, launch.stream)(launch.s, launch.z, in.k, in.v, in.beta, in.g, Y, W);
+  LINA_CHECK_LAUNCH("cuda::scan_chunked (F1–F2)");
+}
+
+// The pass over the tiles (see scan_state_forward_kernel).
+template <DecayKind kDecay, bool kDelta>
+void launch_state_forward(const ScanLaunch& launch, const ScanInputs<float>& in, const float* Y, const float* W,
+                          const float* s0, const float* saved_chunk_states, float* U,
+                          float* tile_states, float* chunk_states, float* s_final) {
+  auto* pass = scan_state_forward_kernel<kDecay, kDelta>;
+  const size_t bytes = with_shared_memory(pass, shared_bytes<StateForwardShared>(launch.z.rows, launch.s.d, launch.w, launch.rows, kDelta));
+  LINA_LAUNCH(pass, launch.per_row_group(), kScanThreads, bytes, launch.stream)(
+      launch.s, launch.z, launch.rows, in.k, in.g, kDelta ? Y : in.v, W, s0, saved_chunk_states, U, tile_states,
+      chunk_states, s_final);
+  LINA_CHECK_LAUNCH("cuda::scan_chunked (F3, F5: the pass over the tiles)");
+}
+
+template <DecayKind kDecay, bool kDelta>
+void chunked_forward(const ScanShape& s, int64_t C, const ScanInputs<float>& in, const float* s0,
+                     float* o, float* s_final, float* chunk_states) {
+  const ScanLaunch launch = scan_launch<kDecay>(s, C);
+  // The state entering each tile: the chunk_states themselves when a chunk is one tile.
+  const bool tiles_are_chunks = launch.z.parts == 1 && chunk_states;
+  DeviceBuffer tile_states(tiles_are_chunks ? 0 : launch.tile_states());
+  float* entering = tiles_are_chunks ? chunk_states : tile_states.get();  // [B, H, tiles, d, d]
+  DeviceBuffer Y(kDelta ? launch.activation() : 0), W(kDelta ? launch.activation() : 0), U(kDelta ? launch.activation() : 0);
+
+  if constexpr (kDelta) launch_solve<kDecay>(launch, in, Y.get(), W.get());
+  launch_state_forward<kDecay, kDelta>(launch, in, Y.get(), W.get(), s0, nullptr, U.get(), entering,
+                                       tiles_are_chunks ? nullptr : chunk_states, s_final);
+  auto* output = scan_output_kernel<kDecay>;
+  const size_t bytes = with_shared_memory(output, shared_bytes<OutputShared>(launch.z.rows, s.d, launch.w));
+  LINA_LAUNCH(output, launch.per_tile(), kScanThreads, bytes, launch.stream)(s, launch.z, in.q, in.k, in.g,
+                                                                    kDelta ? U.get() : in.v, entering, o);
+  LINA_CHECK_LAUNCH("cuda::scan_chunked_forward (F4)");
+}
+
+template <DecayKind kDecay, bool kDelta>
+void chunked_backward(const ScanShape& s, int64_t C, const ScanInputs<float>& in, const float* chunk_states,
+                      const float* dout, const float* ds_final, const ScanInputGrads<float>& grads) {
+  constexpr bool kGate = learned_gate<kDecay>();
+  const ScanLaunch launch = scan_launch<kDecay>(s, C);
+  const int64_t act = launch.activation();
+  // The forward again from the saved chunk-start states, where the backward
+  // needs more than they hold: Y, W, U (delta rules), the state entering
+  // each tile (chunks longer than a tile).
+  DeviceBuffer tile_states(launch.z.parts > 1 ? launch.tile_states() : 0);
+  const float* entering = launch.z.parts > 1 ? tile_states.get() : chunk_states;  // [B, H, tiles, d, d]
+  DeviceBuffer Y(kDelta ? act : 0), W(kDelta ? act : 0), U(kDelta ? act : 0);
+  if constexpr (kDelta) launch_solve<kDecay>(launch, in, Y.get(), W.get());
+  if (kDelta || launch.z.parts > 1)
+    launch_state_forward<kDecay, kDelta>(launch, in, Y.get(), W.get(), nullptr, chunk_states, U.get(),
+                                         tile_states.get(), nullptr, nullptr);
+
+  // dU: Pᵀ dO first, all of it after the reverse pass (dV itself without the delta correction).
+  DeviceBuffer dU_buffer(kDelta ? act : 0);
+  float* dU = kDelta ? dU_buffer.get() : grads.dv;
+  auto* readout = scan_readout_backward_kernel<kDecay>;
+  size_t bytes = with_shared_memory(readout, shared_bytes<ReadoutBackwardShared>(launch.z.rows, s.d, launch.w));
+  LINA_LAUNCH(readout, launch.per_tile(), kScanThreads, bytes, launch.stream)(s, launch.z, in.q, in.k, in.g, dout, dU);
+  LINA_CHECK_LAUNCH("cuda::scan_chunked_backward (Pᵀ dO)");
+
+  DeviceBuffer tile_grads(launch.tile_states());  // dH' of each tile   [B, H, tiles, d, d]
+  auto* pass = scan_state_backward_kernel<kDecay, kDelta>;
+  bytes = with_shared_memory(pass, shared_bytes<StateBackwardShared>(launch.z.rows, s.d, launch.w, launch.rows, kDelta));
+  LINA_LAUNCH(pass, launch.per_row_group(), kScanThreads, bytes, launch.stream)(
+      s, launch.z, launch.rows, in.q, in.k, in.g, dout, W.get(), ds_final, dU, tile_grads.get(), grads.ds0);
+  LINA_CHECK_LAUNCH("cuda::scan_chunked_backward (B1, B2: the pass over the tiles)");
+
+  DeviceBuffer gate_extra(kDelta && kGate ? act : 0);  // [B, T, H, d]
+  if constexpr (kDelta) {
+    auto* delta = scan_delta_backward_kernel<kDecay>;
+    bytes = with_shared_memory(delta, shared_bytes<DeltaBackwardShared>(launch.z.rows, s.d, launch.w));
+    LINA_LAUNCH(delta, launch.per_tile(), kScanThreads, bytes, launch.stream)(
+        s, launch.z, in.k, in.v, in.beta, in.g, entering, dU, Y.get(), W.get(), grads.dv, grads.dbeta, grads.dk,
+        gate_extra.get());
+    LINA_CHECK_LAUNCH("cuda::scan_chunked_backward (B5–B8)");
+  }
+  auto* gradients = scan_gradients_kernel<kDecay, kDelta>;
+  bytes = with_shared_memory(gradients, shared_bytes<GradientShared>(launch.z.rows, s.d, launch.w, kGate));
+  LINA_LAUNCH(gradients, launch.per_tile(), kScanThreads, bytes, launch.stream)(
+      s, launch.z, in.q, in.k, in.g, dout, kDelta ? U.get() : in.v, entering, tile_grads.get(), gate_extra.get(),
+      grads.dq, grads.dk, grads.dg);
+  LINA_CHECK_LAUNCH("cuda::scan_chunked_backward (B3, B9–B10)");
+}
+
+// Calls f(DecayKind, delta) for the rule, as template arguments: the two
+// properties the kernels are written over (core/kernel_args.h).
+template <DecayKind kDecay, bool kDelta> struct WriteRule {
+  static constexpr DecayKind decay = kDecay;
+  static constexpr bool delta = kDelta;
+};
+template <class F> void with_write_rule(ScanRule rule, F&& f) {
+  switch (rule) {
+    case ScanRule::Linear: return f(WriteRule<decay_kind(ScanRule::Linear), uses_beta(ScanRule::Linear)>{});
+    case ScanRule::Delta: return f(WriteRule<decay_kind(ScanRule::Delta), uses_beta(ScanRule::Delta)>{});
+    case ScanRule::Gdn: return f(WriteRule<decay_kind(ScanRule::Gdn), uses_beta(ScanRule::Gdn)>{});
+    case ScanRule::Retnet: return f(WriteRule<decay_kind(ScanRule::Retnet), uses_beta(ScanRule::Retnet)>{});
+    case ScanRule::Mamba2: return f(WriteRule<decay_kind(ScanRule::Mamba2), uses_beta(ScanRule::Mamba2)>{});
+    case ScanRule::Gla: return f(WriteRule<decay_kind(ScanRule::Gla), uses_beta(ScanRule::Gla)>{});
+  }
+}
+
+}  // namespace
+
+void scan_chunked_forward(const ScanShape& s, int64_t C, const ScanInputs<float>& in, const float* s0,
+                          float* o, float* s_final, float* chunk_states) {
+  with_write_rule(s.rule, [&](auto rule) {
+    using Rule = decltype(rule);
+    chunked_forward<Rule::decay, Rule::delta>(s, C, in, s0, o, s_final, chunk_states);
+  });
+}
+
+void scan_chunked_backward(const ScanShape& s, int64_t C, const ScanInputs<float>& in,
+                           const float* chunk_states, const float* dout, const float* ds_final,
+                           const ScanInputGrads<float>& grads) {
+  with_write_rule(s.rule, [&](auto rule) {
+    using Rule = decltype(rule);
+    chunked_backward<Rule::decay, Rule::delta>(s, C, in, chunk_states, dout, ds_final, grads);
+  });
+}
+
+}  // namespace lina::cuda

@@ -1,0 +1,180 @@
+// The pieces the chunked scan's kernels (scan_chunked.cu) share: how a
+// head's tokens are cut into tiles, a tile's rows in shared memory, and the
+// decay inside a tile. Included by scan_chunked.cu only.
+//
+// Layouts: q, k, v, o and every per-token buffer [B, T, H, d]; beta, g
+// [B, T, H] (g [B, T, H, d] for a decay per key channel); states [.., d, d]
+// value × key, row-major.
+#pragma once
+#include <cmath>
+#include <cstdint>
+
+#include "core/kernel_args.h"
+
+namespace lina::cuda {
+
+constexpr int kScanThreads = 256;   // threads of every chunked-scan block
+constexpr int kMaxTileRows = 64;    // the most tokens one tile holds in shared memory
+
+// How the chunked kernels cut a head's T tokens. The kernel list's unit is
+// the chunk of C tokens (one saved state each, chunk_states [B, H, chunks,
+// d, d]); the kernels' unit is the tile, at most 64 tokens, whose rows fit in
+// shared memory. A chunk of C ≤ 64 tokens is one tile; a longer one is cut
+// into `parts` tiles of `rows` tokens (its last one shorter), so the maths
+// is unchanged and the saved states stay one per chunk.
+struct ScanTiling {
+  int64_t T = 0, H = 0;
+  int64_t chunk = 0;   // C
+  int64_t chunks = 0;  // ⌈T / C⌉
+  int64_t parts = 0;   // tiles per chunk: ⌈min(C, T) / 64⌉
+  int64_t rows = 0;    // tokens of a full tile: ⌈min(C, T) / parts⌉ ≤ 64
+  int64_t tiles = 0;   // tiles per head (the last chunk may have fewer than `parts`)
+
+  LINA_HD int64_t chunk_of(int64_t n) const { return n / parts; }
+  LINA_HD bool starts_chunk(int64_t n) const { return n % parts == 0; }
+  LINA_HD int64_t first_token(int64_t n) const { return chunk_of(n) * chunk + (n % parts) * rows; }
+  LINA_HD int rows_of(int64_t n) const {  // ≥ 1 for every n < tiles
+    const int64_t chunk_end = (chunk_of(n) + 1) * chunk < T ? (chunk_of(n) + 1) * chunk : T;
+    const int64_t left = chunk_end - first_token(n);
+    return int(left < rows ? left : rows);
+  }
+};
+
+inline ScanTiling make_tiling(const ScanShape& s, int64_t C) {
+  ScanTiling z;
+  z.T = s.T, z.H = s.H, z.chunk = C;
+  z.chunks = (s.T + C - 1) / C;
+  const int64_t longest = C < s.T ? C : s.T;  // the longest chunk that occurs
+  z.parts = (longest + kMaxTileRows - 1) / kMaxTileRows;
+  z.rows = (longest + z.parts - 1) / z.parts;
+  const int64_t last_chunk = s.T - (z.chunks - 1) * C;
+  z.tiles = (z.chunks - 1) * z.parts + (last_chunk + z.rows - 1) / z.rows;
+  return z;
+}
+
+// One tile of one (batch, head): where its tokens sit in [B, T, H].
+struct Tile {
+  int64_t first;   // index of its first token in [B, T, H]
+  int64_t stride;  // H: from one token of the head to the next
+  int rows;        // c ≤ 64 tokens
+  LINA_HD int64_t token(int r) const { return first + r * stride; }
+};
+
+// Tile n of (batch, head) pair bh = b·H + h.
+LINA_HD Tile tile_of(const ScanTiling& z, int64_t bh, int64_t n) {
+  return Tile{((bh / z.H) * z.T + z.first_token(n)) * z.H + bh % z.H, z.H, z.rows_of(n)};
+}
+
+// A kernel's dynamic shared memory handed out piece by piece, in the order
+// of the kernel's layout struct (λ, float64, first, so it is aligned). The
+// host sizes a launch by running the same layout on a carve without memory.
+struct SharedCarve {
+  char* base = nullptr;  // the kernel's dynamic shared memory; null on the host, which only counts
+  size_t used = 0;       // bytes handed out so far
+  template <class T> LINA_HD T* take(int64_t n) {
+    T* piece = base ? reinterpret_cast<T*>(base + used) : nullptr;
+    used += size_t(n) * sizeof(T);
+    return piece;
+  }
+};
+
+// Bytes of dynamic shared memory of layout struct Layout at these sizes.
+template <class Layout, class... Sizes> size_t shared_bytes(Sizes... sizes) {
+  SharedCarve count;
+  Layout(count, sizes...);
+  return count.used;
+}
+
+// ---- a tile's rows in shared memory (block-wide loops; the caller syncs) ----
+
+// tile [c][width] = columns col0 … col0 + width − 1 of the tile's rows of x [B, T, H, d].
+__device__ inline void load_rows(float* tile, const float* x, const Tile& at, int d, int col0 = 0,
+                                 int width = -1) {
+  if (width < 0) width = d;
+  for (int e = threadIdx.x; e < at.rows * width; e += blockDim.x)
+    tile[e] = x[at.token(e / width) * d + col0 + e % width];
+}
+
+// The tile's rows of x [B, T, H, d] (columns col0 …) = tile [c][width].
+__device__ inline void store_rows(float* x, const float* tile, const Tile& at, int d, int col0 = 0,
+                                  int width = -1) {
+  if (width < 0) width = d;
+  for (int e = threadIdx.x; e < at.rows * width; e += blockDim.x)
+    x[at.token(e / width) * d + col0 + e % width] = tile[e];
+}
+
+// ---- the decay inside a tile ----
+
+// Numbers of log-decay per token: one per key channel, one per head, or none.
+template <DecayKind kDecay> constexpr int decay_width(int d) {
+  return kDecay == DecayKind::LearnedPerChannel ? d : kDecay == DecayKind::None ? 0 : 1;
+}
+
+// lambda [c][w] = λ_rj = log a_0j + … + log a_rj, the log-decay from the tile
+// start to token r inclusive: one key channel per thread, walking the tile's
+// tokens (one thread in all for a decay per head). Summed in float64, so a
+// difference λ_r − λ_i is as exact as the segment sum log a_{i+1} + … + log a_r
+// (docs/recurrence.md §5.3) however large λ grows inside the tile.
+template <DecayKind kDecay>
+__device__ void load_log_decay(double* lambda, const ScanShape& s, const float* g, const Tile& at) {
+  const int w = decay_width<kDecay>(int(s.d));
+  for (int j = threadIdx.x; j < w; j += blockDim.x) {
+    double sum = 0.0;
+    for (int r = 0; r < at.rows; ++r) {
+      sum += double(scan_log_decay(s, g, at.token(r), j));
+      lambda[r * w + j] = sum;
+    }
+  }
+}
+
+// The decays of a tile, read from λ in shared memory. Every exponent is a
+// sum of log a ≤ 0 over the tokens between two positions in order, so every
+// factor is in [0, 1] and nothing overflows (docs/recurrence-gated.md §2).
+template <DecayKind kDecay> struct TileDecay {
+  static constexpr bool kPerChannel = kDecay == DecayKind::LearnedPerChannel;
+  static constexpr bool kPerHead = kDecay == DecayKind::FixedPerHead || kDecay == DecayKind::LearnedPerHead;
+  const double* lambda;  // [c][w] shared memory
+  int w;                 // decay_width
+  int last;              // c − 1
+
+  __device__ double log_at(int r, int j) const { return lambda[r * w + (kPerChannel ? j : 0)]; }
+  // e^{λ_rj}: from the tile start to token r (key channel j)
+  __device__ float from_start(int r, int j) const {
+    if constexpr (kDecay == DecayKind::None) return 1.0f;
+    else return expf(float(log_at(r, j)));
+  }
+  // e^{λ_end,j − λ_ij}: from token i to the tile end
+  __device__ float to_end(int i, int j) const {
+    if constexpr (kDecay == DecayKind::None) return 1.0f;
+    else return expf(float(log_at(last, j) - log_at(i, j)));
+  }
+  // Γ_ri = e^{λ_r − λ_i} (i ≤ r) for a decay per head; 1 for the other kinds
+  __device__ float head_between(int i, int r) const {
+    if constexpr (kPerHead) return expf(float(log_at(r, 0) - log_at(i, 0)));
+    else return 1.0f;
+  }
+  // e^{λ_rj − λ_ij} (i ≤ r) for a decay per key channel; 1 for the other kinds
+  __device__ float channel_between(int i, int r, int j) const {
+    if constexpr (kPerChannel) return expf(float(log_at(r, j) - log_at(i, j)));
+    else return 1.0f;
+  }
+};
+
+// out [c][c] = Σ_j x_rj y_ij e^{λ_rj − λ_ij} for i ≤ r (i < r when strict),
+// 0 above: (X Yᵀ) ⊙ Γ with every term decayed from token i to token r.
+// x, y [c][d]. One entry per thread; the caller syncs.
+template <DecayKind kDecay>
+__device__ void decayed_products(float* out, const float* x, const float* y,
+                                 const TileDecay<kDecay>& decay, int c, int d, bool strict) {
+  for (int e = threadIdx.x; e < c * c; e += blockDim.x) {
+    const int r = e / c, i = e % c;
+    float sum = 0.0f;
+    if (i < r || (i == r && !strict)) {  // the mask before any exp
+      for (int j = 0; j < d; ++j) sum += x[r * d + j] * y[i * d + j] * decay.channel_between(i, r, j);
+      sum *= decay.head_between(i, r);
+    }
+    out[e] = sum;
+  }
+}
+
+}  // namespace lina::cuda
