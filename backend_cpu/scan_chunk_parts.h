@@ -163,10 +163,14 @@ template <class N, class T> inline T dot3(N n, const T* a, const T* b, const T* 
   }
 }
 
-// dst = a + b, and dst = s·a, over n numbers.
+// dst = a + b, dst = a ⊙ b, and dst = s·a, over n numbers.
 template <class N, class T>
 inline void add_row(N n, const T* __restrict a, const T* __restrict b, T* __restrict dst) {
   for (int j = 0; j < n; ++j) dst[j] = a[j] + b[j];
+}
+template <class N, class T>
+inline void multiply_row(N n, const T* __restrict a, const T* __restrict b, T* __restrict dst) {
+  for (int j = 0; j < n; ++j) dst[j] = a[j] * b[j];
 }
 template <class N, class T> inline void scale_row(N n, T s, const T* __restrict a, T* __restrict dst) {
   for (int j = 0; j < n; ++j) dst[j] = s * a[j];

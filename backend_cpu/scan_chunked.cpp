@@ -131,17 +131,19 @@ void load_chunk(const ScanShape& s, const ScanInputs<T>& in, const ChunkPlace& a
     for (int j = 0; j < w; ++j)
       m.a[r * w + j] = r < at.c ? scan_log_decay(s, in.g, at.row(r), j) : T(0);
   exp_in_place(times(z.C, decay_width<Rule>(z)), m.a);
-  // γ_r = γ_{r−1} ⊙ a_r;   δ_{C−1} = 1, δ_i = δ_{i+1} ⊙ a_{i+1}
-  for (int j = 0; j < w; ++j) m.gamma[j] = m.a[j], m.delta[(C - 1) * w + j] = T(1);
-  for (int r = 1; r < C; ++r)
-    for (int j = 0; j < w; ++j) m.gamma[r * w + j] = m.gamma[(r - 1) * w + j] * m.a[r * w + j];
-  for (int i = C - 2; i >= 0; --i)
-    for (int j = 0; j < w; ++j) m.delta[i * w + j] = m.delta[(i + 1) * w + j] * m.a[(i + 1) * w + j];
+  // γ_0 = a_0, γ_r = γ_{r−1} ⊙ a_r;   δ_{C−1} = 1, δ_i = δ_{i+1} ⊙ a_{i+1}
+  std::copy(m.a, m.a + w, m.gamma);
+  std::fill(m.delta + (C - 1) * w, m.delta + C * w, T(1));
+  for (int r = 1; r < C; ++r) multiply_row(w, m.gamma + (r - 1) * w, m.a + r * w, m.gamma + r * w);
+  for (int i = C - 2; i >= 0; --i) multiply_row(w, m.delta + (i + 1) * w, m.a + (i + 1) * w, m.delta + i * w);
   if constexpr (!Rule::per_channel) {
-    // Γ: row r is row r − 1 times a_r, then 1 on the diagonal
-    for (int r = 0; r < C; ++r)
-      for (int i = 0; i < C; ++i)
-        m.Gamma[r * C + i] = i < r ? m.Gamma[(r - 1) * C + i] * m.a[r] : i == r ? T(1) : T(0);
+    // Γ: row r is row r − 1 times a_r left of the diagonal, 1 on it, 0 above
+    std::fill(m.Gamma, m.Gamma + C * C, T(0));
+    m.Gamma[0] = T(1);
+    for (int r = 1; r < C; ++r) {
+      scale_row(r, m.a[r], m.Gamma + (r - 1) * C, m.Gamma + r * C);
+      m.Gamma[r * C + r] = T(1);
+    }
   }
 }
 
@@ -194,17 +196,18 @@ template <class T, class Rule, class Size> void delta_terms(const Size& z, Chunk
   const int C = z.C, D = z.D, D2 = z.D2;
   // F1  A = strictly_lower(diag(β) E),  E = K Kᵀ ⊙ Γ
   product(z.C, z.C, z.D, m.K, D, m.Kt, C, m.E, C);
-  for (int r = 0; r < C; ++r)
+  for (int r = 0; r < C; ++r) {
+    const T beta_r = m.beta[r];
     for (int i = 0; i < C; ++i) {
       m.E[r * C + i] *= m.Gamma[r * C + i];
-      m.A[r * C + i] = i < r ? m.beta[r] * m.E[r * C + i] : T(0);
+      m.A[r * C + i] = i < r ? beta_r * m.E[r * C + i] : T(0);
     }
+  }
   // F2  (I + A) [Y | W] = [diag(β) V | diag(β ⊙ γ) K], by forward substitution
-  for (int r = 0; r < C; ++r)
-    for (int j = 0; j < D; ++j) {
-      m.YW[r * D2 + j] = m.beta[r] * m.V[r * D + j];
-      m.YW[r * D2 + D + j] = m.beta[r] * m.gamma[r] * m.K[r * D + j];
-    }
+  for (int r = 0; r < C; ++r) {
+    scale_row(z.D, m.beta[r], m.V + r * D, m.YW + r * D2);
+    scale_row(z.D, m.beta[r] * m.gamma[r], m.K + r * D, m.YW + r * D2 + D);
+  }
   solve_unit_lower<false>(z.C, z.D2, m.A, m.YW);
   // F3  U = Y − W Sᵀ
   for (int r = 0; r < C; ++r) copy_row(z.D, m.YW + r * D2, m.U + r * D);
@@ -224,8 +227,10 @@ void chunk_terms(const ScanShape& s, const ScanInputs<T>& in, const ChunkPlace& 
 // chunk, γ_end = γ_{C−1}; out = diag(γ_end) x in general.
 template <class Rule, class Size, class T>
 void decay_over_chunk(const Size& z, const T* x, const T* gamma, T* out) {
-  for (int i = 0; i < z.D; ++i)
-    for (int j = 0; j < z.D; ++j) out[i * z.D + j] = decay_at<Rule>(z, gamma, z.C - 1, i) * x[i * z.D + j];
+  for (int i = 0; i < z.D; ++i) {
+    const T decay = decay_at<Rule>(z, gamma, z.C - 1, i);
+    for (int j = 0; j < z.D; ++j) out[i * z.D + j] = decay * x[i * z.D + j];
+  }
 }
 
 // F4–F5: the chunk's read-out, and the state leaving it (in m.St).
@@ -363,14 +368,15 @@ void write_gradients(const Size& z, const ChunkTerms<T, Rule, Size>& m, const T*
   // B7  dA = −strictly_lower(dB [Y | W]ᵀ);  dE ⊙ Γ = diag(β) dA ⊙ Γ
   transpose(z.C, z.D2, m.YW, D2, g.YWt);
   product(z.C, z.C, z.D2, g.dB, D2, g.YWt, C, g.dA, C);
-  for (int r = 0; r < C; ++r)
+  for (int r = 0; r < C; ++r) {
+    const T beta_r = m.beta[r];
     for (int i = 0; i < C; ++i) {
       g.dA[r * C + i] = i < r ? -g.dA[r * C + i] : T(0);
-      g.dEG[r * C + i] = m.beta[r] * g.dA[r * C + i] * m.Gamma[r * C + i];
+      g.dEG[r * C + i] = beta_r * g.dA[r * C + i] * m.Gamma[r * C + i];
     }
+  }
   //     dKw = diag(β ⊙ γ) dBK + (dE ⊙ Γ + (dE ⊙ Γ)ᵀ) K     (dV = diag(β) dBV is stored directly)
-  for (int r = 0; r < C; ++r)
-    for (int j = 0; j < D; ++j) g.dKw[r * D + j] = m.beta[r] * m.gamma[r] * g.dB[r * D2 + D + j];
+  for (int r = 0; r < C; ++r) scale_row(z.D, m.beta[r] * m.gamma[r], g.dB + r * D2 + D, g.dKw + r * D);
   for (int r = 0; r < C; ++r)
     for (int i = 0; i < C; ++i) g.dEsym[r * C + i] = g.dEG[r * C + i] + g.dEG[i * C + r];
   product<false, Store::Add>(z.C, z.D, z.C, g.dEsym, C, m.K, D, g.dKw, D);
@@ -433,8 +439,10 @@ void decay_gradient(const Size& z, const ChunkTerms<T, Rule, Size>& m, const T* 
     }
     dlambda.finish();
     if constexpr (Rule::delta)  // − Σ_i β_i dA_ir E_ir, a sum down each column
-      for (int r = 0; r < C; ++r)
-        for (int i = 0; i < C; ++i) g.dlambda[i] -= m.beta[r] * g.dA[r * C + i] * m.E[r * C + i];
+      for (int r = 0; r < C; ++r) {
+        const T beta_r = m.beta[r];
+        for (int i = 0; i < C; ++i) g.dlambda[i] -= beta_r * g.dA[r * C + i] * m.E[r * C + i];
+      }
   }
   // The chunk end, per key channel j: γ_end,j Σ_v dS'_vj S_vj + Σ_i (Kd ⊙ U dS')_ij
   std::fill(g.keys_end, g.keys_end + D, T(0));
