@@ -201,14 +201,15 @@ if room_for 30 tests; then
   [[ -n $line ]] && note cuda_tests.assertions "${line#\[doctest\] assertions: }"
   say "CUDA tests: $result ${line:-}"
   # Each failing case again, alone, every launch synchronised (so an error
-  # names its kernel), under compute-sanitizer where there is one.
+  # names its kernel), under compute-sanitizer where there is one. doctest's
+  # -tc splits at commas, so a comma in a case's name is escaped.
   if [[ $result == failed ]]; then
     sanitizer=$(command -v compute-sanitizer || true)
     grep -oE '^TEST CASE: +.*' "$out/tests.log" | sed -E 's/^TEST CASE: +//' | sort -u | while read -r name; do
       (($(left) > 30)) || break
       { echo; echo "==== again alone, CUDA_LAUNCH_BLOCKING=1: $name ===="; } >>"$out/tests.log"
       CUDA_LAUNCH_BLOCKING=1 LINA_CUDA_SYNC=1 timeout $(($(left) - 20)) \
-        ${sanitizer:+"$sanitizer" --print-limit 20} "$build/lina_cuda_tests" -tc="$name" >>"$out/tests.log" 2>&1 || true
+        ${sanitizer:+"$sanitizer" --print-limit 20} "$build/lina_cuda_tests" -tc="${name//,/\\,}" >>"$out/tests.log" 2>&1 || true
     done
   fi
   ((sim && !tests_ok)) && tail -60 "$out/tests.log"
