@@ -315,12 +315,14 @@ __global__ void __launch_bounds__(kScanThreads)
   SharedCarve carve{reinterpret_cast<char*>(scan_shared)};
   const StateBackwardShared t(carve, z.rows, d, w, rows_per_block, kDelta);
 
-  for (int e = threadIdx.x; e < R * d; e += blockDim.x) t.G[e] = ds_final ? ds_final[bh * dd + own + e] : 0.0f;
+  for (int e = threadIdx.x; e < R * d; e += blockDim.x)
+    t.G[e] = ds_final ? ds_final[bh * dd + own + e] : 0.0f;
   for (int64_t n = z.tiles - 1; n >= 0; --n) {
     const Tile at = tile_of(z, bh, n);
     const int c = at.rows;
     __syncthreads();  // the last tile's B2 is done with the shared tiles
-    for (int e = threadIdx.x; e < R * d; e += blockDim.x) tile_grads[(bh * z.tiles + n) * dd + own + e] = t.G[e];
+    for (int e = threadIdx.x; e < R * d; e += blockDim.x)
+      tile_grads[(bh * z.tiles + n) * dd + own + e] = t.G[e];
     load_log_decay<kDecay>(t.lambda, s, g, at);
     __syncthreads();
     const TileDecay<kDecay> decay{t.lambda, w, c - 1};
@@ -342,7 +344,8 @@ __global__ void __launch_bounds__(kScanThreads)
     }
     __syncthreads();
     store_rows(dU, t.dU, at, d, v0, R);
-    // B2  dH = dH' diag(e^{λ_end}) + dOᵀ (Q ⊙ e^λ) − dUᵀ W (the last: delta rules), the block's rows
+    // B2  dH = dH' diag(e^{λ_end}) + dOᵀ (Q ⊙ e^λ) − dUᵀ W (the last: delta rules),
+    //     the block's rows   [R][d]
     for (int e = threadIdx.x; e < R * d; e += blockDim.x) {
       const int v = e / d, j = e % d;
       float dOQ = 0.0f, dUW = 0.0f;
@@ -427,7 +430,8 @@ __global__ void __launch_bounds__(kScanThreads)
     const int r = e / c, i = e % c;
     float dBYW = 0.0f;
     if (i < r)
-      for (int j = 0; j < d; ++j) dBYW += t.dBV[r * d + j] * t.Y[i * d + j] + t.dBK[r * d + j] * t.W[i * d + j];
+      for (int j = 0; j < d; ++j)
+        dBYW += t.dBV[r * d + j] * t.Y[i * d + j] + t.dBK[r * d + j] * t.W[i * d + j];
     t.dA[e] = -dBYW;
   }
   __syncthreads();
@@ -435,7 +439,8 @@ __global__ void __launch_bounds__(kScanThreads)
   for (int r = threadIdx.x; r < c; r += blockDim.x) {
     float dbeta_r = 0.0f;
     for (int j = 0; j < d; ++j)
-      dbeta_r += t.dBV[r * d + j] * v[at.token(r) * d + j] + t.dBK[r * d + j] * t.K[r * d + j] * decay.from_start(r, j);
+      dbeta_r += t.dBV[r * d + j] * v[at.token(r) * d + j] +
+                 t.dBK[r * d + j] * t.K[r * d + j] * decay.from_start(r, j);
     for (int i = 0; i < r; ++i) dbeta_r += t.dA[r * c + i] * t.E[r * c + i];
     dbeta[at.token(r)] = dbeta_r;
   }
@@ -450,7 +455,8 @@ __global__ void __launch_bounds__(kScanThreads)
     const float from_W = t.beta[r] * decay.from_start(r, j) * t.dBK[e];
     float as_row = 0.0f, as_column = 0.0f;  // E_ri (i < r) and E_ir (i > r)
     for (int i = 0; i < r; ++i) as_row += t.dA[r * c + i] * t.K[i * d + j] * decay.channel_between(i, r, j);
-    for (int i = r + 1; i < c; ++i) as_column += t.dA[i * c + r] * t.K[i * d + j] * decay.channel_between(r, i, j);
+    for (int i = r + 1; i < c; ++i)
+      as_column += t.dA[i * c + r] * t.K[i * d + j] * decay.channel_between(r, i, j);
     dk[at.token(r) * d + j] = from_W + as_row + as_column;
     if (gate_extra) gate_extra[at.token(r) * d + j] = t.K[e] * (from_W + as_row - as_column);
   }
@@ -479,7 +485,8 @@ struct GradientShared {
 // With a learned gate (recurrence-gated.md §3 B4–B5): every term of dq_r
 // carries e^{+λ_r} and every term of dk_r here e^{−λ_r}, so
 //   dλ_r = q_r ⊙ dq_r − k_r ⊙ dk_r + gate_extra_r
-//          (+ on the last row: e^{λ_end} ⊙ Σ_v (dH' ⊙ H)_v + Σ_i k_i ⊙ (the part of dk_i through Kend)),
+//          (+ on the last row: e^{λ_end} ⊙ Σ_v (dH' ⊙ H)_v
+//                              + Σ_i k_i ⊙ (the part of dk_i through Kend)),
 //          each sum without the terms that carry no decay, which cancel
 //   d log a_s = Σ_{r ≥ s} dλ_r   (summed over the channels for a decay per head)
 template <DecayKind kDecay, bool kDelta>
@@ -501,7 +508,10 @@ __global__ void __launch_bounds__(kScanThreads)
   load_rows(t.K, k, at, d);
   load_rows(t.U, U, at, d);
   load_rows(t.dO, dout, at, d);
-  for (int e = threadIdx.x; e < d * d; e += blockDim.x) t.H[e] = tile_states[state + e], t.G[e] = tile_grads[state + e];
+  for (int e = threadIdx.x; e < d * d; e += blockDim.x) {
+    t.H[e] = tile_states[state + e];
+    t.G[e] = tile_grads[state + e];
+  }
   load_log_decay<kDecay>(t.lambda, s, g, at);
   __syncthreads();
   const TileDecay<kDecay> decay{t.lambda, w, c - 1};
@@ -524,7 +534,8 @@ __global__ void __launch_bounds__(kScanThreads)
       UG += t.U[r * d + l] * t.G[l * d + j];
     }
     for (int i = 0; i < r; ++i) dq_read += t.dPG[r * c + i] * t.K[i * d + j] * decay.channel_between(i, r, j);
-    for (int i = r + 1; i < c; ++i) dk_read += t.dPG[i * c + r] * t.Q[i * d + j] * decay.channel_between(r, i, j);
+    for (int i = r + 1; i < c; ++i)
+      dk_read += t.dPG[i * c + r] * t.Q[i * d + j] * decay.channel_between(r, i, j);
     const float diagonal = t.dPG[r * c + r];            // dP_rr: token r's read of its own write
     const float dq_decayed = decay.from_start(r, j) * dOH + dq_read;
     const float dk_end = decay.to_end(r, j) * UG;        // through Kend, into the state leaving the tile
@@ -536,7 +547,8 @@ __global__ void __launch_bounds__(kScanThreads)
       // rather than left to float32: the diagonal of P, and the last token's
       // write into the leaving state (e^{λ_end − λ_end} = 1).
       const float dk_decayed_end = r == c - 1 ? 0.0f : dk_end;
-      t.dlam[e] = t.Q[e] * dq_decayed - t.K[e] * (dk_decayed_end + dk_read) + (gate_extra ? gate_extra[at_rj] : 0.0f);
+      t.dlam[e] = t.Q[e] * dq_decayed - t.K[e] * (dk_decayed_end + dk_read) +
+                  (gate_extra ? gate_extra[at_rj] : 0.0f);
       t.k_dk_end[e] = t.K[e] * dk_decayed_end;
     }
   }
@@ -606,7 +618,8 @@ struct ScanLaunch {
 };
 
 template <DecayKind kDecay> ScanLaunch scan_launch(const ScanShape& s, int64_t C) {
-  check(s.B * s.H <= 65535, "cuda::scan_chunked: at most 65535 (batch, head) pairs, got " + std::to_string(s.B * s.H));
+  check(s.B * s.H <= 65535,
+        "cuda::scan_chunked: at most 65535 (batch, head) pairs, got " + std::to_string(s.B * s.H));
   return ScanLaunch{s, make_tiling(s, C), decay_width<kDecay>(int(s.d)), state_rows_per_block(s.d),
                     context().stream};
 }
@@ -615,21 +628,24 @@ template <DecayKind kDecay> ScanLaunch scan_launch(const ScanShape& s, int64_t C
 template <DecayKind kDecay>
 void launch_solve(const ScanLaunch& launch, const ScanInputs<float>& in, float* Y, float* W) {
   auto* solve = scan_solve_kernel<kDecay>;
-  const size_t bytes = with_shared_memory(solve, shared_bytes<SolveShared>(launch.z.rows, launch.s.d, launch.w));
-  LINA_LAUNCH(solve, launch.per_tile(), kScanThreads, bytes, launch.stream)(launch.s, launch.z, in.k, in.v, in.beta, in.g, Y, W);
+  const ScanTiling& z = launch.z;
+  const size_t bytes = with_shared_memory(solve, shared_bytes<SolveShared>(z.rows, launch.s.d, launch.w));
+  LINA_LAUNCH(solve, launch.per_tile(), kScanThreads, bytes, launch.stream)(launch.s, z, in.k, in.v, in.beta,
+                                                                             in.g, Y, W);
   LINA_CHECK_LAUNCH("cuda::scan_chunked (F1–F2)");
 }
 
 // The pass over the tiles (see scan_state_forward_kernel).
 template <DecayKind kDecay, bool kDelta>
-void launch_state_forward(const ScanLaunch& launch, const ScanInputs<float>& in, const float* Y, const float* W,
-                          const float* s0, const float* saved_chunk_states, float* U,
+void launch_state_forward(const ScanLaunch& launch, const ScanInputs<float>& in, const float* Y,
+                          const float* W, const float* s0, const float* saved_chunk_states, float* U,
                           float* tile_states, float* chunk_states, float* s_final) {
   auto* pass = scan_state_forward_kernel<kDecay, kDelta>;
-  const size_t bytes = with_shared_memory(pass, shared_bytes<StateForwardShared>(launch.z.rows, launch.s.d, launch.w, launch.rows, kDelta));
+  const size_t bytes = with_shared_memory(
+      pass, shared_bytes<StateForwardShared>(launch.z.rows, launch.s.d, launch.w, launch.rows, kDelta));
   LINA_LAUNCH(pass, launch.per_row_group(), kScanThreads, bytes, launch.stream)(
-      launch.s, launch.z, launch.rows, in.k, in.g, kDelta ? Y : in.v, W, s0, saved_chunk_states, U, tile_states,
-      chunk_states, s_final);
+      launch.s, launch.z, launch.rows, in.k, in.g, kDelta ? Y : in.v, W, s0, saved_chunk_states, U,
+      tile_states, chunk_states, s_final);
   LINA_CHECK_LAUNCH("cuda::scan_chunked (F3, F5: the pass over the tiles)");
 }
 
@@ -639,9 +655,11 @@ void chunked_forward(const ScanShape& s, int64_t C, const ScanInputs<float>& in,
   const ScanLaunch launch = scan_launch<kDecay>(s, C);
   // The state entering each tile: the chunk_states themselves when a chunk is one tile.
   const bool tiles_are_chunks = launch.z.parts == 1 && chunk_states;
-  DeviceBuffer tile_states(tiles_are_chunks ? 0 : launch.tile_states());
+  DeviceBuffer tile_states(tiles_are_chunks ? 0 : launch.tile_states());  // [B, H, tiles, d, d]
   float* entering = tiles_are_chunks ? chunk_states : tile_states.get();  // [B, H, tiles, d, d]
-  DeviceBuffer Y(kDelta ? launch.activation() : 0), W(kDelta ? launch.activation() : 0), U(kDelta ? launch.activation() : 0);
+  // Y, W of F2 and U of F3 (delta rules)   [B, T, H, d] each
+  const int64_t act = kDelta ? launch.activation() : 0;
+  DeviceBuffer Y(act), W(act), U(act);
 
   if constexpr (kDelta) launch_solve<kDecay>(launch, in, Y.get(), W.get());
   launch_state_forward<kDecay, kDelta>(launch, in, Y.get(), W.get(), s0, nullptr, U.get(), entering,
@@ -662,25 +680,28 @@ void chunked_backward(const ScanShape& s, int64_t C, const ScanInputs<float>& in
   // The forward again from the saved chunk-start states, where the backward
   // needs more than they hold: Y, W, U (delta rules), the state entering
   // each tile (chunks longer than a tile).
-  DeviceBuffer tile_states(launch.z.parts > 1 ? launch.tile_states() : 0);
+  DeviceBuffer tile_states(launch.z.parts > 1 ? launch.tile_states() : 0);  // [B, H, tiles, d, d]
   const float* entering = launch.z.parts > 1 ? tile_states.get() : chunk_states;  // [B, H, tiles, d, d]
-  DeviceBuffer Y(kDelta ? act : 0), W(kDelta ? act : 0), U(kDelta ? act : 0);
+  DeviceBuffer Y(kDelta ? act : 0), W(kDelta ? act : 0), U(kDelta ? act : 0);  // [B, T, H, d] each
   if constexpr (kDelta) launch_solve<kDecay>(launch, in, Y.get(), W.get());
   if (kDelta || launch.z.parts > 1)
     launch_state_forward<kDecay, kDelta>(launch, in, Y.get(), W.get(), nullptr, chunk_states, U.get(),
                                          tile_states.get(), nullptr, nullptr);
 
   // dU: Pᵀ dO first, all of it after the reverse pass (dV itself without the delta correction).
-  DeviceBuffer dU_buffer(kDelta ? act : 0);
+  DeviceBuffer dU_buffer(kDelta ? act : 0);  // [B, T, H, d]
   float* dU = kDelta ? dU_buffer.get() : grads.dv;
   auto* readout = scan_readout_backward_kernel<kDecay>;
-  size_t bytes = with_shared_memory(readout, shared_bytes<ReadoutBackwardShared>(launch.z.rows, s.d, launch.w));
-  LINA_LAUNCH(readout, launch.per_tile(), kScanThreads, bytes, launch.stream)(s, launch.z, in.q, in.k, in.g, dout, dU);
+  size_t bytes =
+      with_shared_memory(readout, shared_bytes<ReadoutBackwardShared>(launch.z.rows, s.d, launch.w));
+  LINA_LAUNCH(readout, launch.per_tile(), kScanThreads, bytes, launch.stream)(s, launch.z, in.q, in.k, in.g,
+                                                                               dout, dU);
   LINA_CHECK_LAUNCH("cuda::scan_chunked_backward (Pᵀ dO)");
 
   DeviceBuffer tile_grads(launch.tile_states());  // dH' of each tile   [B, H, tiles, d, d]
   auto* pass = scan_state_backward_kernel<kDecay, kDelta>;
-  bytes = with_shared_memory(pass, shared_bytes<StateBackwardShared>(launch.z.rows, s.d, launch.w, launch.rows, kDelta));
+  bytes = with_shared_memory(
+      pass, shared_bytes<StateBackwardShared>(launch.z.rows, s.d, launch.w, launch.rows, kDelta));
   LINA_LAUNCH(pass, launch.per_row_group(), kScanThreads, bytes, launch.stream)(
       s, launch.z, launch.rows, in.q, in.k, in.g, dout, W.get(), ds_final, dU, tile_grads.get(), grads.ds0);
   LINA_CHECK_LAUNCH("cuda::scan_chunked_backward (B1, B2: the pass over the tiles)");
@@ -690,15 +711,15 @@ void chunked_backward(const ScanShape& s, int64_t C, const ScanInputs<float>& in
     auto* delta = scan_delta_backward_kernel<kDecay>;
     bytes = with_shared_memory(delta, shared_bytes<DeltaBackwardShared>(launch.z.rows, s.d, launch.w));
     LINA_LAUNCH(delta, launch.per_tile(), kScanThreads, bytes, launch.stream)(
-        s, launch.z, in.k, in.v, in.beta, in.g, entering, dU, Y.get(), W.get(), grads.dv, grads.dbeta, grads.dk,
-        gate_extra.get());
+        s, launch.z, in.k, in.v, in.beta, in.g, entering, dU, Y.get(), W.get(), grads.dv, grads.dbeta,
+        grads.dk, gate_extra.get());
     LINA_CHECK_LAUNCH("cuda::scan_chunked_backward (B5–B8)");
   }
   auto* gradients = scan_gradients_kernel<kDecay, kDelta>;
   bytes = with_shared_memory(gradients, shared_bytes<GradientShared>(launch.z.rows, s.d, launch.w, kGate));
   LINA_LAUNCH(gradients, launch.per_tile(), kScanThreads, bytes, launch.stream)(
-      s, launch.z, in.q, in.k, in.g, dout, kDelta ? U.get() : in.v, entering, tile_grads.get(), gate_extra.get(),
-      grads.dq, grads.dk, grads.dg);
+      s, launch.z, in.q, in.k, in.g, dout, kDelta ? U.get() : in.v, entering, tile_grads.get(),
+      gate_extra.get(), grads.dq, grads.dk, grads.dg);
   LINA_CHECK_LAUNCH("cuda::scan_chunked_backward (B3, B9–B10)");
 }
 

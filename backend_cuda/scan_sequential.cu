@@ -153,8 +153,10 @@ void scan_sequential_backward(const ScanShape& s, const ScanInputs<float>& in, c
   if (shared_bytes > 48 * 1024)
     LINA_CUDA_CHECK(cudaFuncSetAttribute(scan_sequential_backward_kernel,
                                          cudaFuncAttributeMaxDynamicSharedMemorySize, int(shared_bytes)),
-                    "cuda::scan_sequential_backward: " + std::to_string(shared_bytes) + " bytes of shared memory");
-  LINA_LAUNCH(scan_sequential_backward_kernel, unsigned(s.B * s.H), unsigned(s.d), shared_bytes, context().stream)(
+                    "cuda::scan_sequential_backward: " + std::to_string(shared_bytes) +
+                        " bytes of shared memory");
+  const unsigned pairs = unsigned(s.B * s.H), threads = unsigned(s.d);
+  LINA_LAUNCH(scan_sequential_backward_kernel, pairs, threads, shared_bytes, context().stream)(
       s, in.q, in.k, in.v, in.beta, in.g, states, dout, ds_final, grads.dq, grads.dk, grads.dv, grads.dbeta,
       grads.dg, grads.ds0);
   LINA_CHECK_LAUNCH("cuda::scan_sequential_backward");

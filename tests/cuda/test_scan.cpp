@@ -66,18 +66,18 @@ std::vector<double> host(const Tensor& t) {
 // float32 from a fixed seed (so every run sees the same numbers).
 ScanResult run_scan(const ScanCase& c, ScanRule rule, ScanForm form, Device device, DType dtype) {
   Rng rng(2025);
-  auto input = [&](const Shape& shape, double lo_or_std, double hi, bool uniform) {
-    Tensor x = uniform ? Tensor::rand(shape, rng, lo_or_std, hi, DType::f32)
-                       : Tensor::randn(shape, rng, lo_or_std, 0.0, DType::f32);
-    return x.to(dtype).to(device);
+  auto normal = [&](const Shape& shape, double std) {
+    return Tensor::randn(shape, rng, std, 0.0, DType::f32).to(dtype).to(device);
+  };
+  auto uniform = [&](const Shape& shape, double lo, double hi) {
+    return Tensor::rand(shape, rng, lo, hi, DType::f32).to(dtype).to(device);
   };
   const Shape act{c.B, c.T, c.H, c.d}, heads{c.B, c.T, c.H}, state{c.B, c.H, c.d, c.d};
   const double key_scale = 1.0 / std::sqrt(double(c.d));
-  Tensor q = input(act, key_scale, 0, false), k = input(act, key_scale, 0, false), v = input(act, 1.0, 0, false);
-  Tensor beta = uses_beta(rule) ? input(heads, 0.1, 0.9, true) : Tensor();
-  Tensor g = uses_gate(rule) ? input(gate_per_channel(rule) ? act : heads, c.gate_lo, c.gate_hi, true) : Tensor();
-  Tensor s0 = input(state, 0.1, 0, false), dout = input(act, 1.0, 0, false);
-  Tensor ds_final = input(state, 0.1, 0, false);
+  Tensor q = normal(act, key_scale), k = normal(act, key_scale), v = normal(act, 1.0);
+  Tensor beta = uses_beta(rule) ? uniform(heads, 0.1, 0.9) : Tensor();
+  Tensor g = uses_gate(rule) ? uniform(gate_per_channel(rule) ? act : heads, c.gate_lo, c.gate_hi) : Tensor();
+  Tensor s0 = normal(state, 0.1), dout = normal(act, 1.0), ds_final = normal(state, 0.1);
 
   ScanOptions options{rule, form, int(c.chunk)};
   Tensor s_final, saved;
@@ -101,7 +101,8 @@ std::vector<double> chunk_starts(const std::vector<double>& states, const ScanCa
   return out;
 }
 
-void check_result(const std::string& what, const ScanResult& got, const ScanResult& want, bool chunked_states) {
+void check_result(const std::string& what, const ScanResult& got, const ScanResult& want,
+                  bool chunked_states) {
   const std::pair<const char*, std::vector<double> ScanResult::*> fields[] = {
       {"o", &ScanResult::o},   {"S_T", &ScanResult::s_final}, {"dq", &ScanResult::dq},
       {"dk", &ScanResult::dk}, {"dv", &ScanResult::dv},       {"dβ", &ScanResult::dbeta},
@@ -129,7 +130,8 @@ TEST_CASE("cuda scan: both forms against the CPU in float64 and each other, ever
       check_result(what + ", cuda chunked vs cpu", chunked, want, true);
       check_result(what + ", cuda chunked vs cuda token by token", chunked, sequential, true);
       // the chunk-start states are the token-by-token states at t = 0, C, 2C, …
-      test::check_each_close(what + ": chunk_states", chunked.saved, chunk_starts(want.saved, c), kRel, kFloor);
+      test::check_each_close(what + ": chunk_states", chunked.saved, chunk_starts(want.saved, c), kRel,
+                             kFloor);
     }
 }
 
