@@ -10,7 +10,7 @@
 // and, when all of them are constants, runs the fixed-size register-blocked
 // code of small_matmul.h (no packing, fully unrolled), else a plain loop or
 // small::matmul_dynamic. Blocks are row-major with the leading dimension
-// given; every block of the workspace starts on a 64-byte boundary.
+// given; the blocks of a workspace start 64-byte lines apart.
 #pragma once
 #include <Eigen/Core>
 #include <algorithm>
