@@ -16,6 +16,7 @@
 #include "backend_cuda/cuda_context.h"
 #include "backend_cuda/cuda_kernels.h"
 #include "backend_cuda/norm_conv_rope_device.h"
+#include "backend_cuda/scratch.h"
 #include "backend_cuda/warp_reduce.cuh"
 
 namespace lina::cuda {
@@ -143,23 +144,6 @@ __global__ void rope_kernel(const float* x, float* y, int64_t count, int64_t T_l
     rope_thread(i, x, y, T_len, H, D, pos0, base, inverse);
 }
 
-// ---- scratch ----------------------------------------------------------------------------
-
-// A float buffer from the stream-ordered pool, returned when it goes out of
-// scope (on the same stream, so after the kernels that use it).
-class Scratch {
- public:
-  explicit Scratch(int64_t count)
-      : ptr_(static_cast<float*>(lina::cuda::alloc(size_t(count) * sizeof(float)))) {}
-  ~Scratch() { lina::cuda::free(ptr_); }
-  Scratch(const Scratch&) = delete;
-  Scratch& operator=(const Scratch&) = delete;
-  float* get() const { return ptr_; }
-
- private:
-  float* ptr_;
-};
-
 // ---- launchers ----------------------------------------------------------------------------
 
 void rms_norm_forward(const float* x, const float* w, float* y, float* rstd, int64_t rows,
@@ -181,7 +165,7 @@ void rms_norm_backward(const float* x, const float* w, const float* rstd, const 
   LINA_LAUNCH(rms_norm_backward_dx_kernel, row_blocks(rows), kThreads, 0, stream)(x, w, rstd, dy, dx, rows, n);
   LINA_CHECK_LAUNCH("cuda::rms_norm_backward (dx)");
   const int64_t chunks = row_chunks(rows);
-  Scratch partial(chunks * n);  // [chunks, n]
+  Scratch<float> partial(chunks * n);  // [chunks, n]
   LINA_LAUNCH(rms_norm_dw_partial_kernel, blocks_for(chunks * n), kThreads, 0, stream)(
       x, rstd, dy, partial.get(), rows, n, chunks * n);
   LINA_CHECK_LAUNCH("cuda::rms_norm_backward (dw partials)");
@@ -225,7 +209,7 @@ static void conv1d_backward_launches(const float* x, const float* w, const float
   LINA_CHECK_LAUNCH((std::string(what) + " (dx)").c_str());
   const int64_t chunks = row_chunks(rows);
   const int64_t count = chunks * K * C;
-  Scratch partial(count);  // [chunks, K, C]
+  Scratch<float> partial(count);  // [chunks, K, C]
   LINA_LAUNCH(causal_conv1d_dw_partial_kernel, blocks_for(count), kThreads, 0, stream)(
       x, dy, partial.get(), count, B, T_len, C, K);
   LINA_CHECK_LAUNCH((std::string(what) + " (dw partials)").c_str());
@@ -261,7 +245,7 @@ void causal_conv1d_silu_backward(const float* x, const float* w, const float* dy
     return;
   }
   const int64_t count = B * T_len * C;
-  Scratch dz(count);  // [B, T, C], returned to the pool after the launches below
+  Scratch<float> dz(count);  // [B, T, C], returned to the pool after the launches below
   LINA_LAUNCH(causal_conv1d_silu_dz_kernel, blocks_for(count), kThreads, 0, context().stream)(
       x, w, dy, dz.get(), count, T_len, C, K);
   LINA_CHECK_LAUNCH("cuda::causal_conv1d_silu_backward (dz)");
@@ -276,7 +260,7 @@ void causal_conv1d_silu_l2_norm_forward(const float* x, const float* w, float* q
                                    float scale) {
   const int64_t count = B * T_len * C;
   if (count == 0) return;
-  Scratch y(count);  // [B, T, C]
+  Scratch<float> y(count);  // [B, T, C]
   causal_conv1d_silu_forward(x, w, y.get(), B, T_len, C, K);
   l2_norm_forward(y.get(), q, norm, count / head, head, eps, scale);
 }
@@ -292,7 +276,7 @@ void causal_conv1d_silu_l2_norm_backward(const float* x, const float* w, const f
     causal_conv1d_silu_backward(x, w, dq, dx, dw, B, T_len, C, K);  // dw = 0
     return;
   }
-  Scratch y(count), dy(count);  // [B, T, C] each
+  Scratch<float> y(count), dy(count);  // [B, T, C] each
   causal_conv1d_silu_forward(x, w, y.get(), B, T_len, C, K);
   l2_norm_backward(y.get(), norm, dq, dy.get(), count / head, head, eps, scale);
   causal_conv1d_silu_backward(x, w, dy.get(), dx, dw, B, T_len, C, K);

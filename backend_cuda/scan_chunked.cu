@@ -44,6 +44,7 @@
 #include "backend_cuda/cuda_context.h"
 #include "backend_cuda/cuda_kernels.h"
 #include "backend_cuda/scan_tiles.cuh"
+#include "backend_cuda/scratch.h"
 #include "core/error.h"
 
 namespace lina::cuda {
@@ -222,7 +223,7 @@ __global__ void __launch_bounds__(kScanThreads)
   load_rows(t.Q, q, at, d);
   load_rows(t.K, k, at, d);
   load_rows(t.U, U, at, d);
-  for (int e = threadIdx.x; e < d * d; e += blockDim.x) t.H[e] = tile_states[(bh * z.tiles + n) * dd + e];
+  load_block(t.H, tile_states + (bh * z.tiles + n) * dd, dd);
   load_log_decay<kDecay>(t.lambda, s, g, at);
   __syncthreads();
   const TileDecay<kDecay> decay{t.lambda, w, c - 1};
@@ -397,7 +398,7 @@ __global__ void __launch_bounds__(kScanThreads)
   load_rows(t.Y, Y, at, d);
   load_rows(t.W, W, at, d);
   load_rows(t.dBV, dU, at, d);
-  for (int e = threadIdx.x; e < d * d; e += blockDim.x) t.H[e] = tile_states[(bh * z.tiles + n) * dd + e];
+  load_block(t.H, tile_states + (bh * z.tiles + n) * dd, dd);
   for (int r = threadIdx.x; r < c; r += blockDim.x) t.beta[r] = beta[at.token(r)];
   load_log_decay<kDecay>(t.lambda, s, g, at);
   __syncthreads();
@@ -508,10 +509,8 @@ __global__ void __launch_bounds__(kScanThreads)
   load_rows(t.K, k, at, d);
   load_rows(t.U, U, at, d);
   load_rows(t.dO, dout, at, d);
-  for (int e = threadIdx.x; e < d * d; e += blockDim.x) {
-    t.H[e] = tile_states[state + e];
-    t.G[e] = tile_grads[state + e];
-  }
+  load_block(t.H, tile_states + state, dd);
+  load_block(t.G, tile_grads + state, dd);
   load_log_decay<kDecay>(t.lambda, s, g, at);
   __syncthreads();
   const TileDecay<kDecay> decay{t.lambda, w, c - 1};
@@ -579,30 +578,8 @@ __global__ void __launch_bounds__(kScanThreads)
 
 // ---- the entry points ----------------------------------------------------------------
 
-// A float buffer of the stream-ordered pool for one call's intermediate
-// results (none when floats is 0); back to the pool when the call returns,
-// after its kernels in stream order.
-class DeviceBuffer {
- public:
-  explicit DeviceBuffer(int64_t floats)
-      : ptr_(floats > 0 ? static_cast<float*>(alloc(size_t(floats) * sizeof(float))) : nullptr) {}
-  ~DeviceBuffer() { lina::cuda::free(ptr_); }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  float* get() const { return ptr_; }
-
- private:
-  float* ptr_;
-};
-
-// Makes room for `bytes` of dynamic shared memory in `kernel` (above 48 KB a
-// kernel must ask for it) and returns bytes.
-template <class... P> size_t with_shared_memory(void (*kernel)(P...), size_t bytes) {
-  if (bytes > 48 * 1024)
-    LINA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)),
-                    "cuda::scan_chunked: " + std::to_string(bytes) + " bytes of shared memory per block");
-  return bytes;
-}
+// How the launchers name themselves in an error.
+constexpr const char* kName = "cuda::scan_chunked";
 
 // The sizes every launch of one call shares.
 struct ScanLaunch {
@@ -629,7 +606,8 @@ template <DecayKind kDecay>
 void launch_solve(const ScanLaunch& launch, const ScanInputs<float>& in, float* Y, float* W) {
   auto* solve = scan_solve_kernel<kDecay>;
   const ScanTiling& z = launch.z;
-  const size_t bytes = with_shared_memory(solve, shared_bytes<SolveShared>(z.rows, launch.s.d, launch.w));
+  const size_t bytes = with_shared_memory(
+      solve, shared_bytes<SolveShared>(z.rows, launch.s.d, launch.w), kName);
   LINA_LAUNCH(solve, launch.per_tile(), kScanThreads, bytes, launch.stream)(launch.s, z, in.k, in.v, in.beta,
                                                                              in.g, Y, W);
   LINA_CHECK_LAUNCH("cuda::scan_chunked (F1–F2)");
@@ -642,7 +620,8 @@ void launch_state_forward(const ScanLaunch& launch, const ScanInputs<float>& in,
                           float* tile_states, float* chunk_states, float* s_final) {
   auto* pass = scan_state_forward_kernel<kDecay, kDelta>;
   const size_t bytes = with_shared_memory(
-      pass, shared_bytes<StateForwardShared>(launch.z.rows, launch.s.d, launch.w, launch.rows, kDelta));
+      pass, shared_bytes<StateForwardShared>(launch.z.rows, launch.s.d, launch.w, launch.rows, kDelta),
+      kName);
   LINA_LAUNCH(pass, launch.per_row_group(), kScanThreads, bytes, launch.stream)(
       launch.s, launch.z, launch.rows, in.k, in.g, kDelta ? Y : in.v, W, s0, saved_chunk_states, U,
       tile_states, chunk_states, s_final);
@@ -655,17 +634,18 @@ void chunked_forward(const ScanShape& s, int64_t C, const ScanInputs<float>& in,
   const ScanLaunch launch = scan_launch<kDecay>(s, C);
   // The state entering each tile: the chunk_states themselves when a chunk is one tile.
   const bool tiles_are_chunks = launch.z.parts == 1 && chunk_states;
-  DeviceBuffer tile_states(tiles_are_chunks ? 0 : launch.tile_states());  // [B, H, tiles, d, d]
+  Scratch<float> tile_states(tiles_are_chunks ? 0 : launch.tile_states());  // [B, H, tiles, d, d]
   float* entering = tiles_are_chunks ? chunk_states : tile_states.get();  // [B, H, tiles, d, d]
   // Y, W of F2 and U of F3 (delta rules)   [B, T, H, d] each
   const int64_t act = kDelta ? launch.activation() : 0;
-  DeviceBuffer Y(act), W(act), U(act);
+  Scratch<float> Y(act), W(act), U(act);
 
   if constexpr (kDelta) launch_solve<kDecay>(launch, in, Y.get(), W.get());
   launch_state_forward<kDecay, kDelta>(launch, in, Y.get(), W.get(), s0, nullptr, U.get(), entering,
                                        tiles_are_chunks ? nullptr : chunk_states, s_final);
   auto* output = scan_output_kernel<kDecay>;
-  const size_t bytes = with_shared_memory(output, shared_bytes<OutputShared>(launch.z.rows, s.d, launch.w));
+  const size_t bytes = with_shared_memory(
+      output, shared_bytes<OutputShared>(launch.z.rows, s.d, launch.w), kName);
   LINA_LAUNCH(output, launch.per_tile(), kScanThreads, bytes, launch.stream)(s, launch.z, in.q, in.k, in.g,
                                                                     kDelta ? U.get() : in.v, entering, o);
   LINA_CHECK_LAUNCH("cuda::scan_chunked_forward (F4)");
@@ -680,43 +660,44 @@ void chunked_backward(const ScanShape& s, int64_t C, const ScanInputs<float>& in
   // The forward again from the saved chunk-start states, where the backward
   // needs more than they hold: Y, W, U (delta rules), the state entering
   // each tile (chunks longer than a tile).
-  DeviceBuffer tile_states(launch.z.parts > 1 ? launch.tile_states() : 0);  // [B, H, tiles, d, d]
+  Scratch<float> tile_states(launch.z.parts > 1 ? launch.tile_states() : 0);  // [B, H, tiles, d, d]
   const float* entering = launch.z.parts > 1 ? tile_states.get() : chunk_states;  // [B, H, tiles, d, d]
-  DeviceBuffer Y(kDelta ? act : 0), W(kDelta ? act : 0), U(kDelta ? act : 0);  // [B, T, H, d] each
+  Scratch<float> Y(kDelta ? act : 0), W(kDelta ? act : 0), U(kDelta ? act : 0);  // [B, T, H, d] each
   if constexpr (kDelta) launch_solve<kDecay>(launch, in, Y.get(), W.get());
   if (kDelta || launch.z.parts > 1)
     launch_state_forward<kDecay, kDelta>(launch, in, Y.get(), W.get(), nullptr, chunk_states, U.get(),
                                          tile_states.get(), nullptr, nullptr);
 
   // dU: Pᵀ dO first, all of it after the reverse pass (dV itself without the delta correction).
-  DeviceBuffer dU_buffer(kDelta ? act : 0);  // [B, T, H, d]
+  Scratch<float> dU_buffer(kDelta ? act : 0);  // [B, T, H, d]
   float* dU = kDelta ? dU_buffer.get() : grads.dv;
   auto* readout = scan_readout_backward_kernel<kDecay>;
   size_t bytes =
-      with_shared_memory(readout, shared_bytes<ReadoutBackwardShared>(launch.z.rows, s.d, launch.w));
+      with_shared_memory(readout, shared_bytes<ReadoutBackwardShared>(launch.z.rows, s.d, launch.w), kName);
   LINA_LAUNCH(readout, launch.per_tile(), kScanThreads, bytes, launch.stream)(s, launch.z, in.q, in.k, in.g,
                                                                                dout, dU);
   LINA_CHECK_LAUNCH("cuda::scan_chunked_backward (Pᵀ dO)");
 
-  DeviceBuffer tile_grads(launch.tile_states());  // dH' of each tile   [B, H, tiles, d, d]
+  Scratch<float> tile_grads(launch.tile_states());  // dH' of each tile   [B, H, tiles, d, d]
   auto* pass = scan_state_backward_kernel<kDecay, kDelta>;
   bytes = with_shared_memory(
-      pass, shared_bytes<StateBackwardShared>(launch.z.rows, s.d, launch.w, launch.rows, kDelta));
+      pass, shared_bytes<StateBackwardShared>(launch.z.rows, s.d, launch.w, launch.rows, kDelta), kName);
   LINA_LAUNCH(pass, launch.per_row_group(), kScanThreads, bytes, launch.stream)(
       s, launch.z, launch.rows, in.q, in.k, in.g, dout, W.get(), ds_final, dU, tile_grads.get(), grads.ds0);
   LINA_CHECK_LAUNCH("cuda::scan_chunked_backward (B1, B2: the pass over the tiles)");
 
-  DeviceBuffer gate_extra(kDelta && kGate ? act : 0);  // [B, T, H, d]
+  Scratch<float> gate_extra(kDelta && kGate ? act : 0);  // [B, T, H, d]
   if constexpr (kDelta) {
     auto* delta = scan_delta_backward_kernel<kDecay>;
-    bytes = with_shared_memory(delta, shared_bytes<DeltaBackwardShared>(launch.z.rows, s.d, launch.w));
+    bytes = with_shared_memory(delta, shared_bytes<DeltaBackwardShared>(launch.z.rows, s.d, launch.w), kName);
     LINA_LAUNCH(delta, launch.per_tile(), kScanThreads, bytes, launch.stream)(
         s, launch.z, in.k, in.v, in.beta, in.g, entering, dU, Y.get(), W.get(), grads.dv, grads.dbeta,
         grads.dk, gate_extra.get());
     LINA_CHECK_LAUNCH("cuda::scan_chunked_backward (B5–B8)");
   }
   auto* gradients = scan_gradients_kernel<kDecay, kDelta>;
-  bytes = with_shared_memory(gradients, shared_bytes<GradientShared>(launch.z.rows, s.d, launch.w, kGate));
+  bytes = with_shared_memory(
+      gradients, shared_bytes<GradientShared>(launch.z.rows, s.d, launch.w, kGate), kName);
   LINA_LAUNCH(gradients, launch.per_tile(), kScanThreads, bytes, launch.stream)(
       s, launch.z, in.q, in.k, in.g, dout, kDelta ? U.get() : in.v, entering, tile_grads.get(),
       gate_extra.get(), grads.dq, grads.dk, grads.dg);

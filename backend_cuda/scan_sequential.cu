@@ -15,6 +15,7 @@
 
 #include "backend_cuda/cuda_context.h"
 #include "backend_cuda/cuda_kernels.h"
+#include "backend_cuda/scratch.h"
 #include "core/error.h"
 
 namespace lina::cuda {
@@ -150,11 +151,7 @@ void scan_sequential_backward(const ScanShape& s, const ScanInputs<float>& in, c
                               const float* dout, const float* ds_final, const ScanInputGrads<float>& grads) {
   check_sequential_shape(s);
   const size_t shared_bytes = size_t(s.d * s.d + 4 * s.d) * sizeof(float);
-  if (shared_bytes > 48 * 1024)
-    LINA_CUDA_CHECK(cudaFuncSetAttribute(scan_sequential_backward_kernel,
-                                         cudaFuncAttributeMaxDynamicSharedMemorySize, int(shared_bytes)),
-                    "cuda::scan_sequential_backward: " + std::to_string(shared_bytes) +
-                        " bytes of shared memory");
+  with_shared_memory(scan_sequential_backward_kernel, shared_bytes, "cuda::scan_sequential_backward");
   const unsigned pairs = unsigned(s.B * s.H), threads = unsigned(s.d);
   LINA_LAUNCH(scan_sequential_backward_kernel, pairs, threads, shared_bytes, context().stream)(
       s, in.q, in.k, in.v, in.beta, in.g, states, dout, ds_final, grads.dq, grads.dk, grads.dv, grads.dbeta,

@@ -95,6 +95,11 @@ __device__ inline void load_rows(float* tile, const float* x, const Tile& at, in
     tile[e] = x[at.token(e / width) * d + col0 + e % width];
 }
 
+// dst [count] = src [count]: a tile's d×d state from global memory.
+__device__ inline void load_block(float* dst, const float* src, int64_t count) {
+  for (int64_t e = threadIdx.x; e < count; e += blockDim.x) dst[e] = src[e];
+}
+
 // The tile's rows of x [B, T, H, d] (columns col0 …) = tile [c][width].
 __device__ inline void store_rows(float* x, const float* tile, const Tile& at, int d, int col0 = 0,
                                   int width = -1) {

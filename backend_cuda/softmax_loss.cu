@@ -12,26 +12,13 @@
 
 #include "backend_cuda/cuda_context.h"
 #include "backend_cuda/cuda_kernels.h"
+#include "backend_cuda/scratch.h"
 #include "backend_cuda/softmax_loss_device.h"
 #include "backend_cuda/warp_reduce.cuh"
 
 namespace lina::cuda {
 
 namespace {
-
-// Device scratch memory, freed when the scope ends. The pool is stream-ordered,
-// so the free waits for the kernels already queued on the stream.
-class DeviceScratch {
- public:
-  explicit DeviceScratch(size_t bytes) : ptr_(alloc(bytes)) {}
-  ~DeviceScratch() { free(ptr_); }
-  DeviceScratch(const DeviceScratch&) = delete;
-  DeviceScratch& operator=(const DeviceScratch&) = delete;
-  template <class T> T* as() const { return static_cast<T*>(ptr_); }
-
- private:
-  void* ptr_;
-};
 
 // ---- the log-sum-exp of a row, shared by softmax, log-softmax, cross-entropy ----
 
@@ -225,14 +212,14 @@ void log_softmax_backward(const float* y, const float* dy, float* dx, int64_t R,
 // Per-row nll into a scratch buffer, then one block adds it in a fixed order.
 void cross_entropy_forward(const float* logits, const int32_t* targets, const float* mask,
                            float* probs, float* loss, int64_t R, int64_t V) {
-  DeviceScratch row_nll(sizeof(double) * size_t(R > 0 ? R : 1));  // [R]
+  Scratch<double> row_nll(R > 0 ? R : 1);  // [R]
   cudaStream_t stream = context().stream;
   if (R > 0) {
     LINA_LAUNCH(cross_entropy_rows_kernel, row_blocks(R), kThreads, 0, stream)(
-        logits, targets, mask, probs, row_nll.as<double>(), R, V, context().index_error);
+        logits, targets, mask, probs, row_nll.get(), R, V, context().index_error);
     LINA_CHECK_LAUNCH("cuda::cross_entropy_forward");
   }
-  LINA_LAUNCH(cross_entropy_total_kernel, 1, kThreads, 0, stream)(row_nll.as<double>(), mask, loss, R);
+  LINA_LAUNCH(cross_entropy_total_kernel, 1, kThreads, 0, stream)(row_nll.get(), mask, loss, R);
   LINA_CHECK_LAUNCH("cuda::cross_entropy_forward (total)");
 }
 
@@ -241,12 +228,12 @@ void cross_entropy_backward(const float* probs, const int32_t* targets, const fl
                             const float* dloss, float* dlogits, int64_t R, int64_t V) {
   int64_t n = R * V;
   if (n == 0) return;
-  DeviceScratch scale(sizeof(float));  // [1]
+  Scratch<float> scale(1);  // [1]
   cudaStream_t stream = context().stream;
-  LINA_LAUNCH(cross_entropy_scale_kernel, 1, kThreads, 0, stream)(mask, dloss, scale.as<float>(), R);
+  LINA_LAUNCH(cross_entropy_scale_kernel, 1, kThreads, 0, stream)(mask, dloss, scale.get(), R);
   LINA_CHECK_LAUNCH("cuda::cross_entropy_backward (scale)");
   LINA_LAUNCH(cross_entropy_backward_kernel, blocks_for(n), kThreads, 0, stream)(
-      probs, targets, mask, scale.as<float>(), dlogits, n, V);
+      probs, targets, mask, scale.get(), dlogits, n, V);
   LINA_CHECK_LAUNCH("cuda::cross_entropy_backward");
 }
 
