@@ -6,7 +6,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "dispatch/kernels.h"
+#include "dispatch/dispatch.h"
 
 namespace lina::trace {
 
@@ -54,7 +54,7 @@ void stop() {
 
 void on_record(const Var& out) {
   if (!g_trace || !out.grad_fn()) return;
-  double norm = std::sqrt(kernels::sum_squares(out.data()));
+  double norm = std::sqrt(dispatch::sum_squares(out.data()));
   g_trace->forward.push_back({out.impl_ptr(), norm});
   g_trace->number[out.impl()] = int(g_trace->forward.size());
 }
@@ -77,7 +77,7 @@ void on_backward_op(const VarImpl& v, const Tensor& grad) {
     print_line("backward", number, v, v.data.shape(), "|grad|", 0.0);
     return;
   }
-  print_line("backward", number, v, grad.shape(), "|grad|", std::sqrt(kernels::sum_squares(grad)));
+  print_line("backward", number, v, grad.shape(), "|grad|", std::sqrt(dispatch::sum_squares(grad)));
   std::fflush(g_trace->out);
 }
 

@@ -11,7 +11,7 @@
 
 #include "autograd/trace.h"
 #include "core/profile.h"
-#include "dispatch/kernels.h"
+#include "dispatch/dispatch.h"
 
 namespace lina {
 
@@ -92,7 +92,7 @@ const char* Var::display_name() const { return impl_ ? lina::display_name(*impl_
 // The Vars made by the ops `root` depends on (root included), newest op
 // first. An op's output can only feed ops recorded after it, so once every
 // later op has run, the gradient of its output is complete. Held by
-// shared_ptr: with Graph::free an op that has run drops its inputs, and
+// shared_ptr: with Graph::Free an op that has run drops its inputs, and
 // they must live until their own turn.
 static std::vector<std::shared_ptr<VarImpl>> ops_newest_first(const std::shared_ptr<VarImpl>& root) {
   std::vector<std::shared_ptr<VarImpl>> ops;
@@ -102,7 +102,7 @@ static std::vector<std::shared_ptr<VarImpl>> ops_newest_first(const std::shared_
     std::shared_ptr<VarImpl> v = std::move(todo.back());
     todo.pop_back();
     check(!v->graph_freed, "backward: part of this graph was freed by an earlier "
-                           "backward(Graph::free); run the forward again");
+                           "backward(Graph::Free); run the forward again");
     if (!v->grad_fn) continue;  // a leaf
     for (const Var& in : v->grad_fn->inputs)
       if (in.requires_grad() && seen.insert(in.impl()).second) todo.push_back(in.impl_ptr());
@@ -129,7 +129,7 @@ static void accumulate(VarImpl* v, const Tensor& g) {
   check(g.shape() == v->data.shape(), "backward: gradient " + shape_str(g.shape()) +
                                           " does not match its tensor " + v->data.describe());
   if (!v->grad.defined()) v->grad = g.clone();
-  else kernels::add_inplace(v->grad, g);
+  else dispatch::add_inplace(v->grad, g);
 }
 
 // For Node::backward_into, where an op may add input i's gradient: an op
@@ -156,7 +156,7 @@ static std::vector<Tensor*> sums_to_add_into(const std::vector<Var>& ins,
 void Var::backward(Graph after) const {
   check(impl_ && impl_->requires_grad, "backward: this Var does not require grad");
   check(data().numel() == 1, "backward: needs a scalar, got " + data().describe());
-  check(!impl_->graph_freed, "backward: this graph was freed by an earlier backward(Graph::free); "
+  check(!impl_->graph_freed, "backward: this graph was freed by an earlier backward(Graph::Free); "
                              "run the forward again");
   profile::PhaseScope backward_phase(profile::Phase::Backward);  // kernel profiling: "backward"
   Tensor seed = Tensor::ones(data().shape(), dtype(), device());  // dL/dL = 1
@@ -165,7 +165,7 @@ void Var::backward(Graph after) const {
   std::unordered_map<VarImpl*, Tensor> pending;  // gradients of op outputs, still being summed
   pending[impl_.get()] = seed;
   std::vector<std::shared_ptr<VarImpl>> ops = ops_newest_first(impl_);
-  if (after == Graph::free && !trace::active()) release_outputs_no_backward_reads(ops);
+  if (after == Graph::Free && !trace::active()) release_outputs_no_backward_reads(ops);
   for (std::shared_ptr<VarImpl>& op : ops) {
     VarImpl* v = op.get();
     Tensor g = std::move(pending[v]);  // complete: every later op has sent its part
@@ -184,11 +184,11 @@ void Var::backward(Graph after) const {
         }
         Tensor& slot = pending[ins[i].impl()];
         if (!slot.defined()) slot = input_grads[i];
-        else if (slot.sole_owner()) kernels::add_inplace(slot, input_grads[i]);  // no new buffer
-        else slot = kernels::binary(BinaryFn::Add, slot, input_grads[i]);
+        else if (slot.sole_owner()) dispatch::add_inplace(slot, input_grads[i]);  // no new buffer
+        else slot = dispatch::binary(BinaryFn::Add, slot, input_grads[i]);
       }
     }
-    if (after == Graph::free && v != impl_.get()) {
+    if (after == Graph::Free && v != impl_.get()) {
       // The op has run: what it saved and its hold on its inputs go now. Its
       // output goes too unless someone else holds it (the caller's logits):
       // every op that read it ran before this one and has been dropped. The
@@ -221,8 +221,8 @@ std::string graph_dot(const Var& root) {
     const std::string name = display_name(*v);
     os << "  v" << v << " [shape=box, label=\"" << (name.empty() ? "" : name + "\\n")
        << type_and_shape(v->data);
-    if (v->grad.defined() && v->grad.device() == Device::cpu)
-      os << "\\n|grad| = " << std::sqrt(kernels::sum_squares(v->grad));
+    if (v->grad.defined() && v->grad.device() == Device::Cpu)
+      os << "\\n|grad| = " << std::sqrt(dispatch::sum_squares(v->grad));
     os << "\"" << (v->grad_fn ? "" : ", style=filled, fillcolor=\"#e8f0ff\"") << "];\n";
     // The op that made it: its name and what it saved for backward.
     if (Node* fn = v->grad_fn.get()) {

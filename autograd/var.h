@@ -10,7 +10,7 @@
 // the reverse of the order the forward recorded them, and accumulates (+=)
 // into the .grad of every leaf Var that requires grad. By default the graph
 // stays as it was (graph_dot can draw it, a debugger can look at it);
-// backward(Graph::free) drops each op, with what it saved, as soon as its
+// backward(Graph::Free) drops each op, with what it saved, as soon as its
 // backward has run, and each op's output that nothing else holds, as a
 // training step does: the step's memory then shrinks through the backward
 // instead of growing. Inside a ReleaseUnreadOutputs scope (a training step)
@@ -33,14 +33,14 @@ namespace lina {
 struct Node;
 
 // What backward() leaves of the graph: all of it, or nothing (see above).
-enum class Graph { keep, free };
+enum class Graph { Keep, Free };
 
 struct VarImpl {
   Tensor data;
   Tensor grad;                     // undefined until a gradient arrives
   bool requires_grad = false;
   std::shared_ptr<Node> grad_fn;   // the op that made this Var; null for leaves
-  bool graph_freed = false;        // made by an op that backward(Graph::free) dropped
+  bool graph_freed = false;        // made by an op that backward(Graph::Free) dropped
   long graph_edges = 0;            // how many ops' inputs lists hold this Var
   std::string name;                // a leaf's name ("blocks.0.mix.q_proj.weight"), optional
 };
@@ -78,7 +78,7 @@ class Var {
   double item() const { return impl_->data.item(); }
 
   // Runs the backward pass from this scalar (its gradient seeded with 1).
-  void backward(Graph after = Graph::keep) const;
+  void backward(Graph after = Graph::Keep) const;
   // Forgets this Var's gradient (leaves' grads are accumulated otherwise).
   void zero_grad() { impl_->grad = Tensor(); }
 

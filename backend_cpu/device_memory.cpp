@@ -18,9 +18,9 @@ void copy(void* dst, const void* src, size_t bytes) { std::memcpy(dst, src, byte
 
 void fill_tensor(Tensor& t, double value) {
   switch (t.dtype()) {
-    case DType::f32: fill<float>(t.data<float>(), t.numel(), float(value)); return;
-    case DType::f64: fill<double>(t.data<double>(), t.numel(), value); return;
-    case DType::i32: fill<int32_t>(t.data<int32_t>(), t.numel(), int32_t(value)); return;
+    case DType::F32: fill<float>(t.data<float>(), t.numel(), float(value)); return;
+    case DType::F64: fill<double>(t.data<double>(), t.numel(), value); return;
+    case DType::I32: fill<int32_t>(t.data<int32_t>(), t.numel(), int32_t(value)); return;
   }
 }
 
@@ -36,7 +36,7 @@ const DeviceMemory kHostMemory{
 };
 
 struct Install {
-  Install() { install_device_memory(Device::cpu, &kHostMemory); }
+  Install() { install_device_memory(Device::Cpu, &kHostMemory); }
 } install;
 
 }  // namespace

@@ -16,7 +16,7 @@
 // The token-by-token scan_sequential.cpp is the reference it is tested
 // against (tests/test_scan.cpp).
 //
-// Layouts: q, k, v, o [B, T, H, D], beta [B, T, H], g [B, T, H] (or
+// Layouts: q, k, v, o [B, T, H, D], beta [B, T, H], log_alpha [B, T, H] (or
 // [B, T, H, D] for a decay per key channel); states [B, H, D, D] value ×
 // key; chunk_states [B, H, N, D, D] (N = ⌈T/C⌉) the state entering each
 // chunk. Outputs are written (=), never accumulated. Inside, each chunk's
@@ -54,7 +54,7 @@ using namespace scan_chunk;
 template <DecayKind kDecay, bool kDelta> struct WriteRule {
   static constexpr bool delta = kDelta;  // u = β(v − S_{t−1} diag(a) k), else u = v
   static constexpr bool per_channel = kDecay == DecayKind::LearnedPerChannel;
-  static constexpr bool learned = kDecay == DecayKind::LearnedPerHead || per_channel;  // writes dg
+  static constexpr bool learned = kDecay == DecayKind::LearnedPerHead || per_channel;  // writes dlog_alpha
   static_assert(!(kDelta && per_channel), "no chunked form of a delta rule decaying per channel");
 };
 template <ScanRule R> using WriteRuleOf = WriteRule<decay_kind(R), uses_beta(R)>;
@@ -126,10 +126,10 @@ void load_chunk(const ScanShape& s, const ScanInputs<T>& in, const ChunkPlace& a
   load_rows(z, in.k, at, m.K);
   load_rows(z, in.v, at, m.V);
   for (int r = 0; r < C; ++r) m.beta[r] = Rule::delta && r < at.c ? in.beta[at.row(r)] : T(0);
-  // a_r = exp(log a_r), read through scan_log_decay (0, so a = 1, without decay and when padding)
+  // a_r = exp(log a_r), read through scan_log_alpha (0, so a = 1, without decay and when padding)
   for (int r = 0; r < C; ++r)
     for (int j = 0; j < w; ++j)
-      m.a[r * w + j] = r < at.c ? scan_log_decay(s, in.g, at.row(r), j) : T(0);
+      m.a[r * w + j] = r < at.c ? scan_log_alpha(s, in.log_alpha, at.row(r), j) : T(0);
   exp_in_place(times(z.C, decay_width<Rule>(z)), m.a);
   // γ_0 = a_0, γ_r = γ_{r−1} ⊙ a_r;   δ_{C−1} = 1, δ_i = δ_{i+1} ⊙ a_{i+1}
   std::copy(m.a, m.a + w, m.gamma);
@@ -253,8 +253,8 @@ ChunkPlace chunk_place(const ScanShape& s, int64_t C, int64_t b, int64_t h, int6
 // F1–F5 chunk by chunk, the state carried (transposed) in m.St from S_0 to
 // S_T, each chunk's entering state saved for the backward.
 template <class T, class Rule, class Size>
-void chunked_forward(const ScanShape& s, const Size& z, const ScanInputs<T>& in, const T* s0,
-                     T* o, T* s_final, T* chunk_states) {
+void chunked_forward(const ScanShape& s, const Size& z, const ScanInputs<T>& in, const T* initial_state,
+                     T* o, T* final_state, T* chunk_states) {
   const int64_t dd = z.D * z.D, pairs = s.B * s.H, chunks = (s.T + z.C - 1) / z.C;
 #pragma omp parallel if (pairs > 1 && pairs * s.T * dd >= kParallelMin)
   {
@@ -263,7 +263,7 @@ void chunked_forward(const ScanShape& s, const Size& z, const ScanInputs<T>& in,
 #pragma omp for schedule(static)
     for (int64_t bh = 0; bh < pairs; ++bh) {
       const int64_t b = bh / s.H, h = bh % s.H;
-      if (s0) transpose(z.D, z.D, s0 + bh * dd, z.D, m.St);
+      if (initial_state) transpose(z.D, z.D, initial_state + bh * dd, z.D, m.St);
       else std::fill(m.St, m.St + dd, T(0));
       for (int64_t n = 0; n < chunks; ++n) {
         const ChunkPlace at = chunk_place(s, z.C, b, h, n);
@@ -272,7 +272,7 @@ void chunked_forward(const ScanShape& s, const Size& z, const ScanInputs<T>& in,
         read_out(z, m);
         store_rows(z, m.O, at, o);
       }
-      transpose(z.D, z.D, m.St, z.D, s_final + bh * dd);  // S_T = (Sᵀ)ᵀ
+      transpose(z.D, z.D, m.St, z.D, final_state + bh * dd);  // S_T = (Sᵀ)ᵀ
     }
   }
 }
@@ -461,13 +461,13 @@ void decay_gradient(const Size& z, const ChunkTerms<T, Rule, Size>& m, const T* 
     for (int j = 0; j < w; ++j) g.dlambda[r * w + j] += g.dlambda[(r + 1) * w + j];
 }
 
-// The chunk's dlog a into dg ([B, T, H], or [B, T, H, D] per key channel).
+// The chunk's dlog a into dlog_alpha ([B, T, H], or [B, T, H, D] per key channel).
 template <class T, class Rule, class Size>
 void store_decay_gradient(const Size& z, const ChunkGrads<T, Rule, Size>& g, const ChunkPlace& at,
-                          T* dg) {
-  if constexpr (Rule::per_channel) store_rows(z, g.dlambda, at, dg);
+                          T* dlog_alpha) {
+  if constexpr (Rule::per_channel) store_rows(z, g.dlambda, at, dlog_alpha);
   else
-    for (int r = 0; r < at.c; ++r) dg[at.row(r)] = g.dlambda[r];
+    for (int r = 0; r < at.c; ++r) dlog_alpha[at.row(r)] = g.dlambda[r];
 }
 
 // §3.4, one pass over the chunks in reverse: each chunk's terms are
@@ -476,7 +476,7 @@ void store_decay_gradient(const Size& z, const ChunkGrads<T, Rule, Size>& g, con
 // dS' is carried both ways round, G and Gᵀ, since products need each.
 template <class T, class Rule, class Size>
 void chunked_backward(const ScanShape& s, const Size& z, const ScanInputs<T>& in,
-                      const T* chunk_states, const T* dout, const T* ds_final,
+                      const T* chunk_states, const T* dout, const T* dfinal_state,
                       const ScanInputGrads<T>& grads) {
   const int64_t dd = z.D * z.D, pairs = s.B * s.H, chunks = (s.T + z.C - 1) / z.C;
 #pragma omp parallel if (pairs > 1 && pairs * s.T * dd >= kParallelMin)
@@ -487,7 +487,7 @@ void chunked_backward(const ScanShape& s, const Size& z, const ScanInputs<T>& in
 #pragma omp for schedule(static)
     for (int64_t bh = 0; bh < pairs; ++bh) {
       const int64_t b = bh / s.H, h = bh % s.H;
-      if (ds_final) std::copy(ds_final + bh * dd, ds_final + (bh + 1) * dd, g.G);
+      if (dfinal_state) std::copy(dfinal_state + bh * dd, dfinal_state + (bh + 1) * dd, g.G);
       else std::fill(g.G, g.G + dd, T(0));
       transpose(z.D, z.D, g.G, z.D, g.Gt);
       for (int64_t n = chunks - 1; n >= 0; --n) {
@@ -503,12 +503,12 @@ void chunked_backward(const ScanShape& s, const Size& z, const ScanInputs<T>& in
         store_gradients(z, m, g, at, grads);
         if constexpr (Rule::learned) {
           decay_gradient(z, m, S, g);
-          store_decay_gradient(z, g, at, grads.dg);
+          store_decay_gradient(z, g, at, grads.dlog_alpha);
         }
         std::swap(g.Gt, g.dSt);  // dS of this chunk is dS' of the one before
         transpose(z.D, z.D, g.Gt, z.D, g.G);
       }
-      std::copy(g.G, g.G + dd, grads.ds0 + bh * dd);
+      std::copy(g.G, g.G + dd, grads.dinitial_state + bh * dd);
     }
   }
 }
@@ -538,22 +538,22 @@ template <class F> void with_size(const ScanShape& s, int64_t C, F&& f) {
 }  // namespace
 
 template <class T>
-void scan_chunked_forward(const ScanShape& s, int64_t C, const ScanInputs<T>& in, const T* s0,
-                          T* o, T* s_final, T* chunk_states) {
+void scan_chunked_forward(const ScanShape& s, int64_t C, const ScanInputs<T>& in, const T* initial_state,
+                          T* o, T* final_state, T* chunk_states) {
   with_write_rule(s.rule, [&](auto rule) {
     with_size(s, C, [&](auto size) {
-      chunked_forward<T, decltype(rule)>(s, size, in, s0, o, s_final, chunk_states);
+      chunked_forward<T, decltype(rule)>(s, size, in, initial_state, o, final_state, chunk_states);
     });
   });
 }
 
 template <class T>
 void scan_chunked_backward(const ScanShape& s, int64_t C, const ScanInputs<T>& in,
-                           const T* chunk_states, const T* dout, const T* ds_final,
+                           const T* chunk_states, const T* dout, const T* dfinal_state,
                            const ScanInputGrads<T>& grads) {
   with_write_rule(s.rule, [&](auto rule) {
     with_size(s, C, [&](auto size) {
-      chunked_backward<T, decltype(rule)>(s, size, in, chunk_states, dout, ds_final, grads);
+      chunked_backward<T, decltype(rule)>(s, size, in, chunk_states, dout, dfinal_state, grads);
     });
   });
 }

@@ -4,10 +4,10 @@
 // matrix-vector work on Eigen maps, no allocation per token.
 //
 // Layouts: q, k, v, o [B, T, H, d] (token t of head h at ((b·T + t)·H + h)·d),
-// beta [B, T, H], g [B, T, H] (or [B, T, H, d] for a decay per key channel),
+// beta [B, T, H], log_alpha [B, T, H] (or [B, T, H, d] for a decay per key channel),
 // states [B, H, d, d] value × key, saved states [B, H, T, d, d]. Every output
 // is written (=), never accumulated. The decay is read per key channel
-// through scan_log_decay (core/kernel_args.h), so one loop serves every rule.
+// through scan_log_alpha (core/kernel_args.h), so one loop serves every rule.
 #include <Eigen/Core>
 #include <cmath>
 
@@ -23,14 +23,14 @@ namespace {
 // one value repeated for a per-head decay, d values for a per-channel gate.
 template <class T>
 void decay_of(const ScanShape& s, const ScanInputs<T>& in, int64_t token, Vector<T>& a) {
-  for (int64_t j = 0; j < s.d; ++j) a[j] = std::exp(scan_log_decay(s, in.g, token, j));
+  for (int64_t j = 0; j < s.d; ++j) a[j] = std::exp(scan_log_alpha(s, in.log_alpha, token, j));
 }
 
 }  // namespace
 
 template <class T>
-void scan_sequential_forward(const ScanShape& s, const ScanInputs<T>& in, const T* s0, T* o,
-                             T* s_final, T* states) {
+void scan_sequential_forward(const ScanShape& s, const ScanInputs<T>& in, const T* initial_state, T* o,
+                             T* final_state, T* states) {
   const int64_t d = s.d, dd = d * d, pairs = s.B * s.H;
 #pragma omp parallel if (pairs > 1 && pairs * s.T * dd >= kParallelMin)
   {
@@ -39,8 +39,8 @@ void scan_sequential_forward(const ScanShape& s, const ScanInputs<T>& in, const 
     for (int64_t bh = 0; bh < pairs; ++bh) {
       const int64_t b = bh / s.H, h = bh % s.H;
       // The running state lives in the output S_T.
-      MatrixMap<T> S(s_final + bh * dd, d, d);
-      if (s0) S = ConstMatrixMap<T>(s0 + bh * dd, d, d);
+      MatrixMap<T> S(final_state + bh * dd, d, d);
+      if (initial_state) S = ConstMatrixMap<T>(initial_state + bh * dd, d, d);
       else S.setZero();
       for (int64_t t = 0; t < s.T; ++t) {
         const int64_t token = (b * s.T + t) * s.H + h;  // index into [B, T, H]
@@ -63,7 +63,7 @@ void scan_sequential_forward(const ScanShape& s, const ScanInputs<T>& in, const 
 }
 
 // Reverse-time recurrence of §2.1, with the decay per key channel (a rule
-// that decays per head has all a_j equal; then dg is the sum over j). G is
+// that decays per head has all a_j equal; then dlog_alpha is the sum over j). G is
 // the gradient of L with respect to the current state; it starts at dS_T and
 // ends as dS_0. With Sa = S_{t−1} diag(a):
 //   G += dO qᵀ;  e = G k;  dv = β e;  dβ = eᵀ(v − Sa k)
@@ -72,16 +72,16 @@ void scan_sequential_forward(const ScanShape& s, const ScanInputs<T>& in, const 
 //   G ← (G − β e kᵀ) diag(a)
 template <class T>
 void scan_sequential_backward(const ScanShape& s, const ScanInputs<T>& in, const T* states,
-                              const T* dout, const T* ds_final, const ScanInputGrads<T>& grads) {
+                              const T* dout, const T* dfinal_state, const ScanInputGrads<T>& grads) {
   const int64_t d = s.d, dd = d * d, pairs = s.B * s.H;
 #pragma omp parallel if (pairs > 1 && pairs * s.T * dd >= kParallelMin)
   {
     RowMatrix<T> G(d, d), Sa(d, d);
-    Vector<T> a = Vector<T>::Ones(d), p(d), r(d), u(d), e(d), Se(d), dg(d);
+    Vector<T> a = Vector<T>::Ones(d), p(d), r(d), u(d), e(d), Se(d), dlog_alpha(d);
 #pragma omp for schedule(static)
     for (int64_t bh = 0; bh < pairs; ++bh) {
       const int64_t b = bh / s.H, h = bh % s.H;
-      if (ds_final) G = ConstMatrixMap<T>(ds_final + bh * dd, d, d);
+      if (dfinal_state) G = ConstMatrixMap<T>(dfinal_state + bh * dd, d, d);
       else G.setZero();
       for (int64_t t = s.T - 1; t >= 0; --t) {
         const int64_t token = (b * s.T + t) * s.H + h;
@@ -115,18 +115,18 @@ void scan_sequential_backward(const ScanShape& s, const ScanInputs<T>& in, const
           Se.noalias() = S_prev.transpose() * e;
           dk_t -= beta * a.cwiseProduct(Se);  // from u = β(v − Sa k)
         }
-        if (uses_gate(s.rule)) {
+        if (learns_decay(s.rule)) {
           // dL/da_j = Σ_i G_ij S_{t−1,ij} − β k_j (S_{t−1}ᵀ e)_j;  dg_j = a_j dL/da_j
-          dg = G.cwiseProduct(S_prev).colwise().sum().transpose();
-          if (uses_beta(s.rule)) dg -= beta * k_t.cwiseProduct(Se);
-          dg = dg.cwiseProduct(a);
-          if (gate_per_channel(s.rule)) VectorMap<T>(grads.dg + token * d, d) = dg;
-          else grads.dg[token] = dg.sum();
+          dlog_alpha = G.cwiseProduct(S_prev).colwise().sum().transpose();
+          if (uses_beta(s.rule)) dlog_alpha -= beta * k_t.cwiseProduct(Se);
+          dlog_alpha = dlog_alpha.cwiseProduct(a);
+          if (decays_per_channel(s.rule)) VectorMap<T>(grads.dlog_alpha + token * d, d) = dlog_alpha;
+          else grads.dlog_alpha[token] = dlog_alpha.sum();
         }
         if (uses_beta(s.rule)) G.noalias() -= beta * e * k_t.transpose();
         if (decays(s.rule)) G.array().rowwise() *= a.transpose().array();  // G ← (G − β e kᵀ) diag(a)
       }
-      MatrixMap<T>(grads.ds0 + bh * dd, d, d) = G;
+      MatrixMap<T>(grads.dinitial_state + bh * dd, d, d) = G;
     }
   }
 }

@@ -26,9 +26,9 @@ void copy_on_device(void* dst, const void* src, size_t bytes) { copy(dst, src, b
 // The CUDA kernels are float32 (token ids: int32).
 void fill_tensor(Tensor& t, double value) {
   switch (t.dtype()) {
-    case DType::f32: fill(t.data<float>(), t.numel(), float(value)); return;
-    case DType::i32: fill_i32(t.data<int32_t>(), t.numel(), int32_t(value)); return;
-    case DType::f64: break;
+    case DType::F32: fill(t.data<float>(), t.numel(), float(value)); return;
+    case DType::I32: fill_i32(t.data<int32_t>(), t.numel(), int32_t(value)); return;
+    case DType::F64: break;
   }
   throw Error("fill: the CUDA backend supports float32 only, got " + t.describe());
 }
@@ -45,7 +45,7 @@ const DeviceMemory kCudaMemory{
 };
 
 struct Install {
-  Install() { install_device_memory(Device::cuda, &kCudaMemory); }
+  Install() { install_device_memory(Device::Cuda, &kCudaMemory); }
 } install;
 
 }  // namespace

@@ -74,7 +74,7 @@ struct SolveShared {
 template <DecayKind kDecay>
 __global__ void __launch_bounds__(kScanThreads)
     scan_solve_kernel(ScanShape s, ScanTiling z, const float* k, const float* v, const float* beta,
-                      const float* g, float* Y, float* W) {
+                      const float* log_alpha, float* Y, float* W) {
   const int d = int(s.d), w = decay_width<kDecay>(d);
   const Tile at = tile_of(z, blockIdx.y, blockIdx.x);
   const int c = at.rows;
@@ -84,7 +84,7 @@ __global__ void __launch_bounds__(kScanThreads)
 
   load_rows(t.K, k, at, d);
   for (int r = threadIdx.x; r < c; r += blockDim.x) t.beta[r] = beta[at.token(r)];
-  load_log_decay<kDecay>(t.lambda, s, g, at);
+  load_log_alpha<kDecay>(t.lambda, s, log_alpha, at);
   __syncthreads();
   const TileDecay<kDecay> decay{t.lambda, w, c - 1};
   // F1  E = (K Kᵀ) ⊙ Γ, strictly below the diagonal
@@ -135,14 +135,14 @@ struct StateForwardShared {
 // state (grid (⌈d / R⌉, B·H)): the state entering each tile (saved, or read
 // back from the chunk's saved state in the backward), F3 and F5. values is
 // Y (delta rules) or V; U [B, T, H, d] receives the block's columns of U
-// (delta rules); tile_states [B, H, tiles, d, d], chunk_states, s_final:
+// (delta rules); tile_states [B, H, tiles, d, d], chunk_states, final_state:
 // each written when not null.
 template <DecayKind kDecay, bool kDelta>
 __global__ void __launch_bounds__(kScanThreads)
     scan_state_forward_kernel(ScanShape s, ScanTiling z, int rows_per_block, const float* k,
-                              const float* g, const float* values, const float* W, const float* s0,
+                              const float* log_alpha, const float* values, const float* W, const float* initial_state,
                               const float* saved_chunk_states, float* U, float* tile_states,
-                              float* chunk_states, float* s_final) {
+                              float* chunk_states, float* final_state) {
   const int d = int(s.d), w = decay_width<kDecay>(d), v0 = blockIdx.x * rows_per_block;
   const int R = rows_per_block < d - v0 ? rows_per_block : d - v0;  // this block's state rows
   const int64_t bh = blockIdx.y, dd = int64_t(d) * d, own = v0 * d;  // own: its first entry in a [d, d] state
@@ -150,7 +150,7 @@ __global__ void __launch_bounds__(kScanThreads)
   SharedCarve carve{reinterpret_cast<char*>(scan_shared)};
   const StateForwardShared t(carve, z.rows, d, w, rows_per_block, kDelta);
 
-  for (int e = threadIdx.x; e < R * d; e += blockDim.x) t.H[e] = s0 ? s0[bh * dd + own + e] : 0.0f;
+  for (int e = threadIdx.x; e < R * d; e += blockDim.x) t.H[e] = initial_state ? initial_state[bh * dd + own + e] : 0.0f;
   for (int64_t n = 0; n < z.tiles; ++n) {
     const Tile at = tile_of(z, bh, n);
     const int c = at.rows;
@@ -162,7 +162,7 @@ __global__ void __launch_bounds__(kScanThreads)
       if (tile_states) tile_states[(bh * z.tiles + n) * dd + own + e] = t.H[e];
       if (chunk_states && z.starts_chunk(n)) chunk_states[chunk_state + e] = t.H[e];
     }
-    load_log_decay<kDecay>(t.lambda, s, g, at);
+    load_log_alpha<kDecay>(t.lambda, s, log_alpha, at);
     __syncthreads();
     const TileDecay<kDecay> decay{t.lambda, w, c - 1};
     for (int e = threadIdx.x; e < c * d; e += blockDim.x) {
@@ -191,8 +191,8 @@ __global__ void __launch_bounds__(kScanThreads)
       t.H[e] = t.H[e] * decay.from_start(c - 1, j) + UK;
     }
   }
-  if (s_final)  // each thread its own entries of H, as F5 left them
-    for (int e = threadIdx.x; e < R * d; e += blockDim.x) s_final[bh * dd + own + e] = t.H[e];
+  if (final_state)  // each thread its own entries of H, as F5 left them
+    for (int e = threadIdx.x; e < R * d; e += blockDim.x) final_state[bh * dd + own + e] = t.H[e];
 }
 
 struct OutputShared {
@@ -210,7 +210,7 @@ struct OutputShared {
 // F4 of one tile; grid (tiles, B·H). o [B, T, H, d].
 template <DecayKind kDecay>
 __global__ void __launch_bounds__(kScanThreads)
-    scan_output_kernel(ScanShape s, ScanTiling z, const float* q, const float* k, const float* g,
+    scan_output_kernel(ScanShape s, ScanTiling z, const float* q, const float* k, const float* log_alpha,
                        const float* U, const float* tile_states, float* o) {
   const int d = int(s.d), w = decay_width<kDecay>(d);
   const int64_t bh = blockIdx.y, n = blockIdx.x, dd = int64_t(d) * d;
@@ -224,7 +224,7 @@ __global__ void __launch_bounds__(kScanThreads)
   load_rows(t.K, k, at, d);
   load_rows(t.U, U, at, d);
   load_block(t.H, tile_states + (bh * z.tiles + n) * dd, dd);
-  load_log_decay<kDecay>(t.lambda, s, g, at);
+  load_log_alpha<kDecay>(t.lambda, s, log_alpha, at);
   __syncthreads();
   const TileDecay<kDecay> decay{t.lambda, w, c - 1};
   // P = (Q Kᵀ) ⊙ Γ, on and below the diagonal
@@ -260,7 +260,7 @@ struct ReadoutBackwardShared {
 template <DecayKind kDecay>
 __global__ void __launch_bounds__(kScanThreads)
     scan_readout_backward_kernel(ScanShape s, ScanTiling z, const float* q, const float* k,
-                                 const float* g, const float* dout, float* dU) {
+                                 const float* log_alpha, const float* dout, float* dU) {
   const int d = int(s.d), w = decay_width<kDecay>(d);
   const Tile at = tile_of(z, blockIdx.y, blockIdx.x);
   const int c = at.rows;
@@ -271,7 +271,7 @@ __global__ void __launch_bounds__(kScanThreads)
   load_rows(t.Q, q, at, d);
   load_rows(t.K, k, at, d);
   load_rows(t.dO, dout, at, d);
-  load_log_decay<kDecay>(t.lambda, s, g, at);
+  load_log_alpha<kDecay>(t.lambda, s, log_alpha, at);
   __syncthreads();
   const TileDecay<kDecay> decay{t.lambda, w, c - 1};
   // P = (Q Kᵀ) ⊙ Γ, on and below the diagonal
@@ -303,12 +303,12 @@ struct StateBackwardShared {
 // The pass over the tiles in reverse, rows v0 … v0 + R − 1 of the state
 // gradient (grid (⌈d / R⌉, B·H)): B1 and B2. dU [B, T, H, d] holds Pᵀ dO and
 // receives dU; tile_grads [B, H, tiles, d, d] receives dH' of each tile;
-// ds0 = dS_0.
+// dinitial_state = dS_0.
 template <DecayKind kDecay, bool kDelta>
 __global__ void __launch_bounds__(kScanThreads)
     scan_state_backward_kernel(ScanShape s, ScanTiling z, int rows_per_block, const float* q,
-                               const float* k, const float* g, const float* dout, const float* W,
-                               const float* ds_final, float* dU, float* tile_grads, float* ds0) {
+                               const float* k, const float* log_alpha, const float* dout, const float* W,
+                               const float* dfinal_state, float* dU, float* tile_grads, float* dinitial_state) {
   const int d = int(s.d), w = decay_width<kDecay>(d), v0 = blockIdx.x * rows_per_block;
   const int R = rows_per_block < d - v0 ? rows_per_block : d - v0;
   const int64_t bh = blockIdx.y, dd = int64_t(d) * d, own = v0 * d;
@@ -317,14 +317,14 @@ __global__ void __launch_bounds__(kScanThreads)
   const StateBackwardShared t(carve, z.rows, d, w, rows_per_block, kDelta);
 
   for (int e = threadIdx.x; e < R * d; e += blockDim.x)
-    t.G[e] = ds_final ? ds_final[bh * dd + own + e] : 0.0f;
+    t.G[e] = dfinal_state ? dfinal_state[bh * dd + own + e] : 0.0f;
   for (int64_t n = z.tiles - 1; n >= 0; --n) {
     const Tile at = tile_of(z, bh, n);
     const int c = at.rows;
     __syncthreads();  // the last tile's B2 is done with the shared tiles
     for (int e = threadIdx.x; e < R * d; e += blockDim.x)
       tile_grads[(bh * z.tiles + n) * dd + own + e] = t.G[e];
-    load_log_decay<kDecay>(t.lambda, s, g, at);
+    load_log_alpha<kDecay>(t.lambda, s, log_alpha, at);
     __syncthreads();
     const TileDecay<kDecay> decay{t.lambda, w, c - 1};
     for (int e = threadIdx.x; e < c * d; e += blockDim.x) {
@@ -356,7 +356,7 @@ __global__ void __launch_bounds__(kScanThreads)
       t.G[e] = t.G[e] * decay.from_start(c - 1, j) + dOQ - dUW;
     }
   }
-  for (int e = threadIdx.x; e < R * d; e += blockDim.x) ds0[bh * dd + own + e] = t.G[e];
+  for (int e = threadIdx.x; e < R * d; e += blockDim.x) dinitial_state[bh * dd + own + e] = t.G[e];
 }
 
 struct DeltaBackwardShared {
@@ -383,7 +383,7 @@ struct DeltaBackwardShared {
 template <DecayKind kDecay>
 __global__ void __launch_bounds__(kScanThreads)
     scan_delta_backward_kernel(ScanShape s, ScanTiling z, const float* k, const float* v,
-                               const float* beta, const float* g, const float* tile_states,
+                               const float* beta, const float* log_alpha, const float* tile_states,
                                const float* dU, const float* Y, const float* W, float* dv,
                                float* dbeta, float* dk, float* gate_extra) {
   const int d = int(s.d), w = decay_width<kDecay>(d);
@@ -400,7 +400,7 @@ __global__ void __launch_bounds__(kScanThreads)
   load_rows(t.dBV, dU, at, d);
   load_block(t.H, tile_states + (bh * z.tiles + n) * dd, dd);
   for (int r = threadIdx.x; r < c; r += blockDim.x) t.beta[r] = beta[at.token(r)];
-  load_log_decay<kDecay>(t.lambda, s, g, at);
+  load_log_alpha<kDecay>(t.lambda, s, log_alpha, at);
   __syncthreads();
   const TileDecay<kDecay> decay{t.lambda, w, c - 1};
   decayed_products(t.E, t.K, t.K, decay, c, d, /*strict=*/true);  // E of F1
@@ -492,10 +492,10 @@ struct GradientShared {
 //   d log a_s = Σ_{r ≥ s} dλ_r   (summed over the channels for a decay per head)
 template <DecayKind kDecay, bool kDelta>
 __global__ void __launch_bounds__(kScanThreads)
-    scan_gradients_kernel(ScanShape s, ScanTiling z, const float* q, const float* k, const float* g,
+    scan_gradients_kernel(ScanShape s, ScanTiling z, const float* q, const float* k, const float* log_alpha,
                           const float* dout, const float* U, const float* tile_states,
                           const float* tile_grads, const float* gate_extra, float* dq, float* dk,
-                          float* dg) {
+                          float* dlog_alpha) {
   constexpr bool kGate = learned_gate<kDecay>();
   const int d = int(s.d), w = decay_width<kDecay>(d);
   const int64_t bh = blockIdx.y, n = blockIdx.x, dd = int64_t(d) * d, state = (bh * z.tiles + n) * dd;
@@ -511,7 +511,7 @@ __global__ void __launch_bounds__(kScanThreads)
   load_rows(t.dO, dout, at, d);
   load_block(t.H, tile_states + state, dd);
   load_block(t.G, tile_grads + state, dd);
-  load_log_decay<kDecay>(t.lambda, s, g, at);
+  load_log_alpha<kDecay>(t.lambda, s, log_alpha, at);
   __syncthreads();
   const TileDecay<kDecay> decay{t.lambda, w, c - 1};
   // B3  dP ⊙ Γ, dP = lower_incl(dO Uᵀ)
@@ -566,12 +566,12 @@ __global__ void __launch_bounds__(kScanThreads)
   }
   __syncthreads();
   if (kDecay == DecayKind::LearnedPerChannel) {
-    store_rows(dg, t.dlam, at, d);
+    store_rows(dlog_alpha, t.dlam, at, d);
   } else {  // one gate per head: summed over the channels
     for (int r = threadIdx.x; r < c; r += blockDim.x) {
       float per_head = 0.0f;
       for (int j = 0; j < d; ++j) per_head += t.dlam[r * d + j];
-      dg[at.token(r)] = per_head;
+      dlog_alpha[at.token(r)] = per_head;
     }
   }
 }
@@ -609,28 +609,28 @@ void launch_solve(const ScanLaunch& launch, const ScanInputs<float>& in, float* 
   const size_t bytes = with_shared_memory(
       solve, shared_bytes<SolveShared>(z.rows, launch.s.d, launch.w), kName);
   LINA_LAUNCH(solve, launch.per_tile(), kScanThreads, bytes, launch.stream)(launch.s, z, in.k, in.v, in.beta,
-                                                                             in.g, Y, W);
+                                                                             in.log_alpha, Y, W);
   LINA_CHECK_LAUNCH("cuda::scan_chunked (F1–F2)");
 }
 
 // The pass over the tiles (see scan_state_forward_kernel).
 template <DecayKind kDecay, bool kDelta>
 void launch_state_forward(const ScanLaunch& launch, const ScanInputs<float>& in, const float* Y,
-                          const float* W, const float* s0, const float* saved_chunk_states, float* U,
-                          float* tile_states, float* chunk_states, float* s_final) {
+                          const float* W, const float* initial_state, const float* saved_chunk_states, float* U,
+                          float* tile_states, float* chunk_states, float* final_state) {
   auto* pass = scan_state_forward_kernel<kDecay, kDelta>;
   const size_t bytes = with_shared_memory(
       pass, shared_bytes<StateForwardShared>(launch.z.rows, launch.s.d, launch.w, launch.rows, kDelta),
       kName);
   LINA_LAUNCH(pass, launch.per_row_group(), kScanThreads, bytes, launch.stream)(
-      launch.s, launch.z, launch.rows, in.k, in.g, kDelta ? Y : in.v, W, s0, saved_chunk_states, U,
-      tile_states, chunk_states, s_final);
+      launch.s, launch.z, launch.rows, in.k, in.log_alpha, kDelta ? Y : in.v, W, initial_state, saved_chunk_states, U,
+      tile_states, chunk_states, final_state);
   LINA_CHECK_LAUNCH("cuda::scan_chunked (F3, F5: the pass over the tiles)");
 }
 
 template <DecayKind kDecay, bool kDelta>
-void chunked_forward(const ScanShape& s, int64_t C, const ScanInputs<float>& in, const float* s0,
-                     float* o, float* s_final, float* chunk_states) {
+void chunked_forward(const ScanShape& s, int64_t C, const ScanInputs<float>& in, const float* initial_state,
+                     float* o, float* final_state, float* chunk_states) {
   const ScanLaunch launch = scan_launch<kDecay>(s, C);
   // The state entering each tile: the chunk_states themselves when a chunk is one tile.
   const bool tiles_are_chunks = launch.z.parts == 1 && chunk_states;
@@ -641,19 +641,19 @@ void chunked_forward(const ScanShape& s, int64_t C, const ScanInputs<float>& in,
   Scratch<float> Y(act), W(act), U(act);
 
   if constexpr (kDelta) launch_solve<kDecay>(launch, in, Y.get(), W.get());
-  launch_state_forward<kDecay, kDelta>(launch, in, Y.get(), W.get(), s0, nullptr, U.get(), entering,
-                                       tiles_are_chunks ? nullptr : chunk_states, s_final);
+  launch_state_forward<kDecay, kDelta>(launch, in, Y.get(), W.get(), initial_state, nullptr, U.get(), entering,
+                                       tiles_are_chunks ? nullptr : chunk_states, final_state);
   auto* output = scan_output_kernel<kDecay>;
   const size_t bytes = with_shared_memory(
       output, shared_bytes<OutputShared>(launch.z.rows, s.d, launch.w), kName);
-  LINA_LAUNCH(output, launch.per_tile(), kScanThreads, bytes, launch.stream)(s, launch.z, in.q, in.k, in.g,
+  LINA_LAUNCH(output, launch.per_tile(), kScanThreads, bytes, launch.stream)(s, launch.z, in.q, in.k, in.log_alpha,
                                                                     kDelta ? U.get() : in.v, entering, o);
   LINA_CHECK_LAUNCH("cuda::scan_chunked_forward (F4)");
 }
 
 template <DecayKind kDecay, bool kDelta>
 void chunked_backward(const ScanShape& s, int64_t C, const ScanInputs<float>& in, const float* chunk_states,
-                      const float* dout, const float* ds_final, const ScanInputGrads<float>& grads) {
+                      const float* dout, const float* dfinal_state, const ScanInputGrads<float>& grads) {
   constexpr bool kGate = learned_gate<kDecay>();
   const ScanLaunch launch = scan_launch<kDecay>(s, C);
   const int64_t act = launch.activation();
@@ -674,7 +674,7 @@ void chunked_backward(const ScanShape& s, int64_t C, const ScanInputs<float>& in
   auto* readout = scan_readout_backward_kernel<kDecay>;
   size_t bytes =
       with_shared_memory(readout, shared_bytes<ReadoutBackwardShared>(launch.z.rows, s.d, launch.w), kName);
-  LINA_LAUNCH(readout, launch.per_tile(), kScanThreads, bytes, launch.stream)(s, launch.z, in.q, in.k, in.g,
+  LINA_LAUNCH(readout, launch.per_tile(), kScanThreads, bytes, launch.stream)(s, launch.z, in.q, in.k, in.log_alpha,
                                                                                dout, dU);
   LINA_CHECK_LAUNCH("cuda::scan_chunked_backward (Pᵀ dO)");
 
@@ -683,7 +683,7 @@ void chunked_backward(const ScanShape& s, int64_t C, const ScanInputs<float>& in
   bytes = with_shared_memory(
       pass, shared_bytes<StateBackwardShared>(launch.z.rows, s.d, launch.w, launch.rows, kDelta), kName);
   LINA_LAUNCH(pass, launch.per_row_group(), kScanThreads, bytes, launch.stream)(
-      s, launch.z, launch.rows, in.q, in.k, in.g, dout, W.get(), ds_final, dU, tile_grads.get(), grads.ds0);
+      s, launch.z, launch.rows, in.q, in.k, in.log_alpha, dout, W.get(), dfinal_state, dU, tile_grads.get(), grads.dinitial_state);
   LINA_CHECK_LAUNCH("cuda::scan_chunked_backward (B1, B2: the pass over the tiles)");
 
   Scratch<float> gate_extra(kDelta && kGate ? act : 0);  // [B, T, H, d]
@@ -691,7 +691,7 @@ void chunked_backward(const ScanShape& s, int64_t C, const ScanInputs<float>& in
     auto* delta = scan_delta_backward_kernel<kDecay>;
     bytes = with_shared_memory(delta, shared_bytes<DeltaBackwardShared>(launch.z.rows, s.d, launch.w), kName);
     LINA_LAUNCH(delta, launch.per_tile(), kScanThreads, bytes, launch.stream)(
-        s, launch.z, in.k, in.v, in.beta, in.g, entering, dU, Y.get(), W.get(), grads.dv, grads.dbeta,
+        s, launch.z, in.k, in.v, in.beta, in.log_alpha, entering, dU, Y.get(), W.get(), grads.dv, grads.dbeta,
         grads.dk, gate_extra.get());
     LINA_CHECK_LAUNCH("cuda::scan_chunked_backward (B5–B8)");
   }
@@ -699,8 +699,8 @@ void chunked_backward(const ScanShape& s, int64_t C, const ScanInputs<float>& in
   bytes = with_shared_memory(
       gradients, shared_bytes<GradientShared>(launch.z.rows, s.d, launch.w, kGate), kName);
   LINA_LAUNCH(gradients, launch.per_tile(), kScanThreads, bytes, launch.stream)(
-      s, launch.z, in.q, in.k, in.g, dout, kDelta ? U.get() : in.v, entering, tile_grads.get(),
-      gate_extra.get(), grads.dq, grads.dk, grads.dg);
+      s, launch.z, in.q, in.k, in.log_alpha, dout, kDelta ? U.get() : in.v, entering, tile_grads.get(),
+      gate_extra.get(), grads.dq, grads.dk, grads.dlog_alpha);
   LINA_CHECK_LAUNCH("cuda::scan_chunked_backward (B3, B9–B10)");
 }
 
@@ -723,20 +723,20 @@ template <class F> void with_write_rule(ScanRule rule, F&& f) {
 
 }  // namespace
 
-void scan_chunked_forward(const ScanShape& s, int64_t C, const ScanInputs<float>& in, const float* s0,
-                          float* o, float* s_final, float* chunk_states) {
+void scan_chunked_forward(const ScanShape& s, int64_t C, const ScanInputs<float>& in, const float* initial_state,
+                          float* o, float* final_state, float* chunk_states) {
   with_write_rule(s.rule, [&](auto rule) {
     using Rule = decltype(rule);
-    chunked_forward<Rule::decay, Rule::delta>(s, C, in, s0, o, s_final, chunk_states);
+    chunked_forward<Rule::decay, Rule::delta>(s, C, in, initial_state, o, final_state, chunk_states);
   });
 }
 
 void scan_chunked_backward(const ScanShape& s, int64_t C, const ScanInputs<float>& in,
-                           const float* chunk_states, const float* dout, const float* ds_final,
+                           const float* chunk_states, const float* dout, const float* dfinal_state,
                            const ScanInputGrads<float>& grads) {
   with_write_rule(s.rule, [&](auto rule) {
     using Rule = decltype(rule);
-    chunked_backward<Rule::decay, Rule::delta>(s, C, in, chunk_states, dout, ds_final, grads);
+    chunked_backward<Rule::decay, Rule::delta>(s, C, in, chunk_states, dout, dfinal_state, grads);
   });
 }
 

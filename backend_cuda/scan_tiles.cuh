@@ -2,8 +2,8 @@
 // head's tokens are cut into tiles, a tile's rows in shared memory, and the
 // decay inside a tile. Included by scan_chunked.cu only.
 //
-// Layouts: q, k, v, o and every per-token buffer [B, T, H, d]; beta, g
-// [B, T, H] (g [B, T, H, d] for a decay per key channel); states [.., d, d]
+// Layouts: q, k, v, o and every per-token buffer [B, T, H, d]; beta, log_alpha
+// [B, T, H] (log_alpha [B, T, H, d] for a decay per key channel); states [.., d, d]
 // value × key, row-major.
 #pragma once
 #include <cmath>
@@ -121,12 +121,12 @@ template <DecayKind kDecay> constexpr int decay_width(int d) {
 // difference λ_r − λ_i is as exact as the segment sum log a_{i+1} + … + log a_r
 // (docs/recurrence.md §5.3) however large λ grows inside the tile.
 template <DecayKind kDecay>
-__device__ void load_log_decay(double* lambda, const ScanShape& s, const float* g, const Tile& at) {
+__device__ void load_log_alpha(double* lambda, const ScanShape& s, const float* log_alpha, const Tile& at) {
   const int w = decay_width<kDecay>(int(s.d));
   for (int j = threadIdx.x; j < w; j += blockDim.x) {
     double sum = 0.0;
     for (int r = 0; r < at.rows; ++r) {
-      sum += double(scan_log_decay(s, g, at.token(r), j));
+      sum += double(scan_log_alpha(s, log_alpha, at.token(r), j));
       lambda[r * w + j] = sum;
     }
   }

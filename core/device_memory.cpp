@@ -16,8 +16,8 @@ const DeviceMemory* g_installed[2] = {};
 // compile error (-Werror=switch) until it has a slot here.
 const DeviceMemory*& slot(Device device) {
   switch (device) {
-    case Device::cpu: return g_installed[0];
-    case Device::cuda: return g_installed[1];
+    case Device::Cpu: return g_installed[0];
+    case Device::Cuda: return g_installed[1];
   }
   throw Error("device_memory: not a device");  // not reached
 }
@@ -48,9 +48,9 @@ void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device
   if (bytes == 0) return;
   if (dst_device == src_device) {
     device_memory(dst_device).copy_on_device(dst, src, bytes);
-  } else if (src_device == Device::cpu) {
+  } else if (src_device == Device::Cpu) {
     device_memory(dst_device).copy_from_host(dst, src, bytes);
-  } else if (dst_device == Device::cpu) {
+  } else if (dst_device == Device::Cpu) {
     device_memory(src_device).copy_to_host(dst, src, bytes);
   } else {  // between two devices, neither the host: through the host
     std::vector<unsigned char> host(bytes);

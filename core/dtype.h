@@ -9,30 +9,30 @@
 
 namespace lina {
 
-enum class DType { f32, f64, i32 };
-enum class Device { cpu, cuda };
+enum class DType { F32, F64, I32 };
+enum class Device { Cpu, Cuda };
 
-inline size_t dtype_size(DType t) { return t == DType::f64 ? 8 : 4; }
+inline size_t dtype_size(DType t) { return t == DType::F64 ? 8 : 4; }
 inline const char* dtype_name(DType t) {
   switch (t) {
-    case DType::f32: return "float32";
-    case DType::f64: return "float64";
-    case DType::i32: return "int32";
+    case DType::F32: return "float32";
+    case DType::F64: return "float64";
+    case DType::I32: return "int32";
   }
   return "?";
 }
 inline const char* device_name(Device d) {
   switch (d) {
-    case Device::cpu: return "cpu";
-    case Device::cuda: return "cuda";
+    case Device::Cpu: return "cpu";
+    case Device::Cuda: return "cuda";
   }
   return "?";
 }
-inline bool is_float(DType t) { return t == DType::f32 || t == DType::f64; }
+inline bool is_float(DType t) { return t == DType::F32 || t == DType::F64; }
 
 template <class T> constexpr DType dtype_of();
-template <> constexpr DType dtype_of<float>() { return DType::f32; }
-template <> constexpr DType dtype_of<double>() { return DType::f64; }
-template <> constexpr DType dtype_of<int32_t>() { return DType::i32; }
+template <> constexpr DType dtype_of<float>() { return DType::F32; }
+template <> constexpr DType dtype_of<double>() { return DType::F64; }
+template <> constexpr DType dtype_of<int32_t>() { return DType::I32; }
 
 }  // namespace lina

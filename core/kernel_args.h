@@ -42,10 +42,10 @@ struct AttentionShape {
 enum class ScanRule { Linear, Delta, Gdn, Retnet, Mamba2, Gla };
 
 // How the state decays: not at all; by a fixed γ_h = 1 − 2^(−5−h) per head h;
-// by α_t = exp(g_t) with one learned log-gate per head and token, g [B, T, H];
-// or by a_t = exp(g_t) per key channel, g [B, T, H, d]. Kernels read the
-// decay only through scan_log_decay below, so every kind goes through the
-// same code.
+// by α_t = exp(log_alpha_t), one learned log α per head and token, log_alpha
+// [B, T, H]; or by a_t = exp(log_alpha_t) per key channel, log_alpha
+// [B, T, H, d]. Kernels read the decay only through scan_log_alpha below,
+// so every kind goes through the same code.
 enum class DecayKind { None, FixedPerHead, LearnedPerHead, LearnedPerChannel };
 
 // The recurrence's form: token by token (recurrence.md §1–2), or
@@ -71,52 +71,53 @@ constexpr DecayKind decay_kind(ScanRule r) {
                                                                  : DecayKind::None;
 }
 constexpr bool decays(ScanRule r) { return decay_kind(r) != DecayKind::None; }
-// The rule reads a learned log-gate g (and the backward returns dg).
-constexpr bool uses_gate(ScanRule r) {
+// The rule reads a learned log α, log_alpha (and the backward returns dlog_alpha).
+constexpr bool learns_decay(ScanRule r) {
   return decay_kind(r) == DecayKind::LearnedPerHead || decay_kind(r) == DecayKind::LearnedPerChannel;
 }
-constexpr bool gate_per_channel(ScanRule r) { return decay_kind(r) == DecayKind::LearnedPerChannel; }
+constexpr bool decays_per_channel(ScanRule r) { return decay_kind(r) == DecayKind::LearnedPerChannel; }
 constexpr const char* scan_rule_name(ScanRule r) {
-  return r == ScanRule::Linear               ? "linear rule"
-         : r == ScanRule::Delta              ? "delta rule"
-         : r == ScanRule::Gdn         ? "gated delta rule"
-         : r == ScanRule::Retnet          ? "retention rule"
-         : r == ScanRule::Mamba2        ? "gated linear rule"
-                                             : "channel-gated linear rule";
+  return r == ScanRule::Linear   ? "linear"
+         : r == ScanRule::Delta  ? "delta"
+         : r == ScanRule::Gdn    ? "gdn"
+         : r == ScanRule::Retnet ? "retnet"
+         : r == ScanRule::Mamba2 ? "mamba2"
+                                 : "gla";
 }
 
-// Per (b, h) of q, k, v [B, T, H, d], beta [B, T, H] and g [B, T, H] (or
-// [B, T, H, d] when the gate is per channel):
+// Per (b, h) of q, k, v [B, T, H, d], beta [B, T, H] and log_alpha [B, T, H] (or
+// [B, T, H, d] when the decay is per channel):
 //   S_t = S_{t−1} diag(a_t) + u_t k_tᵀ,  o_t = S_t q_t,  states [.., d, d] value × key,
-//   a_tj = exp(scan_log_decay(.., j)) (all 1 without decay, all α_t for a
+//   a_tj = exp(scan_log_alpha(.., j)) (all 1 without decay, all α_t for a
 //   per-head decay), u_t = β_t (v_t − S_{t−1} diag(a_t) k_t) when delta (else
-//   v_t). beta / g are null when unused, s0 null means S_0 = 0.
+//   v_t). beta / log_alpha are null when unused, initial_state null means S_0 = 0.
 struct ScanShape {
   int64_t B = 0, T = 0, H = 0, d = 0;
   ScanRule rule = ScanRule::Linear;
 };
 template <class T> struct ScanInputs {
-  const T *q, *k, *v, *beta, *g;
+  const T *q, *k, *v, *beta, *log_alpha;
 };
-// dbeta / dg null when the rule has no β / learned gate; ds0 [B, H, d, d] always written.
+// dbeta / dlog_alpha null when the rule has no β / learned decay;
+// dinitial_state [B, H, d, d] always written.
 template <class T> struct ScanInputGrads {
-  T *dq, *dk, *dv, *dbeta, *dg, *ds0;
+  T *dq, *dk, *dv, *dbeta, *dlog_alpha, *dinitial_state;
 };
 
 // log γ_h = log(1 − 2^(−5−h)) of the retention rule (RetNet's per-head decay:
 // 0.96875, 0.984375, 0.9921875, 0.99609375 for h = 0..3).
-LINA_HD double retention_log_decay(int64_t h) {
+LINA_HD double retention_log_alpha(int64_t h) {
   return log1p(-ldexp(1.0, -5 - int(h)));
 }
 
 // log a of `token` (an index into [B, T, H]) for key channel j: the one place
 // a kernel reads the decay, so kernels written with it take any DecayKind.
 template <class T>
-LINA_HD T scan_log_decay(const ScanShape& s, const T* g, int64_t token, int64_t j) {
+LINA_HD T scan_log_alpha(const ScanShape& s, const T* log_alpha, int64_t token, int64_t j) {
   switch (decay_kind(s.rule)) {
-    case DecayKind::FixedPerHead: return T(retention_log_decay(token % s.H));
-    case DecayKind::LearnedPerHead: return g[token];
-    case DecayKind::LearnedPerChannel: return g[token * s.d + j];
+    case DecayKind::FixedPerHead: return T(retention_log_alpha(token % s.H));
+    case DecayKind::LearnedPerHead: return log_alpha[token];
+    case DecayKind::LearnedPerChannel: return log_alpha[token * s.d + j];
     default: return T(0);
   }
 }

@@ -62,7 +62,7 @@
 // scan (core/kernel_args.h): token by token, states null or [B, H, T, d, d]
 //   receiving S_0 … S_{T−1}; chunked (chunks of C), chunk_states null or
 //   [B, H, ⌈T/C⌉, d, d] receiving the state entering each chunk; dout
-//   [B, T, H, d]; ds_final [B, H, d, d] or null (zero).
+//   [B, T, H, d]; dfinal_state [B, H, d, d] or null (zero).
 #pragma once
 #include <cstdint>
 
@@ -132,13 +132,13 @@
   X(void, scale_inplace, (T * x, int64_t n, T factor))                                            \
   X(void, dropout_apply, (const T* x, T* y, int64_t n, const DropoutKey& key))                    \
   X(void, clip_to_norm, (T * x, int64_t n, const double* sum_of_squares, double max_norm))        \
-  X(void, scan_sequential_forward, (const ScanShape& s, const ScanInputs<T>& in, const T* s0,     \
-                                    T* o, T* s_final, T* states))                                 \
+  X(void, scan_sequential_forward, (const ScanShape& s, const ScanInputs<T>& in, const T* initial_state,     \
+                                    T* o, T* final_state, T* states))                                 \
   X(void, scan_sequential_backward, (const ScanShape& s, const ScanInputs<T>& in,                 \
-                                     const T* states, const T* dout, const T* ds_final,           \
+                                     const T* states, const T* dout, const T* dfinal_state,           \
                                      const ScanInputGrads<T>& grads))                             \
   X(void, scan_chunked_forward, (const ScanShape& s, int64_t C, const ScanInputs<T>& in,          \
-                                 const T* s0, T* o, T* s_final, T* chunk_states))                 \
+                                 const T* initial_state, T* o, T* final_state, T* chunk_states))                 \
   X(void, scan_chunked_backward, (const ScanShape& s, int64_t C, const ScanInputs<T>& in,         \
-                                  const T* chunk_states, const T* dout, const T* ds_final,        \
+                                  const T* chunk_states, const T* dout, const T* dfinal_state,        \
                                   const ScanInputGrads<T>& grads))

@@ -1,6 +1,6 @@
 // Optional per-kernel profiling: time spent in each backend entry point.
 //
-// Every kernel entry point goes through kernels::detail::on_backend
+// Every kernel entry point goes through dispatch::detail::on_backend
 // (dispatch/backends.h) with its op name, and Tensor::full's fill (core/tensor.cpp)
 // through profile::timed as "fill". When profiling is on, that call is
 // timed and added to a table keyed by (op name, phase); when it is off, the
@@ -14,7 +14,7 @@
 // Only the outermost entry point of nested calls is timed, so the totals do
 // not count a kernel twice. An entry point may also name a detail (a
 // DetailScope around its call): the table then keeps one row per detail, so
-// the products of different shapes (kernels::gemm names each "MxNxK") show
+// the products of different shapes (dispatch::gemm names each "MxNxK") show
 // apart. CUDA calls are timed on the host (asynchronous
 // launches are not waited for).
 #pragma once

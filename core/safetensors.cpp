@@ -28,15 +28,15 @@ constexpr uint64_t kMaxHeaderBytes = 100ull * 1000 * 1000;
 
 const char* format_dtype_name(DType t) {
   switch (t) {
-    case DType::f32: return "F32";
-    case DType::f64: return "F64";
-    case DType::i32: return "I32";
+    case DType::F32: return "F32";
+    case DType::F64: return "F64";
+    case DType::I32: return "I32";
   }
   return "?";
 }
 
 bool parse_format_dtype(const std::string& name, DType& out) {
-  for (DType t : {DType::f32, DType::f64, DType::i32}) {
+  for (DType t : {DType::F32, DType::F64, DType::I32}) {
     if (name == format_dtype_name(t)) {
       out = t;
       return true;
@@ -81,7 +81,7 @@ void save_safetensors(const std::string& path,
     check(names.insert(name).second,
           "save_safetensors " + path + ": tensor name '" + name + "' appears twice");
     check(tensor.defined(), "save_safetensors " + path + ": tensor '" + name + "' is undefined");
-    Tensor host = tensor.to(Device::cpu);
+    Tensor host = tensor.to(Device::Cpu);
     uint64_t end = offset + host.nbytes();
     header[name] = {{"dtype", format_dtype_name(host.dtype())},
                     {"shape", host.shape()},
@@ -114,7 +114,7 @@ namespace {
 // One header entry, checked against the rules that need no other entry.
 struct Entry {
   std::string name;
-  DType dtype = DType::f32;
+  DType dtype = DType::F32;
   Shape shape;
   uint64_t begin = 0, end = 0;
 };
@@ -259,7 +259,7 @@ SafetensorsFile parse_safetensors(std::string_view bytes, const std::string& pat
                std::to_string(last_end) + " (trailing bytes after the last tensor)");
 
   for (const Entry& e : entries) {
-    Tensor t = Tensor::empty(e.shape, e.dtype, Device::cpu);
+    Tensor t = Tensor::empty(e.shape, e.dtype, Device::Cpu);
     if (t.nbytes() > 0) std::memcpy(t.raw(), bytes.data() + data_start + e.begin, t.nbytes());
     file.tensors.emplace_back(e.name, t);
   }

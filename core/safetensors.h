@@ -54,6 +54,6 @@ SafetensorsFile parse_safetensors(std::string_view bytes, const std::string& pat
 // "checkpoint <path>: tensor <name> is missing" or "... has shape [..],
 // expected [..]" (or the dtype equivalent).
 Tensor expect_tensor(const SafetensorsFile& file, const std::string& name, const Shape& shape,
-                     DType dtype = DType::f32);
+                     DType dtype = DType::F32);
 
 }  // namespace lina

@@ -44,16 +44,16 @@ Tensor Tensor::ones(const Shape& shape, DType dtype, Device device) {
 template <class Gen>
 static Tensor host_generated(const Shape& shape, DType dtype, Device device, Gen gen) {
   check(is_float(dtype), "Tensor random creation: dtype must be float32 or float64");
-  Tensor host = Tensor::empty(shape, dtype, Device::cpu);
+  Tensor host = Tensor::empty(shape, dtype, Device::Cpu);
   int64_t n = host.numel();
-  if (dtype == DType::f32) {
+  if (dtype == DType::F32) {
     float* p = host.data<float>();
     for (int64_t i = 0; i < n; ++i) p[i] = float(gen());
   } else {
     double* p = host.data<double>();
     for (int64_t i = 0; i < n; ++i) p[i] = gen();
   }
-  return device == Device::cpu ? host : host.to(device);
+  return device == Device::Cpu ? host : host.to(device);
 }
 
 Tensor Tensor::randn(const Shape& shape, Rng& rng, double std, double mean, DType dtype,
@@ -71,7 +71,7 @@ Tensor Tensor::from_vector(const std::vector<T>& values, const Shape& shape, Dev
         "Tensor::from_vector: " + std::to_string(values.size()) + " values do not fill shape " +
             shape_str(shape));
   Tensor t = empty(shape, dtype_of<T>(), device);
-  copy_bytes(t.raw(), device, values.data(), Device::cpu, t.nbytes());
+  copy_bytes(t.raw(), device, values.data(), Device::Cpu, t.nbytes());
   return t;
 }
 template Tensor Tensor::from_vector<float>(const std::vector<float>&, const Shape&, Device);
@@ -126,18 +126,18 @@ Tensor Tensor::to(Device device) const {
 
 Tensor Tensor::to(DType dtype) const {
   if (dtype == dtype_) return *this;
-  Tensor host = to(Device::cpu);
-  Tensor out = empty(shape_, dtype, Device::cpu);
+  Tensor host = to(Device::Cpu);
+  Tensor out = empty(shape_, dtype, Device::Cpu);
   int64_t n = numel();
   auto cast_from = [&](auto* src) {
     for (int64_t i = 0; i < n; ++i) {
-      if (dtype == DType::f32) out.data<float>()[i] = float(src[i]);
-      else if (dtype == DType::f64) out.data<double>()[i] = double(src[i]);
+      if (dtype == DType::F32) out.data<float>()[i] = float(src[i]);
+      else if (dtype == DType::F64) out.data<double>()[i] = double(src[i]);
       else out.data<int32_t>()[i] = int32_t(src[i]);
     }
   };
-  if (dtype_ == DType::f32) cast_from(host.data<float>());
-  else if (dtype_ == DType::f64) cast_from(host.data<double>());
+  if (dtype_ == DType::F32) cast_from(host.data<float>());
+  else if (dtype_ == DType::F64) cast_from(host.data<double>());
   else cast_from(host.data<int32_t>());
   return out.to(device_);
 }
@@ -159,7 +159,7 @@ std::vector<T> Tensor::to_vector() const {
   check(dtype_of<T>() == dtype_, std::string("Tensor::to_vector: asked for ") +
                                      dtype_name(dtype_of<T>()) + " from " + describe());
   std::vector<T> out(static_cast<size_t>(numel()));
-  copy_bytes(out.data(), Device::cpu, raw(), device_, nbytes());
+  copy_bytes(out.data(), Device::Cpu, raw(), device_, nbytes());
   return out;
 }
 template std::vector<float> Tensor::to_vector<float>() const;
@@ -171,9 +171,9 @@ double Tensor::at(int64_t i) const {
     throw Error("Tensor::at: index " + std::to_string(i) + " out of range for " + describe());
   char buf[8];
   size_t es = dtype_size(dtype_);
-  copy_bytes(buf, Device::cpu, static_cast<char*>(raw()) + i * int64_t(es), device_, es);
-  if (dtype_ == DType::f32) { float v; std::memcpy(&v, buf, 4); return v; }
-  if (dtype_ == DType::f64) { double v; std::memcpy(&v, buf, 8); return v; }
+  copy_bytes(buf, Device::Cpu, static_cast<char*>(raw()) + i * int64_t(es), device_, es);
+  if (dtype_ == DType::F32) { float v; std::memcpy(&v, buf, 4); return v; }
+  if (dtype_ == DType::F64) { double v; std::memcpy(&v, buf, 8); return v; }
   int32_t v; std::memcpy(&v, buf, 4); return v;
 }
 

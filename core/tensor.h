@@ -28,7 +28,7 @@ struct Storage {
   Storage& operator=(const Storage&) = delete;
   void* ptr = nullptr;
   size_t bytes = 0;
-  Device device = Device::cpu;
+  Device device = Device::Cpu;
   const DeviceMemory* memory = nullptr;  // the backend that allocated ptr and frees it
 };
 
@@ -37,19 +37,19 @@ class Tensor {
   Tensor() = default;  // an undefined tensor (defined() == false)
 
   // ---- creation -------------------------------------------------------------
-  static Tensor empty(const Shape& shape, DType dtype = DType::f32, Device device = Device::cpu);
-  static Tensor zeros(const Shape& shape, DType dtype = DType::f32, Device device = Device::cpu);
-  static Tensor ones(const Shape& shape, DType dtype = DType::f32, Device device = Device::cpu);
-  static Tensor full(const Shape& shape, double value, DType dtype = DType::f32,
-                     Device device = Device::cpu);
+  static Tensor empty(const Shape& shape, DType dtype = DType::F32, Device device = Device::Cpu);
+  static Tensor zeros(const Shape& shape, DType dtype = DType::F32, Device device = Device::Cpu);
+  static Tensor ones(const Shape& shape, DType dtype = DType::F32, Device device = Device::Cpu);
+  static Tensor full(const Shape& shape, double value, DType dtype = DType::F32,
+                     Device device = Device::Cpu);
   // N(mean, std²) / U[lo, hi) drawn on the host from `rng`, then moved to `device`.
   static Tensor randn(const Shape& shape, Rng& rng, double std = 1.0, double mean = 0.0,
-                      DType dtype = DType::f32, Device device = Device::cpu);
+                      DType dtype = DType::F32, Device device = Device::Cpu);
   static Tensor rand(const Shape& shape, Rng& rng, double lo = 0.0, double hi = 1.0,
-                     DType dtype = DType::f32, Device device = Device::cpu);
+                     DType dtype = DType::F32, Device device = Device::Cpu);
   template <class T>
   static Tensor from_vector(const std::vector<T>& values, const Shape& shape,
-                            Device device = Device::cpu);
+                            Device device = Device::Cpu);
   // A view of `shape` at element `offset` into `base`'s buffer (no copy).
   static Tensor view_of(const Tensor& base, int64_t offset, const Shape& shape);
 
@@ -95,8 +95,8 @@ class Tensor {
 
  private:
   Shape shape_;
-  DType dtype_ = DType::f32;
-  Device device_ = Device::cpu;
+  DType dtype_ = DType::F32;
+  Device device_ = Device::Cpu;
   std::shared_ptr<Storage> storage_;
   int64_t offset_ = 0;  // in elements
 };

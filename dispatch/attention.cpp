@@ -3,9 +3,9 @@
 #include <string>
 
 #include "dispatch/backends.h"
-#include "dispatch/kernels.h"
+#include "dispatch/dispatch.h"
 
-namespace lina::kernels {
+namespace lina::dispatch {
 
 using detail::on_backend;
 
@@ -77,4 +77,4 @@ AttentionGrads attention_backward(const Tensor& q, const Tensor& k, const Tensor
   return g;
 }
 
-}  // namespace lina::kernels
+}  // namespace lina::dispatch

@@ -1,6 +1,6 @@
 // Internal to the dispatch/*.cpp files: dtype and device selection.
 // dispatch/ is the one layer that sees both backends: it implements the
-// entry points of dispatch/kernels.h by calling backend_cpu/ or
+// entry points of dispatch/dispatch.h by calling backend_cpu/ or
 // backend_cuda/; core/ and the backends never include each other, and core/
 // reaches a device's memory only through core/device_memory.h.
 #pragma once
@@ -12,21 +12,21 @@
 #include "core/profile.h"
 #include "core/tensor.h"
 
-namespace lina::kernels::detail {
+namespace lina::dispatch::detail {
 
 // Calls fn(float{}) or fn(double{}) for a float tensor; throws otherwise.
 template <class Fn>
 void with_float_type(const Tensor& t, const char* op, Fn&& fn) {
   switch (t.dtype()) {
-    case DType::f32: fn(float{}); return;
-    case DType::f64: fn(double{}); return;
+    case DType::F32: fn(float{}); return;
+    case DType::F64: fn(double{}); return;
     default: throw Error(std::string(op) + ": expected float32 or float64, got " + t.describe());
   }
 }
 
 // Throws unless t is float32: the CUDA kernels are.
 inline void require_cuda_float(const Tensor& t, const char* op) {
-  if (t.dtype() != DType::f32)
+  if (t.dtype() != DType::F32)
     throw Error(std::string(op) + ": the CUDA backend supports float32 only, got " + t.describe());
 }
 
@@ -57,7 +57,7 @@ struct CpuBackend {
 #undef LINA_FORWARD_TO_CPU
 };
 
-// Every CUDA call of a list entry is counted (kernels::cuda_kernel_calls),
+// Every CUDA call of a list entry is counted (dispatch::cuda_kernel_calls),
 // so the op × device table can tell which entries it has not run.
 struct CudaBackend {
   using type = float;
@@ -77,10 +77,10 @@ struct CudaBackend {
 template <class Call>
 void on_backend_untimed(const Tensor& t, const char* op, Call&& call) {
   switch (t.device()) {
-    case Device::cpu:
+    case Device::Cpu:
       with_float_type(t, op, [&](auto zero) { call(CpuBackend<decltype(zero)>{}); });
       return;
-    case Device::cuda:
+    case Device::Cuda:
       require_cuda_float(t, op);
       call(CudaBackend{});
       return;
@@ -93,4 +93,4 @@ void on_backend(const Tensor& t, const char* op, Call&& call) {
   profile::timed(op, [&] { on_backend_untimed(t, op, call); });
 }
 
-}  // namespace lina::kernels::detail
+}  // namespace lina::dispatch::detail

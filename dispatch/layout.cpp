@@ -5,7 +5,7 @@
 
 namespace lina {
 
-using kernels::StridedView;
+using dispatch::StridedView;
 
 Tensor permute(const Tensor& x, const std::vector<int>& perm) {
   int nd = x.ndim();
@@ -23,7 +23,7 @@ Tensor permute(const Tensor& x, const std::vector<int>& perm) {
     sv.strides[size_t(k)] = xs[size_t(a)];
   }
   Tensor out = Tensor::empty(out_shape, x.dtype(), x.device());
-  kernels::copy_strided(x, sv, out, StridedView{0, contiguous_strides(out_shape)}, out_shape, false);
+  dispatch::copy_strided(x, sv, out, StridedView{0, contiguous_strides(out_shape)}, out_shape, false);
   return out;
 }
 
@@ -53,7 +53,7 @@ static std::vector<int64_t> broadcast_view_strides(const Shape& small, const Sha
 Tensor expand(const Tensor& x, const Shape& shape) {
   if (x.shape() == shape) return x;
   Tensor out = Tensor::empty(shape, x.dtype(), x.device());
-  kernels::copy_strided(x, StridedView{0, broadcast_view_strides(x.shape(), shape, "expand")}, out,
+  dispatch::copy_strided(x, StridedView{0, broadcast_view_strides(x.shape(), shape, "expand")}, out,
                         StridedView{0, contiguous_strides(shape)}, shape, false);
   return out;
 }
@@ -67,10 +67,10 @@ Tensor sum_to(const Tensor& x, const Shape& shape) {
   for (size_t i = 0; leading_only && i < shape.size(); ++i)
     leading_only = shape[i] == x.shape()[lead + i];
   if (leading_only) {
-    kernels::sum_middle(x, 1, x.numel() / std::max<int64_t>(out.numel(), 1), out.numel(), out);
+    dispatch::sum_middle(x, 1, x.numel() / std::max<int64_t>(out.numel(), 1), out.numel(), out);
     return out;
   }
-  kernels::copy_strided(x, StridedView{0, contiguous_strides(x.shape())}, out,
+  dispatch::copy_strided(x, StridedView{0, contiguous_strides(x.shape())}, out,
                         StridedView{0, broadcast_view_strides(shape, x.shape(), "sum_to")},
                         x.shape(), true);
   return out;
@@ -90,7 +90,7 @@ Tensor slice(const Tensor& x, int axis, int64_t start, int64_t length) {
   Shape out_shape = x.shape();
   out_shape[size_t(a)] = length;
   Tensor out = Tensor::empty(out_shape, x.dtype(), x.device());
-  kernels::copy_strided(x, slice_view(x.shape(), a, start), out,
+  dispatch::copy_strided(x, slice_view(x.shape(), a, start), out,
                         StridedView{0, contiguous_strides(out_shape)}, out_shape, false);
   return out;
 }
@@ -105,7 +105,7 @@ void write_slice(Tensor& dst, const Tensor& src, int axis, int64_t start, bool a
   expect[size_t(a)] = src.shape()[size_t(a)];
   check(expect == src.shape(), "write_slice: shape mismatch " + shape_str(src.shape()) + " vs " +
                                    shape_str(expect));
-  kernels::copy_strided(src, StridedView{0, contiguous_strides(src.shape())}, dst,
+  dispatch::copy_strided(src, StridedView{0, contiguous_strides(src.shape())}, dst,
                         slice_view(dst.shape(), a, start), src.shape(), accumulate);
 }
 
@@ -142,13 +142,13 @@ Tensor sum_axis(const Tensor& x, int axis, bool keepdim) {
   if (keepdim) out_shape[size_t(a)] = 1;
   else out_shape.erase(out_shape.begin() + a);
   Tensor out = Tensor::empty(out_shape, x.dtype(), x.device());
-  kernels::sum_middle(x, outer, n, inner, out);
+  dispatch::sum_middle(x, outer, n, inner, out);
   return out;
 }
 
 Tensor sum_all(const Tensor& x) {
   Tensor out = Tensor::empty({}, x.dtype(), x.device());
-  kernels::sum_middle(x, 1, x.numel(), 1, out);
+  dispatch::sum_middle(x, 1, x.numel(), 1, out);
   return out;
 }
 
@@ -173,7 +173,7 @@ static void matmul_to(const Tensor& a, const Tensor& b, bool ta, bool tb, Tensor
   out_shape.push_back(N);
   if (beta == 0.0) c = Tensor::empty(out_shape, a.dtype(), a.device());
   check(c.shape() == out_shape, "matmul: adding " + pair + " into " + c.describe());
-  kernels::GemmShape g;
+  dispatch::GemmShape g;
   g.ta = ta;
   g.tb = tb;
   g.K = Ka;
@@ -188,7 +188,7 @@ static void matmul_to(const Tensor& a, const Tensor& b, bool ta, bool tb, Tensor
     g.stride_b = batch_b.empty() ? 0 : Kb * N;
     g.stride_c = M * N;
   }
-  kernels::gemm(g, a, b, c, 1.0, beta);
+  dispatch::gemm(g, a, b, c, 1.0, beta);
 }
 
 Tensor matmul(const Tensor& a, const Tensor& b, bool ta, bool tb) {

@@ -1,4 +1,4 @@
-// Tensor-level helpers built on the backend entry points (dispatch/kernels.h):
+// Tensor-level helpers built on the backend entry points (dispatch/dispatch.h):
 // shape changes that copy, broadcasting and its reverse, matmul, sums.
 // Device-agnostic: they run wherever their inputs live. Autograd ops use
 // these in both directions (e.g. expand forward, sum_to backward).
@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "core/tensor.h"
-#include "dispatch/kernels.h"
+#include "dispatch/dispatch.h"
 
 namespace lina {
 

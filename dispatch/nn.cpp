@@ -7,9 +7,9 @@
 #include "backend_cpu/cpu_kernels.h"
 #include "backend_cuda/cuda_kernels.h"
 #include "dispatch/backends.h"
-#include "dispatch/kernels.h"
+#include "dispatch/dispatch.h"
 
-namespace lina::kernels {
+namespace lina::dispatch {
 
 using detail::on_backend;
 
@@ -30,15 +30,15 @@ int64_t rows_of_last_axis(const Tensor& x, const char* op) {
 // kernels check each id they read, and the first bad one is reported at the
 // next read of device memory with this same message (backend_cuda/memory.cu).
 void check_index_range(const Tensor& ids, int64_t limit, const char* op, const char* what) {
-  check(ids.dtype() == DType::i32,
+  check(ids.dtype() == DType::I32,
         std::string(op) + ": " + what + "s must be int32, got " + ids.describe());
   switch (ids.device()) {
-    case Device::cpu:
+    case Device::Cpu:
       for (int32_t id : ids.to_vector<int32_t>())
         check(id >= 0 && id < limit, std::string(op) + ": " + what + " " + std::to_string(id) +
                                          " out of range for vocabulary " + std::to_string(limit));
       return;
-    case Device::cuda: return;
+    case Device::Cuda: return;
   }
 }
 
@@ -144,7 +144,7 @@ Tensor cross_entropy_backward(const Tensor& probs, const Tensor& targets, const 
   check_float(probs, op);
   int64_t R = rows_of_last_axis(probs, op);
   Shape positions = positions_shape(probs);
-  check(targets.dtype() == DType::i32 && targets.shape() == positions,
+  check(targets.dtype() == DType::I32 && targets.shape() == positions,
         std::string(op) + ": targets " + targets.describe() + " do not match probabilities " +
             shape_str(probs.shape()));
   if (mask.defined()) {
@@ -191,7 +191,7 @@ Tensor embedding_backward(const Tensor& dy, const Tensor& ids, int64_t vocab) {
   check_float(dy, op);
   Shape expected = ids.shape();
   expected.push_back(dy.ndim() ? dy.dim(-1) : 0);
-  check(ids.dtype() == DType::i32 && dy.shape() == expected,
+  check(ids.dtype() == DType::I32 && dy.shape() == expected,
         std::string(op) + ": gradient " + shape_str(dy.shape()) + " does not match ids " +
             ids.describe());
   int64_t C = dy.dim(-1);
@@ -209,7 +209,7 @@ Tensor argmax_last(const Tensor& x) {
   const char* op = "argmax_last";
   check_float(x, op);
   int64_t R = rows_of_last_axis(x, op);
-  Tensor out = Tensor::empty(positions_shape(x), DType::i32, x.device());
+  Tensor out = Tensor::empty(positions_shape(x), DType::I32, x.device());
   on_backend(x, op, [&](auto backend) {
     using B = decltype(backend);
     using T = typename B::type;
@@ -424,4 +424,4 @@ Tensor rope_apply(const Tensor& x, int64_t pos0, double base, bool inverse) {
   return y;
 }
 
-}  // namespace lina::kernels
+}  // namespace lina::dispatch

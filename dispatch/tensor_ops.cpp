@@ -1,18 +1,18 @@
 // The backend dispatch: dispatch/*.cpp are the only files that name both
-// lina::cpu and lina::cuda. Each kernels:: function checks its arguments
+// lina::cpu and lina::cuda. Each dispatch:: function checks its arguments
 // (errors name the op and the shapes), then calls the kernel for the
 // tensors' device and dtype.
 // This file: the devices, elementwise, layout, reductions, matrix products;
-// dispatch/nn.cpp and dispatch/scan_optim.cpp hold the rest.
+// dispatch/nn.cpp and dispatch/scan.cpp hold the rest.
 #include <string>
 
 #include "backend_cpu/cpu_kernels.h"
 #include "backend_cpu/openblas.h"
 #include "backend_cuda/cuda_kernels.h"
 #include "dispatch/backends.h"
-#include "dispatch/kernels.h"
+#include "dispatch/dispatch.h"
 
-namespace lina::kernels {
+namespace lina::dispatch {
 
 using detail::on_backend;
 
@@ -68,10 +68,10 @@ DeviceCounters cuda_counters() {
 // ---- fill & elementwise -------------------------------------------------------------
 
 void fill(Tensor& t, double value) {
-  if (t.dtype() == DType::i32) {
+  if (t.dtype() == DType::I32) {
     switch (t.device()) {
-      case Device::cpu: cpu::fill<int32_t>(t.data<int32_t>(), t.numel(), int32_t(value)); return;
-      case Device::cuda: cuda::fill_i32(t.data<int32_t>(), t.numel(), int32_t(value)); return;
+      case Device::Cpu: cpu::fill<int32_t>(t.data<int32_t>(), t.numel(), int32_t(value)); return;
+      case Device::Cuda: cuda::fill_i32(t.data<int32_t>(), t.numel(), int32_t(value)); return;
     }
     return;
   }
@@ -151,15 +151,15 @@ void copy_strided(const Tensor& src, const StridedView& sv, Tensor& dst, const S
   check(sv.strides.size() == extent.size() && dv.strides.size() == extent.size(),
         "copy_strided: strides do not match extent " + shape_str(extent));
   int nd = int(extent.size());
-  if (src.dtype() == DType::i32) {  // token ids: sliced, concatenated, never summed
+  if (src.dtype() == DType::I32) {  // token ids: sliced, concatenated, never summed
     check(!accumulate, "copy_strided: int32 tensors are copied, never accumulated");
     switch (src.device()) {
-      case Device::cpu:
+      case Device::Cpu:
         cpu::copy_strided<int32_t>(src.data<int32_t>() + sv.offset, sv.strides.data(),
                                    dst.data<int32_t>() + dv.offset, dv.strides.data(), extent.data(),
                                    nd, false);
         return;
-      case Device::cuda:
+      case Device::Cuda:
         // A copy only moves 4-byte words, so the float kernel moves int32 bits unchanged.
         cuda::copy_strided(reinterpret_cast<const float*>(src.data<int32_t>() + sv.offset),
                            sv.strides.data(), reinterpret_cast<float*>(dst.data<int32_t>() + dv.offset),
@@ -191,7 +191,7 @@ void sum_middle(const Tensor& x, int64_t outer, int64_t n, int64_t inner, Tensor
 }
 
 Tensor sum_squares_on_device(const Tensor& x) {
-  Tensor out = Tensor::empty({}, DType::f64, x.device());
+  Tensor out = Tensor::empty({}, DType::F64, x.device());
   on_backend(x, "sum_squares", [&](auto backend) {
     using B = decltype(backend);
     using T = typename B::type;
@@ -236,4 +236,4 @@ void gemm(const GemmShape& g, const Tensor& a, const Tensor& b, Tensor& c, doubl
 }
 
 
-}  // namespace lina::kernels
+}  // namespace lina::dispatch

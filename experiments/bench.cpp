@@ -190,7 +190,7 @@ struct BenchRun {
 
 std::string gemm_line(const GemmRate& g) {
   return "GEMM " + std::to_string(g.M) + "x" + std::to_string(g.K) + "x" + std::to_string(g.N) +
-         " float32: lina kernels::gemm " + fmt("%.1f", g.lina_gflops) + " GFLOP/s (" + fmt("%.1f", g.lina_ms) +
+         " float32: lina dispatch::gemm " + fmt("%.1f", g.lina_gflops) + " GFLOP/s (" + fmt("%.1f", g.lina_ms) +
          " ms, a block per thread on " + g.lina_path + ")" +
          (g.eigen_gflops < 0 ? std::string() : "; the same blocks on Eigen " + fmt("%.1f", g.eigen_gflops) + " GFLOP/s") +
          "; OpenBLAS's own threads " +

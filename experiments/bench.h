@@ -73,7 +73,7 @@ double model_flops_per_step(const ModelConfig& c, int batch, int context);
 long long matmul_weights(const ModelConfig& c);
 
 // GEMM rate in GFLOP/s of C = A·B, A M×K, B K×N, float32: through
-// kernels::gemm (lina's path: one block of C per thread, each block on
+// dispatch::gemm (lina's path: one block of C per thread, each block on
 // OpenBLAS when it is installed, else on Eigen; backend_cpu/openblas.h), the
 // same blocks on Eigen when lina's path is OpenBLAS, and OpenBLAS on the
 // whole product with its own threads (negative when not measured); lina's

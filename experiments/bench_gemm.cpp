@@ -6,7 +6,7 @@
 
 #include "backend_cpu/openblas.h"
 #include "core/rng.h"
-#include "dispatch/kernels.h"
+#include "dispatch/dispatch.h"
 #include "experiments/bench.h"
 
 namespace lina {
@@ -23,7 +23,7 @@ long long matmul_weights(const ModelConfig& c) {
       w += 3 * C * inner + C * inner + inner * C;  // q_proj, k_proj, v_proj, g_proj, o_proj
       const ScanRule rule = scan_rule(k);
       if (uses_beta(rule)) w += C * H;  // b_proj (β per head)
-      if (uses_gate(rule)) w += C * (gate_per_channel(rule) ? inner : H);  // a_proj (α per head or channel)
+      if (learns_decay(rule)) w += C * (decays_per_channel(rule) ? inner : H);  // a_proj (α per head or channel)
     }
   }
   return w;
@@ -73,9 +73,9 @@ GemmRate measure_gemm(int repeats) {
   Tensor a = Tensor::randn({r.M, r.K}, rng), b = Tensor::randn({r.K, r.N}, rng);
   Tensor c = Tensor::zeros({r.M, r.N});
   const double flops = 2.0 * double(r.M) * double(r.N) * double(r.K);
-  kernels::GemmShape g;
+  dispatch::GemmShape g;
   g.M = r.M, g.N = r.N, g.K = r.K;
-  auto lina_path = [&] { kernels::gemm(g, a, b, c); };
+  auto lina_path = [&] { dispatch::gemm(g, a, b, c); };
   r.lina_path = cpu::cpu_gemm_name();
 
   // OpenBLAS on the whole product with its own threads, when installed.

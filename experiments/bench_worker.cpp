@@ -46,7 +46,7 @@ void train_step(LanguageModel& model, AdamW& opt, const Tensor& x, const Tensor&
   model.params().zero_grad();
   ReleaseUnreadOutputs release_unread;
   Var loss = cross_entropy(model.forward(x), y);
-  loss.backward(Graph::free);
+  loss.backward(Graph::Free);
   profile::PhaseScope optimizer_phase(profile::Phase::Optimizer);
   clip_grad_norm(model.params(), 1.0);
   (void)loss.item();

@@ -5,7 +5,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "dispatch/kernels.h"
+#include "dispatch/dispatch.h"
 #include "experiments/checkpoint.h"
 #include "experiments/data.h"
 #include <nlohmann/json.hpp>
@@ -130,7 +130,7 @@ RecallEvalResult eval_recall_checkpoint(const std::string& checkpoint, const std
   for (const Batch& b : task.heldout(batches, batch, seed)) {
     Var logits = m.model->forward(b.x);
     r.loss += cross_entropy(logits, b.y, b.mask).item() / batches;
-    std::vector<int32_t> pred = kernels::argmax_last(logits.data()).to_vector<int32_t>();
+    std::vector<int32_t> pred = dispatch::argmax_last(logits.data()).to_vector<int32_t>();
     std::vector<int32_t> x = b.x.to_vector<int32_t>(), y = b.y.to_vector<int32_t>();
     std::vector<float> mask = b.mask.to_vector<float>();
     for (size_t i = 0; i < y.size(); ++i) {

@@ -59,7 +59,7 @@ CharDataset CharDataset::from_text(const std::string& text, const std::string& s
 }
 
 const std::vector<int32_t>& CharDataset::tokens(Split split) const {
-  return split == Split::train ? train_ : val_;
+  return split == Split::Train ? train_ : val_;
 }
 
 std::vector<int32_t> CharDataset::encode(const std::string& text) const {
@@ -94,14 +94,14 @@ void CharDataset::check_split(Split split, int context) const {
   check(context > 0, "context must be positive, got " + std::to_string(context));
   const int64_t n = int64_t(tokens(split).size());
   check(n >= int64_t(context) + 1,
-        "data file '" + source_ + "': " + (split == Split::train ? "train" : "val") +
+        "data file '" + source_ + "': " + (split == Split::Train ? "train" : "val") +
             " split has " + std::to_string(n) + " tokens, needs at least context+1 = " +
             std::to_string(int64_t(context) + 1));
 }
 
 void CharDataset::check_context(int context) const {
-  check_split(Split::train, context);
-  check_split(Split::val, context);
+  check_split(Split::Train, context);
+  check_split(Split::Val, context);
 }
 
 Batch CharDataset::sample_batch(Split split, int batch, int context, Rng& rng,

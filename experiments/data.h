@@ -19,7 +19,7 @@ struct Batch {
   Tensor mask;
 };
 
-enum class Split { train, val };
+enum class Split { Train, Val };
 
 // A text file as a sequence of byte-level tokens. The vocabulary is the
 // sorted set of distinct bytes in the file (65 for tiny shakespeare); token
@@ -54,7 +54,7 @@ class CharDataset {
   // x, y: int32 [batch, context] on `device`; mask undefined. Throws when
   // the split holds fewer than context + 1 tokens.
   Batch sample_batch(Split split, int batch, int context, Rng& rng,
-                     Device device = Device::cpu) const;
+                     Device device = Device::Cpu) const;
 
  private:
   // Throws unless `split` holds at least context + 1 tokens.
@@ -101,12 +101,12 @@ class RecallTask {
   std::vector<int32_t> sample_sequence(Rng& rng) const;
 
   // x, y: int32 [batch, 127]; mask: float32 [batch, 127].
-  Batch sample_batch(int batch, Rng& rng, Device device = Device::cpu) const;
+  Batch sample_batch(int batch, Rng& rng, Device device = Device::Cpu) const;
 
   // A fixed evaluation set drawn from its own Rng(seed): the same batches
   // in every run and for every preset.
   std::vector<Batch> heldout(int n_batches, int batch, uint64_t seed,
-                             Device device = Device::cpu) const;
+                             Device device = Device::Cpu) const;
 
  private:
   int pairs_, keys_, values_;

@@ -7,7 +7,7 @@
 #include <omp.h>
 #endif
 
-#include "dispatch/kernels.h"
+#include "dispatch/dispatch.h"
 
 namespace lina {
 
@@ -46,7 +46,7 @@ nlohmann::json machine_json() {
 #ifdef _OPENMP
   threads = omp_get_max_threads();
 #endif
-  return {{"cpu", cpu_model()}, {"simd", kSimd}, {"threads", threads}, {"gemm", kernels::cpu_gemm()}};
+  return {{"cpu", cpu_model()}, {"simd", kSimd}, {"threads", threads}, {"gemm", dispatch::cpu_gemm()}};
 }
 
 }  // namespace lina

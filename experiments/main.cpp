@@ -88,8 +88,8 @@ CLI::Validator seed_range() {
 }
 
 lina::Device parse_device(const std::string& s) {
-  if (s == "cpu") return lina::Device::cpu;
-  if (s == "cuda") return lina::Device::cuda;
+  if (s == "cpu") return lina::Device::Cpu;
+  if (s == "cuda") return lina::Device::Cuda;
   throw lina::Error("unknown device '" + s + "': use cpu or cuda");
 }
 

@@ -98,7 +98,7 @@ bool teach_gradient(const TeachOptions& o) {
   validate(o);
   check(o.elements >= 1, "--elements must be at least 1");
   check(o.step > 0 && o.step < 1, "--step must be in (0, 1)");
-  LanguageModel model(tiny_config(o), o.seed, DType::f64);
+  LanguageModel model(tiny_config(o), o.seed, DType::F64);
   check(model.params().has(o.param), "unknown --param '" + o.param + "'; this model has " + [&] {
     std::string names;
     for (const Parameter& p : model.params().parameters()) names += (names.empty() ? "" : ", ") + p.name;

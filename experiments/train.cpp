@@ -12,7 +12,7 @@
 
 #include "autograd/trace.h"
 #include "core/cuda_status.h"
-#include "dispatch/kernels.h"
+#include "dispatch/dispatch.h"
 #include "experiments/checkpoint.h"
 #include "experiments/data.h"
 #include "experiments/fault_injection.h"
@@ -56,7 +56,7 @@ struct Task {
   int vocab = 0;
 
   Batch train_batch(const TrainOptions& o, Rng& rng) const {
-    if (text) return text->sample_batch(Split::train, o.batch, o.context, rng, o.device);
+    if (text) return text->sample_batch(Split::Train, o.batch, o.context, rng, o.device);
     return recall.sample_batch(o.batch, rng, o.device);
   }
 };
@@ -109,7 +109,7 @@ std::optional<EvalResult> evaluate(LanguageModel& model, const std::vector<Batch
     Var logits = model.forward(b.x);
     r.loss += cross_entropy(logits, b.y, b.mask).item();
     if (b.mask.defined()) {
-      std::vector<int32_t> pred = kernels::argmax_last(logits.data()).to_vector<int32_t>();
+      std::vector<int32_t> pred = dispatch::argmax_last(logits.data()).to_vector<int32_t>();
       std::vector<int32_t> y = b.y.to_vector<int32_t>();
       std::vector<float> m = b.mask.to_vector<float>();
       for (size_t i = 0; i < y.size(); ++i) {
@@ -162,15 +162,15 @@ json model_json(const ModelConfig& c) {
 // the step is bound by the host's launching, the reverse by the GPU.
 struct CudaStepCount {
   bool on;
-  kernels::DeviceCounters start;
+  dispatch::DeviceCounters start;
   double host_ms = 0, wait_ms = 0;
-  explicit CudaStepCount(bool count) : on(count), start(count ? kernels::cuda_counters() : kernels::DeviceCounters{}) {}
+  explicit CudaStepCount(bool count) : on(count), start(count ? dispatch::cuda_counters() : dispatch::DeviceCounters{}) {}
   void split(Clock::time_point step_start, Clock::time_point queued, Clock::time_point drained) {
     host_ms = 1e3 * std::chrono::duration<double>(queued - step_start).count();
     wait_ms = 1e3 * std::chrono::duration<double>(drained - queued).count();
   }
   json since_start() const {
-    const kernels::DeviceCounters now = kernels::cuda_counters();
+    const dispatch::DeviceCounters now = dispatch::cuda_counters();
     return {{"launches", now.launches - start.launches},
             {"allocations", now.allocations - start.allocations},
             {"device_to_host_copies", now.device_to_host_copies - start.device_to_host_copies},
@@ -242,7 +242,7 @@ TrainResult TrainingRun::run() {
   config.feature_map = o_.feature_map;
   config.attention = o_.attention;
   config.conv = o_.conv;
-  model_ = std::make_unique<LanguageModel>(config, o_.seed, DType::f32, o_.device);
+  model_ = std::make_unique<LanguageModel>(config, o_.seed, DType::F32, o_.device);
   optimizer_ = std::make_unique<AdamW>(
       model_->params(), AdamWConfig{o_.lr, 0.9, o_.beta2, 1e-8, o_.weight_decay, !o_.decay_matrices});
   rng_ = Rng(o_.seed);
@@ -305,7 +305,7 @@ TrainResult TrainingRun::run() {
 // One update, as in any training loop: a batch, forward, backward, clip,
 // step. Around it only what a run records: its loss curve and timing.
 void TrainingRun::train_one_step() {
-  CudaStepCount counted(o_.device == Device::cuda && step_ - first_step_ == 1);
+  CudaStepCount counted(o_.device == Device::Cuda && step_ - first_step_ == 1);
   auto t0 = Clock::now();
   Batch b = task_.train_batch(o_, rng_);
   if (!o_.save_batches.empty()) save_batch(b);
@@ -315,7 +315,7 @@ void TrainingRun::train_one_step() {
   model_->set_dropout({o_.dropout, o_.seed, step_});  // this update's masks (core/philox.h)
   Var loss = named(cross_entropy(model_->forward(b.x), b.y, b.mask), "loss");
   model_->set_dropout({});  // evaluations see no dropout
-  loss.backward(Graph::free);  // each op's saved tensors go as soon as its backward has run
+  loss.backward(Graph::Free);  // each op's saved tensors go as soon as its backward has run
   fault_.fail_if_due(step_ + 1);  // LINA_INJECT_CUDA_STATUS (tests only)
   double lr = schedule_.lr(step_);
   const auto queued = Clock::now();  // on cuda the forward and backward may still be running
@@ -345,13 +345,13 @@ void TrainingRun::record_evaluation() {
   Rng rng = evaluation_rng(o_.seed, step_, 1);
   std::optional<EvalResult> r;
   if (task_.text) {
-    auto train = random_batches(task_, Split::train, o_.eval_batches, o_.batch, o_.context, rng, o_.device);
+    auto train = random_batches(task_, Split::Train, o_.eval_batches, o_.batch, o_.context, rng, o_.device);
     std::optional<EvalResult> t = evaluate(*model_, train, stop_);
     if (t) e["train_loss"] = t->loss;
-    auto val = random_batches(task_, Split::val, o_.eval_batches, o_.batch, o_.context, rng, o_.device);
+    auto val = random_batches(task_, Split::Val, o_.eval_batches, o_.batch, o_.context, rng, o_.device);
     if (t) r = evaluate(*model_, val, stop_);
   } else {
-    auto fresh = random_batches(task_, Split::val, o_.fresh_batches, o_.batch, o_.context, rng, o_.device);
+    auto fresh = random_batches(task_, Split::Val, o_.fresh_batches, o_.batch, o_.context, rng, o_.device);
     std::optional<EvalResult> f = evaluate(*model_, fresh, stop_);
     if (f) e["fresh_loss"] = f->loss, e["fresh_accuracy"] = f->accuracy;
     if (f) r = evaluate(*model_, task_.heldout, stop_);
@@ -422,10 +422,10 @@ void TrainingRun::final_evaluations() {
 void TrainingRun::extrapolation() {
   json ex = json::array();
   for (int ctx : o_.extrap_contexts) {
-    if (int64_t(ctx) + 1 > int64_t(task_.text->tokens(Split::val).size())) continue;
+    if (int64_t(ctx) + 1 > int64_t(task_.text->tokens(Split::Val).size())) continue;
     const int batch = std::max<int>(4, int(int64_t(o_.batch) * o_.context / ctx));
     Rng rng = evaluation_rng(o_.seed, ctx, 2);
-    auto batches = random_batches(task_, Split::val, o_.extrap_batches, batch, ctx, rng, o_.device);
+    auto batches = random_batches(task_, Split::Val, o_.extrap_batches, batch, ctx, rng, o_.device);
     std::optional<EvalResult> r = evaluate(*model_, batches, stop_);
     if (!r) break;
     ex.push_back({{"context", ctx}, {"batch", batch}, {"val_loss", r->loss}});
@@ -455,13 +455,13 @@ void TrainingRun::capacity_probe() {
 // held-out set.
 void TrainingRun::alpha_statistics() {
   bool gated = false;
-  for (MixerKind k : model_->config().layers) gated = gated || (k != MixerKind::Attn && uses_gate(scan_rule(k)));
+  for (MixerKind k : model_->config().layers) gated = gated || (k != MixerKind::Attn && learns_decay(scan_rule(k)));
   if (!gated) return;
   std::vector<Batch> batches = task_.heldout;
   if (task_.text) {
-    const int ctx = int(std::min<int64_t>(256, int64_t(task_.text->tokens(Split::val).size()) - 1));
+    const int ctx = int(std::min<int64_t>(256, int64_t(task_.text->tokens(Split::Val).size()) - 1));
     Rng rng = evaluation_rng(o_.seed, ctx, 4);
-    batches = random_batches(task_, Split::val, 1, 64, ctx, rng, o_.device);
+    batches = random_batches(task_, Split::Val, 1, 64, ctx, rng, o_.device);
   }
   NoGradGuard no_grad;
   AlphaStats stats;
@@ -483,7 +483,7 @@ void TrainingRun::write_json() {
   j["preset"] = o_.preset;
   j["task"] = o_.task;
   j["device"] = device_name(o_.device);
-  if (o_.device == Device::cuda) j["cuda_runtime"] = kernels::cuda_runtime();  // "cuda" or "sim"
+  if (o_.device == Device::Cuda) j["cuda_runtime"] = dispatch::cuda_runtime();  // "cuda" or "sim"
   j["git_commit"] = LINA_GIT_COMMIT;
   j["machine"] = machine_json();  // of the last stretch, for a resumed run
   const json options = options_json(o_);

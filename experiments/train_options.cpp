@@ -231,7 +231,7 @@ void adopt_checkpoint_options(TrainOptions& o, const CheckpointInfo& info, const
   adopt_unless_given("--checkpoint-every", "checkpoint_every", o.checkpoint_every);
   adopt_unless_given("--data", "data", o.data);
   if (saved.contains("device") && !was_given(o, "--device"))
-    o.device = saved["device"] == "cuda" ? Device::cuda : Device::cpu;
+    o.device = saved["device"] == "cuda" ? Device::Cuda : Device::Cpu;
 }
 
 }  // namespace lina

@@ -14,7 +14,7 @@ struct CheckpointInfo;
 struct TrainOptions {
   std::string preset = "gdn";
   std::string task = "recall";  // "lm" or "recall"
-  Device device = Device::cpu;
+  Device device = Device::Cpu;
   int steps = -1;      // updates; −1: the task's default (lm 5000, recall 6000)
   int batch = -1;      // sequences per batch; −1: the task's default (lm 64, recall 128)
   int context = 64;    // lm only (recall sequences are 4·pairs − 1 tokens)

@@ -114,8 +114,8 @@ void init_recurrent(Initialiser& init, const ModelConfig& c, const std::string& 
     r.b_proj_w = init.linear(p + "mix.b_proj.weight", H, C);
     r.b_proj_b = init.bias(p + "mix.b_proj.bias", H, C);
   }
-  if (uses_gate(rule)) {  // one gate per head, or per head and key channel (gla)
-    const int64_t gates = gate_per_channel(rule) ? H * c.head_size : H;
+  if (learns_decay(rule)) {  // one gate per head, or per head and key channel (gla)
+    const int64_t gates = decays_per_channel(rule) ? H * c.head_size : H;
     r.a_proj_w = init.linear(p + "mix.a_proj.weight", gates, C);
     r.a_proj_b = init.constant(p + "mix.a_proj.bias", {gates}, 3.0);  // α ≈ σ(3) ≈ 0.95
   }
@@ -181,7 +181,7 @@ InferenceState LanguageModel::new_state(int64_t batch) const {
 // ---- forward --------------------------------------------------------------------------------
 
 Var LanguageModel::forward(const Tensor& ids, InferenceState* state, AlphaStats* alpha) {
-  check(ids.dtype() == DType::i32 && ids.ndim() == 2,
+  check(ids.dtype() == DType::I32 && ids.ndim() == 2,
         "model: expected token ids int32 [B, T], got " + ids.describe());
   check(!state || state->layers.size() == blocks_.size(),
         "model: inference state has the wrong number of layers");
@@ -198,7 +198,7 @@ Var LanguageModel::forward(const Tensor& ids, InferenceState* state, AlphaStats*
       h = b.attn.forward(c, h, n, pos0, cache, dropout_, b.layer);
     } else {
       std::vector<double> alpha_mean;
-      bool gated = alpha && uses_gate(scan_rule(b.kind));
+      bool gated = alpha && learns_decay(scan_rule(b.kind));
       h = b.rec.forward(c, h, n, cache, gated ? &alpha_mean : nullptr,
                         dropout_.key(b.layer, DropoutSite::MixerOutput));
       if (gated) {

@@ -44,8 +44,8 @@ struct Block;
 
 class LanguageModel {
  public:
-  LanguageModel(const ModelConfig& config, uint64_t seed, DType dtype = DType::f32,
-                Device device = Device::cpu);
+  LanguageModel(const ModelConfig& config, uint64_t seed, DType dtype = DType::F32,
+                Device device = Device::Cpu);
   ~LanguageModel();
   LanguageModel(const LanguageModel&) = delete;
   LanguageModel& operator=(const LanguageModel&) = delete;

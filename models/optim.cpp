@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "dispatch/kernels.h"
+#include "dispatch/dispatch.h"
 
 namespace lina {
 
@@ -29,7 +29,7 @@ void AdamW::step(double lr) {
   params_.check_grads_in_buffer("AdamW::step");
   int64_t t = step_count_ + 1;  // bias corrections use the count including this update
   Tensor p = params_.data(), g = params_.grad();
-  kernels::adamw_step(p, g, m_, v_, lr, config_.beta1, config_.beta2, config_.eps,
+  dispatch::adamw_step(p, g, m_, v_, lr, config_.beta1, config_.beta2, config_.eps,
                       config_.weight_decay, t, decay_mask_);
   step_count_ = t;
 }
@@ -55,8 +55,8 @@ double clip_grad_norm(ParameterStore& params, double max_norm) {
   // Σ g² stays on the gradients' device and the clip factor is computed
   // there: the update does not wait for a read back. The norm is returned
   // for the log (on CUDA: the step's one read of the gradient norm).
-  Tensor sum_of_squares = kernels::sum_squares_on_device(grad);
-  if (max_norm > 0) kernels::clip_to_norm(grad, sum_of_squares, max_norm);
+  Tensor sum_of_squares = dispatch::sum_squares_on_device(grad);
+  if (max_norm > 0) dispatch::clip_to_norm(grad, sum_of_squares, max_norm);
   return std::sqrt(sum_of_squares.item());
 }
 

@@ -1,6 +1,6 @@
 #include "models/parameters.h"
 
-#include "dispatch/kernels.h"
+#include "dispatch/dispatch.h"
 
 namespace lina {
 
@@ -8,7 +8,7 @@ Var ParameterStore::add(const std::string& name, const Shape& shape, bool decay)
   check(!finalized(), "ParameterStore::add: cannot add '" + name + "' after finalize()");
   check(!name.empty(), "ParameterStore::add: a parameter needs a name");
   check(!has(name), "ParameterStore::add: duplicate parameter name '" + name + "'");
-  Var var(Tensor::zeros(shape, DType::f64, Device::cpu), /*requires_grad=*/true, name);
+  Var var(Tensor::zeros(shape, DType::F64, Device::Cpu), /*requires_grad=*/true, name);
   index_[name] = params_.size();
   params_.push_back({name, var, decay, count_});
   count_ += var.data().numel();
@@ -71,7 +71,7 @@ Device ParameterStore::device() const {
 
 void ParameterStore::zero_grad() {
   require_finalized("zero_grad");
-  kernels::fill(grad_, 0.0);
+  dispatch::fill(grad_, 0.0);
   for (Parameter& p : params_) p.var.grad() = Tensor::view_of(grad_, p.offset, p.var.shape());
 }
 

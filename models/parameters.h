@@ -7,7 +7,7 @@
 // Life cycle:
 //   ParameterStore params;
 //   Var w = params.add("mlp.fc.weight", {512, 128}, /*decay=*/true);  // while building layers
-//   params.finalize(DType::f32, Device::cpu);  // one buffer; w now views it
+//   params.finalize(DType::F32, Device::Cpu);  // one buffer; w now views it
 //   init(w);                                   // write initial values (before or after finalize)
 //   loss.backward();                           // accumulates into params.grad()
 //   params.zero_grad();
@@ -44,7 +44,7 @@ class ParameterStore {
   Var add(const std::string& name, const Shape& shape, bool decay);
   // Packs every parameter into one data buffer and one zeroed grad buffer
   // of `dtype` on `device`. Called once.
-  void finalize(DType dtype = DType::f32, Device device = Device::cpu);
+  void finalize(DType dtype = DType::F32, Device device = Device::Cpu);
   bool finalized() const { return data_.defined(); }
 
   // ---- access -------------------------------------------------------------------------

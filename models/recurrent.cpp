@@ -83,7 +83,7 @@ Var RecurrentMixer::forward(const ModelConfig& c, const Var& x, const LayerNames
   v = named(v, n.v);
 
   Var b_proj, a_proj;   // x W_bᵀ + b_b [B, T, H], x W_aᵀ + b_a [B, T, gates]
-  if (uses_beta(rule) && uses_gate(rule)) {
+  if (uses_beta(rule) && learns_decay(rule)) {
     // Both from one product with the weights stacked, [W_b; W_a] [H + gates,
     // C]: x is read once instead of twice, and its gradient is one product
     // where it would be two and their sum (a few outputs each).
@@ -95,19 +95,19 @@ Var RecurrentMixer::forward(const ModelConfig& c, const Var& x, const LayerNames
     a_proj = parts[1];
   } else if (uses_beta(rule)) {
     b_proj = add(linear(x, b_proj_w), b_proj_b);
-  } else if (uses_gate(rule)) {
+  } else if (learns_decay(rule)) {
     a_proj = add(linear(x, a_proj_w), a_proj_b);
   }
   Var beta, log_alpha;  // [B, T, H]; log_alpha [B, T, H, d] when per key channel
   if (uses_beta(rule)) beta = named(sigmoid(named(b_proj, n.b_proj)), n.beta);
-  if (uses_gate(rule)) {
+  if (learns_decay(rule)) {
     a_proj = named(a_proj, n.a_proj);
     log_alpha = log_sigmoid(a_proj);  // −softplus(−z), never log(σ(z))
-    if (gate_per_channel(rule)) log_alpha = reshape(log_alpha, heads);
+    if (decays_per_channel(rule)) log_alpha = reshape(log_alpha, heads);
     log_alpha = named(log_alpha, n.log_alpha);
     if (alpha_mean) {  // the mean α of each head, over tokens (and key channels)
-      Tensor alpha = kernels::unary(UnaryFn::Exp, log_alpha.data());
-      const int64_t per_head = gate_per_channel(rule) ? d : 1;
+      Tensor alpha = dispatch::unary(UnaryFn::Exp, log_alpha.data());
+      const int64_t per_head = decays_per_channel(rule) ? d : 1;
       alpha = sum_to(alpha.reshape({B * T, H * per_head}), {H * per_head});
       alpha_mean->assign(size_t(H), 0.0);
       for (int64_t i = 0; i < H * per_head; ++i)
@@ -119,8 +119,8 @@ Var RecurrentMixer::forward(const ModelConfig& c, const Var& x, const LayerNames
   options.rule = rule;
   options.form = cache ? ScanForm::Sequential : c.scan_form;  // generation: token by token
   options.chunk = c.scan_chunk;
-  Tensor s0 = cache ? cache->state : Tensor();
-  Var o = named(scan(options, q, k, v, beta, log_alpha, s0, cache ? &cache->state : nullptr), n.o);
+  Tensor initial_state = cache ? cache->state : Tensor();
+  Var o = named(scan(options, q, k, v, beta, log_alpha, initial_state, cache ? &cache->state : nullptr), n.o);
   o = named(rms_norm(o, o_norm, c.norm_eps), n.o_norm);  // per head: the last dim is one head's d
   Var gate = named(silu(linear(x, g_proj)), n.g_proj);     // [B, T, C], from the mixer's input
   Var gated = named(mul(reshape(o, {B, T, H * d}), gate), n.gated);

@@ -98,9 +98,9 @@ class Attention(nn.Module):
         return F.dropout(self.o_proj(o), self.p, self.training)
 
 
-def recurrent_scan(q, k, v, beta=None, log_decay=None):
+def recurrent_scan(q, k, v, beta=None, log_alpha=None):
     """The recurrence token by token (spec §1.2 step 6, §1.2b). q, k, v [B, H, T, d];
-    beta [B, H, T] or None (no delta correction); log_decay None (no decay),
+    beta [B, H, T] or None (no delta correction); log_alpha None (no decay),
     [B, H, T] (one decay per head) or [B, H, T, d] (one per key channel).
     The state S [B, H, d, d] is value × key and starts at 0:
         S ← S · decay                (a number, or diag(a) on the key side)
@@ -110,8 +110,8 @@ def recurrent_scan(q, k, v, beta=None, log_decay=None):
     S = q.new_zeros(B, H, d, d)
     out = []
     for t in range(T):
-        if log_decay is not None:
-            a = log_decay[:, :, t].exp()
+        if log_alpha is not None:
+            a = log_alpha[:, :, t].exp()
             S = S * (a[..., None, None] if a.dim() == 2 else a[..., None, :])
         k_t = k[:, :, t]
         if beta is not None:
@@ -243,7 +243,7 @@ class Model(nn.Module):
         return self.lm_head(self.norm_f(x))
 
     def set_scan(self, fn):
-        """Use fn(q, k, v, beta, log_decay) for every recurrent layer (see recurrent_scan)."""
+        """Use fn(q, k, v, beta, log_alpha) for every recurrent layer (see recurrent_scan)."""
         for block in self.blocks:
             if isinstance(block.mix, RecurrentMixer):
                 block.mix.scan = fn

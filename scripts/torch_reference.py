@@ -50,7 +50,7 @@ VOCAB, DROPOUT, CHUNK = 65, 0.1, 16
 MIXERS = cm.PRESETS  # preset -> the mixer of each layer
 
 
-def chunked_scan(q, k, v, beta=None, log_decay=None, C=CHUNK):
+def chunked_scan(q, k, v, beta=None, log_alpha=None, C=CHUNK):
     """The same recurrence as course_model.recurrent_scan (same arguments and
     result), chunk by chunk: T is padded at the end to a whole number of
     chunks (zero keys and values, no decay, β = 0: nothing earlier changes)."""
@@ -60,16 +60,16 @@ def chunked_scan(q, k, v, beta=None, log_decay=None, C=CHUNK):
     if pad:
         q, k, v = (F.pad(x, (0, 0, 0, pad)) for x in (q, k, v))
         beta = None if beta is None else F.pad(beta, (0, pad))
-        if log_decay is not None:
-            log_decay = F.pad(log_decay, (0, 0, 0, pad) if log_decay.dim() == 4 else (0, pad))
+        if log_alpha is not None:
+            log_alpha = F.pad(log_alpha, (0, 0, 0, pad) if log_alpha.dim() == 4 else (0, pad))
     N = (T + pad) // C
     split = lambda x: None if x is None else x.reshape(B, H, N, C, *x.shape[3:])  # noqa: E731
-    q, k, v, beta, log_decay = (split(x) for x in (q, k, v, beta, log_decay))
-    if log_decay is not None and log_decay.dim() == 5:
+    q, k, v, beta, log_alpha = (split(x) for x in (q, k, v, beta, log_alpha))
+    if log_alpha is not None and log_alpha.dim() == 5:
         assert beta is None, "no rule has both a per-channel decay and the delta correction"
-        o = chunks_channel_decay(q, k, v, log_decay)
+        o = chunks_channel_decay(q, k, v, log_alpha)
     else:
-        o = chunks_scalar_decay(q, k, v, beta, log_decay)
+        o = chunks_scalar_decay(q, k, v, beta, log_alpha)
     return o.reshape(B, H, N * C, d)[:, :, :T]
 
 

@@ -27,7 +27,7 @@ GradcheckResult gradient_error(const FnOutputs& f, const std::vector<Tensor>& in
                                std::vector<bool> differentiable, const GradcheckSettings& s) {
   GradcheckResult result;
   if (differentiable.empty())
-    for (const Tensor& t : inputs) differentiable.push_back(t.dtype() == DType::f64);
+    for (const Tensor& t : inputs) differentiable.push_back(t.dtype() == DType::F64);
   std::vector<Var> vars;
   for (size_t i = 0; i < inputs.size(); ++i)
     vars.emplace_back(inputs[i].clone(), bool(differentiable[i]), "input" + std::to_string(i));
@@ -45,8 +45,8 @@ GradcheckResult gradient_error(const FnOutputs& f, const std::vector<Tensor>& in
       R.emplace_back();
       continue;
     }
-    REQUIRE_MESSAGE(out.dtype() == DType::f64, "gradient checks run in float64");
-    R.push_back(Tensor::randn(out.shape(), rng, 1.0, 0.0, DType::f64));
+    REQUIRE_MESSAGE(out.dtype() == DType::F64, "gradient checks run in float64");
+    R.push_back(Tensor::randn(out.shape(), rng, 1.0, 0.0, DType::F64));
     Var term = sum_all(mul(out, Var(R.back())));
     loss = loss.defined() ? add(loss, term) : term;
   }
@@ -128,7 +128,7 @@ void run_gradchecks(const std::vector<GradcheckRow>& rows) {
 }
 
 GradcheckResult row_gradient_error(const OpRow& row, const GradcheckSettings& settings) {
-  const std::vector<Tensor> inputs = row_inputs(row, DType::f64, Device::cpu);
+  const std::vector<Tensor> inputs = row_inputs(row, DType::F64, Device::Cpu);
   return gradient_error(row.run, inputs, row_differentiable(row, inputs), settings);
 }
 

@@ -27,14 +27,14 @@ inline Rng& test_rng() {
 }
 // Random float64 tensors from it.
 inline Tensor randn64(const Shape& shape, double std = 1.0) {
-  return Tensor::randn(shape, test_rng(), std, 0.0, DType::f64);
+  return Tensor::randn(shape, test_rng(), std, 0.0, DType::F64);
 }
 inline Tensor rand64(const Shape& shape, double lo, double hi) {
-  return Tensor::rand(shape, test_rng(), lo, hi, DType::f64);
+  return Tensor::rand(shape, test_rng(), lo, hi, DType::F64);
 }
 // n uniform values in [lo, hi) as T, from `rng`.
 template <class T> std::vector<T> random_vector(int64_t n, Rng& rng, double lo, double hi) {
-  std::vector<double> x = Tensor::rand({n}, rng, lo, hi, DType::f64).to_vector<double>();
+  std::vector<double> x = Tensor::rand({n}, rng, lo, hi, DType::F64).to_vector<double>();
   return std::vector<T>(x.begin(), x.end());
 }
 // Token ids [B, T] in [0, vocab), int32 on the CPU, from a generator of `seed`.
@@ -76,8 +76,8 @@ double max_abs_diff(const std::vector<A>& a, const std::vector<B>& b) {
 // The same for tensors of any float dtype on any device.
 inline double max_abs_diff(const Tensor& a, const Tensor& b) {
   REQUIRE(a.shape() == b.shape());
-  return max_abs_diff(a.to(Device::cpu).to(DType::f64).to_vector<double>(),
-                      b.to(Device::cpu).to(DType::f64).to_vector<double>());
+  return max_abs_diff(a.to(Device::Cpu).to(DType::F64).to_vector<double>(),
+                      b.to(Device::Cpu).to(DType::F64).to_vector<double>());
 }
 
 // How close `got` must be to `want`:
@@ -142,11 +142,11 @@ inline std::string close_error(const Tensor& got, const Tensor& want, const Boun
   if (got.shape() != want.shape()) return "shapes differ" + sides;
   if (is_float(got.dtype()) != is_float(want.dtype())) return "a float against an integer tensor" + sides;
   if (!is_float(want.dtype()))
-    return got.to(Device::cpu).to_vector<int32_t>() == want.to(Device::cpu).to_vector<int32_t>()
+    return got.to(Device::Cpu).to_vector<int32_t>() == want.to(Device::Cpu).to_vector<int32_t>()
                ? ""
                : "int32 values differ" + sides;
-  return close_error(got.to(Device::cpu).to(DType::f64).to_vector<double>(),
-                     want.to(Device::cpu).to(DType::f64).to_vector<double>(), bound);
+  return close_error(got.to(Device::Cpu).to(DType::F64).to_vector<double>(),
+                     want.to(Device::Cpu).to(DType::F64).to_vector<double>(), bound);
 }
 
 // Fails the current test, naming `what` and the error, unless close; true when close.

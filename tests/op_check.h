@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "dispatch/kernels.h"
+#include "dispatch/dispatch.h"
 #include "tests/harness.h"
 #include "tests/op_table.h"
 
@@ -68,7 +68,7 @@ struct RowResult {
 // the op saved for its backward, then the backward of
 // L = Σ_k Σ output_k ⊙ R_k (R_k drawn from a fixed seed) and every
 // differentiable input's gradient.
-inline std::vector<RowResult> run_row(const OpRow& row, Device device, DType dtype = DType::f32) {
+inline std::vector<RowResult> run_row(const OpRow& row, Device device, DType dtype = DType::F32) {
   const Vars vars = row_leaves(row, dtype, device);
   const Vars outs = row.run(vars);
   std::vector<RowResult> results;
@@ -83,7 +83,7 @@ inline std::vector<RowResult> run_row(const OpRow& row, Device device, DType dty
   Rng rng(11);
   Var loss;
   for (const Var& out : outs) {
-    Tensor r = Tensor::randn(out.shape(), rng, 1.0, 0.0, DType::f64).to(dtype).to(device);
+    Tensor r = Tensor::randn(out.shape(), rng, 1.0, 0.0, DType::F64).to(dtype).to(device);
     Var term = sum_all(mul(out, Var(r)));
     loss = loss.defined() ? add(loss, term) : term;
   }
@@ -99,7 +99,7 @@ inline std::string row_op_error(const OpRow& row) {
   if (!row.no_gradient.empty()) return "";
   const std::optional<OpKind> kind = op_kind_named(row.op);
   if (!kind) return "'" + row.op + "' is not an op of core/ops.h";
-  const Vars outs = row.run(row_leaves(row, DType::f64, Device::cpu));
+  const Vars outs = row.run(row_leaves(row, DType::F64, Device::Cpu));
   if (outs.empty()) return "no output";
   for (size_t k = 0; k < outs.size(); ++k) {
     const Node* node = outs[k].defined() ? outs[k].grad_fn() : nullptr;
@@ -118,7 +118,7 @@ inline std::string results_error(const std::vector<RowResult>& got, const std::v
   if (got.size() != want.size()) return "a different number of results";
   for (size_t i = 0; i < got.size(); ++i) {
     const Tensor& g = got[i].value;
-    if (g.defined() && g.dtype() != DType::f64 && g.device() != device)
+    if (g.defined() && g.dtype() != DType::F64 && g.device() != device)
       return got[i].name + " is not on " + device_name(device);
     if (g.defined() && want[i].value.defined() && g.dtype() != want[i].value.dtype())
       return got[i].name + " is " + g.describe() + ", not " + want[i].value.describe();
@@ -131,7 +131,7 @@ inline std::string results_error(const std::vector<RowResult>& got, const std::v
 // What differs between the CPU's and cuda's runs of `row` ("" when nothing does).
 inline std::string cuda_error(const OpRow& row) {
   try {
-    return results_error(run_row(row, Device::cuda), run_row(row, Device::cpu), row.cuda, Device::cuda);
+    return results_error(run_row(row, Device::Cuda), run_row(row, Device::Cpu), row.cuda, Device::Cuda);
   } catch (const std::exception& e) {
     return std::string("threw: ") + e.what();
   }
@@ -141,7 +141,7 @@ inline std::string cuda_error(const OpRow& row) {
 // the table goes on; the list of failing rows is the result. Then every
 // entry of LINA_KERNELS (core/kernel_list.h) must have run on cuda.
 inline void check_table_on_cuda(const std::vector<OpRow>& rows) {
-  const std::vector<std::pair<std::string, int64_t>> calls_before = kernels::cuda_kernel_calls();
+  const std::vector<std::pair<std::string, int64_t>> calls_before = dispatch::cuda_kernel_calls();
   std::vector<std::string> failing;
   for (const OpRow& row : rows)
     if (const std::string error = cuda_error(row); !error.empty()) {
@@ -151,7 +151,7 @@ inline void check_table_on_cuda(const std::vector<OpRow>& rows) {
   INFO(failing.size() << " of " << rows.size() << " rows fail");
   CHECK(failing.empty());
 
-  const std::vector<std::pair<std::string, int64_t>> calls_after = kernels::cuda_kernel_calls();
+  const std::vector<std::pair<std::string, int64_t>> calls_after = dispatch::cuda_kernel_calls();
   std::string missing;
   for (size_t k = 0; k < calls_after.size(); ++k)
     if (calls_after[k].second == calls_before[k].second) missing += " " + calls_after[k].first;

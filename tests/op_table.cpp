@@ -18,7 +18,7 @@
 #include <cstdio>
 #include <utility>
 
-#include "dispatch/kernels.h"
+#include "dispatch/dispatch.h"
 #include "dispatch/layout.h"
 
 namespace lina::test {
@@ -27,21 +27,21 @@ namespace lina::test {
 
 namespace in {
 Input normal(const Shape& shape, double sd) {
-  return {[=](Rng& rng) { return Tensor::randn(shape, rng, sd, 0.0, DType::f64); }};
+  return {[=](Rng& rng) { return Tensor::randn(shape, rng, sd, 0.0, DType::F64); }};
 }
 Input uniform(const Shape& shape, double lo, double hi) {
-  return {[=](Rng& rng) { return Tensor::rand(shape, rng, lo, hi, DType::f64); }};
+  return {[=](Rng& rng) { return Tensor::rand(shape, rng, lo, hi, DType::F64); }};
 }
 Input away_from_zero(const Shape& shape, double lo, double hi) {
   return {[=](Rng& rng) {
-    Tensor t = Tensor::rand(shape, rng, lo, hi, DType::f64);
+    Tensor t = Tensor::rand(shape, rng, lo, hi, DType::F64);
     double* p = t.data<double>();
     for (int64_t i = 0; i < t.numel(); i += 2) p[i] = -p[i];
     return t;
   }};
 }
 Input zeros(const Shape& shape) {
-  return {[=](Rng&) { return Tensor::zeros(shape, DType::f64); }};
+  return {[=](Rng&) { return Tensor::zeros(shape, DType::F64); }};
 }
 Input values(const std::vector<double>& v, const Shape& shape) {
   return {[=](Rng&) { return Tensor::from_vector(v, shape); }};
@@ -193,21 +193,21 @@ void add_elementwise_rows(std::vector<OpRow>& rows) {
                             [](V v) {
                               Tensor a = v[0].data(), b = v[1].data(), c = v[2].data(), viewed = v[3].data();
                               Tensor part = Tensor::view_of(viewed, 5, {4});
-                              kernels::fill(a, -1.25);
-                              kernels::fill(b, 7);
-                              kernels::fill(c, 1.0);
-                              kernels::fill(part, 2.5);
+                              dispatch::fill(a, -1.25);
+                              dispatch::fill(b, 7);
+                              dispatch::fill(c, 1.0);
+                              dispatch::fill(part, 2.5);
                               return out({a, b, c, viewed});
                             }));
   rows.push_back(tensor_row("add_inplace", "[300, 7] alpha -0.75", {in::normal({300, 7}), in::normal({300, 7})},
                             [](V v) {
                               Tensor dst = v[0].data();
-                              kernels::add_inplace(dst, v[1].data(), -0.75);
+                              dispatch::add_inplace(dst, v[1].data(), -0.75);
                               return out({dst});
                             }));
   rows.push_back(tensor_row("scale_inplace", "[1001] by 0.37", {in::normal({1001})}, [](V v) {
     Tensor x = v[0].data();
-    kernels::scale_inplace(x, 0.37);
+    dispatch::scale_inplace(x, 0.37);
     return out({x});
   }));
 }
@@ -251,7 +251,7 @@ void add_matmul_rows(std::vector<OpRow>& rows) {
     for (bool tb : {false, true})
       rows.push_back(tensor_row("gemm", "alpha 0.5 beta 2, 3 of [4, 5] · [5, 6], strides 20/0/30" + flags(ta, tb),
                                 {in::normal({60}), in::normal({30}), in::normal({90})}, [ta, tb](V v) {
-                                  kernels::GemmShape g;
+                                  dispatch::GemmShape g;
                                   g.batch = 3;
                                   g.M = 4;
                                   g.N = 6;
@@ -262,20 +262,20 @@ void add_matmul_rows(std::vector<OpRow>& rows) {
                                   g.stride_b = 0;
                                   g.stride_c = 30;
                                   Tensor c = v[2].data();
-                                  kernels::gemm(g, v[0].data(), v[1].data(), c, 0.5, 2.0);
+                                  dispatch::gemm(g, v[0].data(), v[1].data(), c, 0.5, 2.0);
                                   return out({c});
                                 }));
   rows.push_back(tensor_row("gemm", "K = 0, beta 0 and 0.5", {in::zeros({0}), in::normal({90}), in::normal({90})},
                             [](V v) {
-                              kernels::GemmShape g;
+                              dispatch::GemmShape g;
                               g.batch = 3;
                               g.M = 4;
                               g.N = 6;
                               g.K = 0;
                               g.stride_c = 30;
                               Tensor c0 = v[1].data(), c1 = v[2].data();
-                              kernels::gemm(g, v[0].data(), v[0].data(), c0, 1.0, 0.0);
-                              kernels::gemm(g, v[0].data(), v[0].data(), c1, 1.0, 0.5);
+                              dispatch::gemm(g, v[0].data(), v[0].data(), c0, 1.0, 0.0);
+                              dispatch::gemm(g, v[0].data(), v[0].data(), c1, 1.0, 0.5);
                               return out({c0, c1});
                             }));
 }
@@ -367,7 +367,7 @@ void add_reduction_shape_rows(std::vector<OpRow>& rows) {
                             {in::normal({64, 50}), in::normal({50})},
                             [](V v) {
                               Tensor dst = v[1].data();
-                              kernels::copy_strided(v[0].data(), {0, {50, 1}}, dst, {0, {0, 1}}, {64, 50}, true);
+                              dispatch::copy_strided(v[0].data(), {0, {50, 1}}, dst, {0, {0, 1}}, {64, 50}, true);
                               return out({dst});
                             })
                      .bits());
@@ -376,7 +376,7 @@ void add_reduction_shape_rows(std::vector<OpRow>& rows) {
                             [](V v) {
                               Vars results;
                               for (const Var& x : v)
-                                results.emplace_back(Tensor::full({}, kernels::sum_squares(x.data()), DType::f64));
+                                results.emplace_back(Tensor::full({}, dispatch::sum_squares(x.data()), DType::F64));
                               return results;
                             })
                      .bits());
@@ -471,7 +471,7 @@ void add_softmax_loss_rows(std::vector<OpRow>& rows) {
     return Tensor::from_vector(v, {7, 33});
   }};
   rows.push_back(tensor_row("argmax_last", "ties [7, 33] and long rows [3, 5000]", {ties, in::normal({3, 5000})},
-                            [](V v) { return out({kernels::argmax_last(v[0].data()), kernels::argmax_last(v[1].data())}); }));
+                            [](V v) { return out({dispatch::argmax_last(v[0].data()), dispatch::argmax_last(v[1].data())}); }));
 }
 
 // ---- fused causal attention -------------------------------------------------------------
@@ -538,7 +538,7 @@ void add_norm_conv_rope_rows(std::vector<OpRow>& rows) {
   // a row below eps takes the linear branch y = scale · x / eps: eps 1e-2
   // against a row of norm ~1e-3
   Input small_row{[](Rng& rng) {
-    Tensor x = Tensor::randn({3, 4}, rng, 1.0, 0.0, DType::f64);
+    Tensor x = Tensor::randn({3, 4}, rng, 1.0, 0.0, DType::F64);
     for (int64_t i = 0; i < 4; ++i) x.data<double>()[4 + i] *= 2e-4;
     return x;
   }};
@@ -617,7 +617,7 @@ void add_optimiser_rows(std::vector<OpRow>& rows) {
                                first ? in::zeros(a.shape) : in::uniform(a.shape, 0.0, 1e-3)},
                               [a](V v) {
                                 Tensor param = v[0].data(), m = v[2].data(), s = v[3].data();
-                                kernels::adamw_step(param, v[1].data(), m, s, 1e-2, 0.9, 0.99, 1e-8,
+                                dispatch::adamw_step(param, v[1].data(), m, s, 1e-2, 0.9, 0.99, 1e-8,
                                                     a.weight_decay, a.step);
                                 return out({param, m, s});
                               })
@@ -635,7 +635,7 @@ void add_optimiser_rows(std::vector<OpRow>& rows) {
                              in::uniform({1001}, 0.0, 1e-3), decay_mask},
                             [](V v) {
                               Tensor param = v[0].data(), m = v[2].data(), s = v[3].data();
-                              kernels::adamw_step(param, v[1].data(), m, s, 1e-2, 0.9, 0.99, 1e-8, 0.1, 3,
+                              dispatch::adamw_step(param, v[1].data(), m, s, 1e-2, 0.9, 0.99, 1e-8, 0.1, 3,
                                                   v[4].data());
                               return out({param, m, s});
                             })
@@ -645,7 +645,7 @@ void add_optimiser_rows(std::vector<OpRow>& rows) {
     rows.push_back(tensor_row("clip_to_norm", "[5000] to " + num(max_norm), {in::normal({5000})},
                               [max_norm](V v) {
                                 Tensor x = v[0].data();
-                                kernels::clip_to_norm(x, kernels::sum_squares_on_device(x), max_norm);
+                                dispatch::clip_to_norm(x, dispatch::sum_squares_on_device(x), max_norm);
                                 return out({x});
                               }));
 }
@@ -669,17 +669,17 @@ void add_scan_rows(std::vector<OpRow>& rows) {
                         ScanRule::Gla})
     for (bool chunked : {false, true})
       for (const Size& z : sizes) {
-        if (z.gate_lo < -2 && !uses_gate(rule)) continue;
+        if (z.gate_lo < -2 && !learns_decay(rule)) continue;
         const std::string what = std::string(scan_rule_name(rule)) +
                                  (chunked ? ", chunked C=" + std::to_string(z.chunk) : ", token by token") + " " +
                                  shape_str({z.B, z.T, z.H, z.d}) + (z.gate_lo < -2 ? " strong decay" : "");
         const double k_scale = 1.0 / std::sqrt(double(z.d));
         const Shape qkv{z.B, z.T, z.H, z.d}, state{z.B, z.H, z.d, z.d};
-        const Shape gate_shape = gate_per_channel(rule) ? qkv : Shape{z.B, z.T, z.H};
+        const Shape gate_shape = decays_per_channel(rule) ? qkv : Shape{z.B, z.T, z.H};
         std::vector<Input> inputs = {
             in::normal(qkv, k_scale), in::normal(qkv, k_scale), in::normal(qkv),
             uses_beta(rule) ? in::uniform({z.B, z.T, z.H}, 0.1, 0.9) : in::none(),
-            uses_gate(rule) ? in::uniform(gate_shape, z.gate_lo, z.gate_hi) : in::none(),
+            learns_decay(rule) ? in::uniform(gate_shape, z.gate_lo, z.gate_hi) : in::none(),
             in::normal(state, 0.1),  // S_0
             in::normal(qkv),         // dout
             in::normal(state, 0.1),  // dS_T
@@ -690,12 +690,12 @@ void add_scan_rows(std::vector<OpRow>& rows) {
                                                   int(z.chunk)};
                                const Tensor &q = v[0].data(), &k = v[1].data(), &val = v[2].data();
                                const Tensor &beta = v[3].data(), &g = v[4].data();
-                               Tensor s_final, saved;
-                               Tensor o = kernels::scan_forward(config, q, k, val, beta, g, v[5].data(), s_final,
+                               Tensor final_state, saved;
+                               Tensor o = dispatch::scan_forward(config, q, k, val, beta, g, v[5].data(), final_state,
                                                                 &saved);
-                               kernels::ScanGrads gr = kernels::scan_backward(config, q, k, val, beta, g, saved,
+                               dispatch::ScanGrads gr = dispatch::scan_backward(config, q, k, val, beta, g, saved,
                                                                               v[6].data(), v[7].data());
-                               return out({o, s_final, saved, gr.dq, gr.dk, gr.dv, gr.dbeta, gr.dlog_alpha,
+                               return out({o, final_state, saved, gr.dq, gr.dk, gr.dv, gr.dbeta, gr.dlog_alpha,
                                            gr.dinitial_state});
                              },
                              kCudaEachSum, true,

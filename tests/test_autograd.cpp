@@ -101,7 +101,7 @@ TEST_CASE("a matmul adds a weight's gradient into its .grad, in place, with the 
 }
 
 TEST_CASE("no-grad mode records no graph") {
-  Var x(Tensor::ones({3}, DType::f64), true);
+  Var x(Tensor::ones({3}, DType::F64), true);
   NoGradGuard guard;
   Var y = exp(x) * x;
   CHECK_FALSE(y.requires_grad());
@@ -133,18 +133,18 @@ TEST_CASE("backward twice after zero_grad gives the same gradient, without it tw
 }
 
 TEST_CASE("inputs without requires_grad get no gradient, and backward needs a scalar") {
-  Var a(Tensor::ones({2}, DType::f64), true);
-  Var b(Tensor::ones({2}, DType::f64), false);
+  Var a(Tensor::ones({2}, DType::F64), true);
+  Var b(Tensor::ones({2}, DType::F64), false);
   Var c = a * b;
   CHECK_THROWS_WITH_AS(c.backward(), doctest::Contains("needs a scalar"), Error);
   sum_all(c).backward();
   CHECK(a.grad().defined());
   CHECK_FALSE(b.grad().defined());
-  Var leaf(Tensor::ones({1}, DType::f64));
+  Var leaf(Tensor::ones({1}, DType::F64));
   CHECK_THROWS_AS(leaf.backward(), Error);
 }
 
-TEST_CASE("backward(Graph::free): outputs a caller holds keep their data, the rest goes, and a second backward is an error") {
+TEST_CASE("backward(Graph::Free): outputs a caller holds keep their data, the rest goes, and a second backward is an error") {
   Var x(Tensor::from_vector<double>({1.0, -2.0, 3.0}, {3}), true, "x");
   Var h = mul_scalar(x, 2.0);                // held here: must stay readable
   Var loss = sum_all(exp(add_scalar(h, 1.0)));  // add_scalar's output: only the graph holds it
@@ -152,7 +152,7 @@ TEST_CASE("backward(Graph::free): outputs a caller holds keep their data, the re
   Var shifted = exp_node->inputs[0];  // what exp read: after the line below, only the graph holds it
   const std::weak_ptr<VarImpl> shifted_impl = shifted.impl_ptr();
   shifted = Var();
-  loss.backward(Graph::free);
+  loss.backward(Graph::Free);
   for (int i = 0; i < 3; ++i) CHECK(x.grad().at(i) == doctest::Approx(2.0 * std::exp(2.0 * x.data().at(i) + 1.0)));
   CHECK(h.data().to_vector<double>() == std::vector<double>{2.0, -4.0, 6.0});
   CHECK(loss.item() == doctest::Approx(std::exp(3.0) + std::exp(-3.0) + std::exp(7.0)));
@@ -191,7 +191,7 @@ TEST_CASE("ReleaseUnreadOutputs: an output only the graph holds goes during the 
   for (const auto& [field, saved] : mul_node->saved()) CHECK(saved.defined());  // ... not mul's copy
   CHECK_FALSE(exp_node->inputs[0].data().defined());
   CHECK(h.data().defined());  // a Var the caller holds keeps its data
-  loss.backward(Graph::free);
+  loss.backward(Graph::Free);
   // loss = Σ exp(2 · (2x + 1))² = Σ exp(8x + 4): dloss/dx = 8 exp(8x + 4)
   for (int i = 0; i < 3; ++i) {
     const double xi = x.data().at(i);
@@ -200,8 +200,8 @@ TEST_CASE("ReleaseUnreadOutputs: an output only the graph holds goes during the 
 }
 
 TEST_CASE("graph_dot names every op and shape") {
-  Var x(Tensor::ones({2, 3}, DType::f64), true, "x");
-  Var w(Tensor::ones({3, 4}, DType::f64), true, "w");
+  Var x(Tensor::ones({2, 3}, DType::F64), true, "x");
+  Var w(Tensor::ones({3, 4}, DType::F64), true, "w");
   Var loss = mean_all(relu(matmul(x, w)));
   std::string dot = graph_dot(loss);
   CHECK(dot.find("digraph") != std::string::npos);
@@ -213,7 +213,7 @@ TEST_CASE("graph_dot names every op and shape") {
 }
 
 TEST_CASE("a long chain does not overflow the stack in backward") {
-  Var x(Tensor::ones({1}, DType::f64), true);
+  Var x(Tensor::ones({1}, DType::F64), true);
   Var y = x;
   for (int i = 0; i < 20000; ++i) y = add_scalar(y, 0.0);
   sum_all(y).backward();
@@ -223,9 +223,9 @@ TEST_CASE("a long chain does not overflow the stack in backward") {
 TEST_CASE("tensor basics: creation, printing, errors") {
   Rng rng(1);
   Tensor t = Tensor::randn({2, 3}, rng);
-  CHECK(t.dtype() == DType::f32);
+  CHECK(t.dtype() == DType::F32);
   CHECK(t.describe() == "float32[2, 3] on cpu");
-  Tensor f = Tensor::full({2}, 3.5, DType::f64);
+  Tensor f = Tensor::full({2}, 3.5, DType::F64);
   CHECK(f.to_vector<double>() == std::vector<double>{3.5, 3.5});
   CHECK(Tensor::from_vector<float>({7.f}, {}).item() == 7.0);
   CHECK(f.str().find("3.5") != std::string::npos);
@@ -237,7 +237,7 @@ TEST_CASE("tensor basics: creation, printing, errors") {
   Rng r1(42), r2(42);
   CHECK(Tensor::randn({5}, r1).to_vector<float>() == Tensor::randn({5}, r2).to_vector<float>());
   // a view shares the buffer
-  Tensor base = Tensor::zeros({6}, DType::f64);
+  Tensor base = Tensor::zeros({6}, DType::F64);
   Tensor view = Tensor::view_of(base, 2, {2, 2});
   view.data<double>()[0] = 9.0;
   CHECK(base.at(2) == 9.0);

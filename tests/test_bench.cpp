@@ -69,7 +69,7 @@ TEST_CASE("bench --quick: json keys, FLOPs per step, GEMM rate, profile") {
     REQUIRE(!entries.empty());
     bool has_matmul = false, has_scan = false, has_backward = false;
     for (const json& e : entries) {
-      if (e["op"] == "matmul") {  // the kernels::gemm entry point, a row per product shape
+      if (e["op"] == "matmul") {  // the dispatch::gemm entry point, a row per product shape
         has_matmul = true;
         CHECK(e["detail"].get<std::string>().find('x') != std::string::npos);
       }

@@ -280,7 +280,7 @@ TEST_CASE("fuzz: 10,000 mutated checkpoints load cleanly or end in one lina::Err
         const Tensor* t = f.find(p.name);
         REQUIRE(t != nullptr);
         CHECK(t->shape() == p.var.shape());
-        CHECK(t->dtype() == DType::f32);
+        CHECK(t->dtype() == DType::F32);
       }
       ok = true;
     } catch (const lina::Error& e) {

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "core/safetensors.h"
-#include "dispatch/kernels.h"
+#include "dispatch/dispatch.h"
 #include "tests/cli_run.h"
 
 namespace fs = std::filesystem;
@@ -154,7 +154,7 @@ TEST_CASE("--device cuda: built without CUDA, no GPU present, GPU present") {
   MESSAGE("lina was built without CUDA: expecting that error");
   expect_error(train, "lina was built without CUDA");
 #else
-  if (!lina::kernels::cuda_available()) {
+  if (!lina::dispatch::cuda_available()) {
     MESSAGE("built with CUDA, no GPU present: expecting that error");
     expect_error(train, "no CUDA GPU is available (no device found)");
   } else {
@@ -164,7 +164,7 @@ TEST_CASE("--device cuda: built without CUDA, no GPU present, GPU present") {
     CHECK(r.code == 0);
     CHECK(fs::exists(d / "cuda" / "recall_gdn.json"));
     nlohmann::json j = nlohmann::json::parse(std::ifstream(d / "cuda" / "recall_gdn.json"));
-    CHECK(j["cuda_runtime"] == lina::kernels::cuda_runtime());
+    CHECK(j["cuda_runtime"] == lina::dispatch::cuda_runtime());
     // the second step, counted: what it launched and where its time went
     const nlohmann::json& step = j["cuda_step"];
     CHECK(step["launches"].get<int64_t>() > 0);
@@ -180,7 +180,7 @@ TEST_CASE("--device cuda: built without CUDA, no GPU present, GPU present") {
 // both sides, summation orders differ). On the cuda-sim build this runs the
 // real CUDA kernels on the CPU; without any CUDA it is skipped.
 TEST_CASE("--device cuda trains every preset with the CPU's losses") {
-  if (!lina::kernels::cuda_available()) {
+  if (!lina::dispatch::cuda_available()) {
     MESSAGE("SKIPPED: no CUDA device here (the cuda-sim build runs this case)");
     return;
   }

@@ -160,7 +160,7 @@ TEST_CASE("a val loss that is not finite stops the run before its weights are sa
   lina::SafetensorsFile f = lina::load_safetensors((d / "cpu" / "recall_gdn.safetensors").string());
   CHECK(lina::checkpoint_info(f).step == bad - 1);
   for (const auto& [name, tensor] : f.tensors)
-    for (double v : tensor.to(lina::DType::f64).to_vector<double>()) REQUIRE_MESSAGE(std::isfinite(v), name);
+    for (double v : tensor.to(lina::DType::F64).to_vector<double>()) REQUIRE_MESSAGE(std::isfinite(v), name);
 }
 
 TEST_CASE("every kernel writes its whole output: training on NaN-filled new buffers stays finite") {

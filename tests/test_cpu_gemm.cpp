@@ -25,7 +25,7 @@ using namespace lina;
 namespace {
 
 std::vector<float> random_floats(int64_t n, Rng& rng) {
-  return Tensor::rand({n}, rng, -1.0, 1.0, DType::f32).to_vector<float>();
+  return Tensor::rand({n}, rng, -1.0, 1.0, DType::F32).to_vector<float>();
 }
 
 // C = alpha·op(A)·op(B) + beta·C on the given GEMM, from the same inputs.

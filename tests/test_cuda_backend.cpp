@@ -8,7 +8,7 @@
 // and every output, every tensor an op saved for its backward and every
 // input's gradient are compared (tests/op_check.h), within the row's bound
 // (tests/op_table.h: max |cuda − cpu| ≤ 1e-4 · max|cpu|, and each element
-// where small entries matter). Every entry point of dispatch/kernels.h has at
+// where small entries matter). Every entry point of dispatch/dispatch.h has at
 // least one row.
 //
 // Then: some rows must give the same bits on every CUDA run; a whole training
@@ -28,7 +28,7 @@
 
 #include "autograd/functions.h"
 #include "backend_cuda/cuda_kernels.h"
-#include "dispatch/kernels.h"
+#include "dispatch/dispatch.h"
 #include "dispatch/layout.h"
 #include "models/model.h"
 #include "models/optim.h"
@@ -51,12 +51,12 @@ using test::run_row;
 namespace {
 
 std::vector<double> host_doubles(const Tensor& t) {
-  return t.to(Device::cpu).to(DType::f64).to_vector<double>();
+  return t.to(Device::Cpu).to(DType::F64).to_vector<double>();
 }
 
 std::vector<unsigned char> host_bytes(const Tensor& t) {
   if (!t.defined()) return {};
-  Tensor host = t.to(Device::cpu);
+  Tensor host = t.to(Device::Cpu);
   std::vector<unsigned char> bytes(host.nbytes());
   if (!bytes.empty()) std::memcpy(bytes.data(), host.raw(), bytes.size());
   return bytes;
@@ -93,13 +93,13 @@ std::pair<Tensor, Tensor> random_batch(int64_t B, int64_t T, uint64_t seed) {
 TEST_CASE("cuda: a device is present and tensors round-trip exactly") {
   CHECK(cuda::device_count() > 0);
   Rng rng(777);
-  Tensor x = Tensor::randn({3, 5, 7}, rng, 1.0, 0.0, DType::f32);
-  Tensor g = x.to(Device::cuda);
-  CHECK(g.device() == Device::cuda);
+  Tensor x = Tensor::randn({3, 5, 7}, rng, 1.0, 0.0, DType::F32);
+  Tensor g = x.to(Device::Cuda);
+  CHECK(g.device() == Device::Cuda);
   CHECK(g.shape() == x.shape());
-  CHECK(g.to(Device::cpu).to_vector<float>() == x.to_vector<float>());       // H2D, D2H
-  CHECK(g.clone().to(Device::cpu).to_vector<float>() == x.to_vector<float>());  // D2D
-  Tensor h = Tensor::empty({3, 5, 7}, DType::f32, Device::cuda);
+  CHECK(g.to(Device::Cpu).to_vector<float>() == x.to_vector<float>());       // H2D, D2H
+  CHECK(g.clone().to(Device::Cpu).to_vector<float>() == x.to_vector<float>());  // D2D
+  Tensor h = Tensor::empty({3, 5, 7}, DType::F32, Device::Cuda);
   h.copy_from(x);
   CHECK(h.to_vector<float>() == x.to_vector<float>());
   // a view at an offset into a device buffer
@@ -108,28 +108,28 @@ TEST_CASE("cuda: a device is present and tensors round-trip exactly") {
         std::vector<float>(xs.begin() + 5, xs.begin() + 9));
   CHECK(g.at(10) == x.at(10));
   std::vector<int32_t> ids = {1, -2, 3, 40000};
-  CHECK(Tensor::from_vector(ids, {4}, Device::cuda).to_vector<int32_t>() == ids);
-  CHECK(Tensor::empty({0}).to(Device::cuda).to(Device::cpu).numel() == 0);
+  CHECK(Tensor::from_vector(ids, {4}, Device::Cuda).to_vector<int32_t>() == ids);
+  CHECK(Tensor::empty({0}).to(Device::Cuda).to(Device::Cpu).numel() == 0);
   CHECK_NOTHROW(cuda::synchronize());
 }
 
 TEST_CASE("cuda: errors are lina::Error with a clear message") {
   Rng rng(778);
-  auto randn = [&](const Shape& s) { return Tensor::randn(s, rng, 1.0, 0.0, DType::f32); };
-  CHECK_THROWS_WITH_AS(Tensor::zeros({2}, DType::f64, Device::cuda),
+  auto randn = [&](const Shape& s) { return Tensor::randn(s, rng, 1.0, 0.0, DType::F32); };
+  CHECK_THROWS_WITH_AS(Tensor::zeros({2}, DType::F64, Device::Cuda),
                        doctest::Contains("float32 only"), lina::Error);
-  CHECK_THROWS_WITH_AS(kernels::binary(BinaryFn::Add, randn({2}), randn({2}).to(Device::cuda)),
+  CHECK_THROWS_WITH_AS(dispatch::binary(BinaryFn::Add, randn({2}), randn({2}).to(Device::Cuda)),
                        doctest::Contains("device mismatch"), lina::Error);
   // far beyond any GPU's memory: the CUDA error comes back as lina::Error ...
-  CHECK_THROWS_WITH_AS(Tensor::empty({int64_t(1) << 45}, DType::f32, Device::cuda),
+  CHECK_THROWS_WITH_AS(Tensor::empty({int64_t(1) << 45}, DType::F32, Device::Cuda),
                        doctest::Contains("cuda::alloc"), lina::Error);
   // ... and does not poison the next launch
-  CHECK(Tensor::full({4}, 2.0, DType::f32, Device::cuda).to_vector<float>() ==
+  CHECK(Tensor::full({4}, 2.0, DType::F32, Device::Cuda).to_vector<float>() ==
         std::vector<float>(4, 2.0f));
   Shape nine(9, 1);
   nine.back() = 2;
-  CHECK_THROWS_WITH_AS(kernels::binary(BinaryFn::Add, randn(nine).to(Device::cuda),
-                                       randn(nine).to(Device::cuda)),
+  CHECK_THROWS_WITH_AS(dispatch::binary(BinaryFn::Add, randn(nine).to(Device::Cuda),
+                                       randn(nine).to(Device::Cuda)),
                        doctest::Contains("at most 8"), lina::Error);
 }
 
@@ -146,7 +146,7 @@ TEST_CASE("cuda: cross-entropy, embedding, norm and conv gradients, sum_to, sum_
   for (const OpRow& row : op_table()) {
     if (!row.same_bits) continue;
     INFO("row: ", row.name());
-    const std::vector<RowResult> first = run_row(row, Device::cuda), second = run_row(row, Device::cuda);
+    const std::vector<RowResult> first = run_row(row, Device::Cuda), second = run_row(row, Device::Cuda);
     REQUIRE(first.size() == second.size());
     for (size_t i = 0; i < first.size(); ++i) {
       INFO(first[i].name);
@@ -178,8 +178,8 @@ TEST_CASE("cuda: one training step of every preset matches the CPU (loss, every 
     for (ScanForm form : {ScanForm::Chunked, ScanForm::Sequential}) {
       if (std::string(preset) == "attn" && form == ScanForm::Sequential) continue;  // no scan
       INFO("preset ", preset, form == ScanForm::Chunked ? ", chunked scan" : ", token-by-token scan");
-      LanguageModel cpu_model(config_of(preset, form), seed, DType::f32, Device::cpu);
-      LanguageModel gpu_model(config_of(preset, form), seed, DType::f32, Device::cuda);
+      LanguageModel cpu_model(config_of(preset, form), seed, DType::F32, Device::Cpu);
+      LanguageModel gpu_model(config_of(preset, form), seed, DType::F32, Device::Cuda);
       const std::vector<Parameter>& cpu_params = cpu_model.params().parameters();
       const std::vector<Parameter>& gpu_params = gpu_model.params().parameters();
       REQUIRE(cpu_params.size() == gpu_params.size());
@@ -190,7 +190,7 @@ TEST_CASE("cuda: one training step of every preset matches the CPU (loss, every 
       }
       auto [x, y] = random_batch(4, 70, seed);  // T = 70: not a multiple of the chunk (64)
       Var cpu_loss = cross_entropy(cpu_model.forward(x), y);
-      Var gpu_loss = cross_entropy(gpu_model.forward(x.to(Device::cuda)), y.to(Device::cuda));
+      Var gpu_loss = cross_entropy(gpu_model.forward(x.to(Device::Cuda)), y.to(Device::Cuda));
       cpu_loss.backward();
       gpu_loss.backward();
       check_output(gpu_loss.data(), cpu_loss.data(), "loss");
@@ -202,19 +202,19 @@ TEST_CASE("cuda: one training step of every preset matches the CPU (loss, every 
 
 TEST_CASE("cuda: clipping and one AdamW update of the attn model match the CPU") {
   const uint64_t seed = 1234;
-  LanguageModel cpu_model(make_config("attn", kVocab), seed, DType::f32, Device::cpu);
-  LanguageModel gpu_model(make_config("attn", kVocab), seed, DType::f32, Device::cuda);
+  LanguageModel cpu_model(make_config("attn", kVocab), seed, DType::F32, Device::Cpu);
+  LanguageModel gpu_model(make_config("attn", kVocab), seed, DType::F32, Device::Cuda);
   const std::vector<Parameter>& cpu_params = cpu_model.params().parameters();
   const std::vector<Parameter>& gpu_params = gpu_model.params().parameters();
   auto [x, y] = random_batch(4, 33, seed);
   Var cpu_loss = cross_entropy(cpu_model.forward(x), y);
-  Var gpu_loss = cross_entropy(gpu_model.forward(x.to(Device::cuda)), y.to(Device::cuda));
+  Var gpu_loss = cross_entropy(gpu_model.forward(x.to(Device::Cuda)), y.to(Device::Cuda));
   cpu_loss.backward();
   gpu_loss.backward();
 
   // the gradient norm of each device's own gradients
-  double cpu_sq = kernels::sum_squares(cpu_model.params().grad());
-  double gpu_sq = kernels::sum_squares(gpu_model.params().grad());
+  double cpu_sq = dispatch::sum_squares(cpu_model.params().grad());
+  double gpu_sq = dispatch::sum_squares(gpu_model.params().grad());
   CHECK(std::fabs(gpu_sq - cpu_sq) <= kCudaBound.tolerance * cpu_sq);
 
   // Clipping and one AdamW update, from the SAME gradients: the first update
@@ -241,7 +241,7 @@ struct Trained {
   std::vector<unsigned char> params;
 };
 Trained train_steps(const std::string& preset, Device device, int steps) {
-  LanguageModel model(make_config(preset, kVocab), 77, DType::f32, device);
+  LanguageModel model(make_config(preset, kVocab), 77, DType::F32, device);
   AdamW opt(model.params());
   Trained out;
   for (int step = 0; step < steps; ++step) {
@@ -269,8 +269,8 @@ constexpr int kFollowedSteps = 20;
 TEST_CASE("cuda: training steps of every preset follow the CPU's losses within 1e-3") {
   for (const char* preset : kPresets) {
     INFO("preset ", std::string(preset));
-    Trained cpu = train_steps(preset, Device::cpu, kFollowedSteps),
-            gpu = train_steps(preset, Device::cuda, kFollowedSteps);
+    Trained cpu = train_steps(preset, Device::Cpu, kFollowedSteps),
+            gpu = train_steps(preset, Device::Cuda, kFollowedSteps);
     const double worst = test::max_abs_diff(cpu.losses, gpu.losses);  // +∞ on a NaN
     INFO("max |Δloss| = ", worst, " (first ", cpu.losses.front(), ", last ", cpu.losses.back(), ")");
     CHECK(worst <= 1e-3);
@@ -281,7 +281,7 @@ TEST_CASE("cuda: training steps of every preset follow the CPU's losses within 1
 TEST_CASE("cuda: two training runs of every preset give identical bits") {
   for (const char* preset : kPresets) {
     INFO("preset ", std::string(preset));
-    Trained first = train_steps(preset, Device::cuda, 3), second = train_steps(preset, Device::cuda, 3);
+    Trained first = train_steps(preset, Device::Cuda, 3), second = train_steps(preset, Device::Cuda, 3);
     CHECK(first.losses == second.losses);
     CHECK(first.params == second.params);
   }
@@ -292,7 +292,7 @@ TEST_CASE("cuda: two training runs of every preset give identical bits") {
 TEST_CASE("cuda: the same bits under every thread order (forward, reverse, shuffled), every preset") {
 #ifndef LINA_CUDA_SIM
   MESSAGE("not on the simulator: a GPU does not let the thread order be chosen (cuda-sim runs this case)");
-  CHECK(std::string(kernels::cuda_runtime()) == "cuda");
+  CHECK(std::string(dispatch::cuda_runtime()) == "cuda");
 #else
   using cuda_sim::ThreadOrder;
   struct Setting {
@@ -303,11 +303,11 @@ TEST_CASE("cuda: the same bits under every thread order (forward, reverse, shuff
   cuda_sim::set_thread_order(ThreadOrder::Forward);
   std::vector<Trained> forward;
   std::vector<std::vector<std::vector<unsigned char>>> forward_rows;
-  for (const char* preset : kPresets) forward.push_back(train_steps(preset, Device::cuda, 1));
+  for (const char* preset : kPresets) forward.push_back(train_steps(preset, Device::Cuda, 1));
   for (const OpRow& row : op_table()) {
     if (!row.same_bits) continue;
     std::vector<std::vector<unsigned char>> bytes;
-    for (const RowResult& result : run_row(row, Device::cuda)) bytes.push_back(host_bytes(result.value));
+    for (const RowResult& result : run_row(row, Device::Cuda)) bytes.push_back(host_bytes(result.value));
     forward_rows.push_back(bytes);
   }
   for (const Setting& setting : others) {
@@ -315,7 +315,7 @@ TEST_CASE("cuda: the same bits under every thread order (forward, reverse, shuff
     INFO("order ", setting.order == ThreadOrder::Reverse ? "reverse" : "shuffle", " seed ", setting.seed);
     for (size_t p = 0; p < std::size(kPresets); ++p) {
       INFO("preset ", std::string(kPresets[p]));
-      Trained t = train_steps(kPresets[p], Device::cuda, 1);
+      Trained t = train_steps(kPresets[p], Device::Cuda, 1);
       CHECK(t.losses == forward[p].losses);
       CHECK(t.params == forward[p].params);
     }
@@ -323,7 +323,7 @@ TEST_CASE("cuda: the same bits under every thread order (forward, reverse, shuff
     for (const OpRow& row : op_table()) {
       if (!row.same_bits) continue;
       INFO("row ", row.name());
-      const std::vector<RowResult> results = run_row(row, Device::cuda);
+      const std::vector<RowResult> results = run_row(row, Device::Cuda);
       for (size_t i = 0; i < results.size(); ++i) CHECK(host_bytes(results[i].value) == forward_rows[r][i]);
       ++r;
     }
@@ -348,12 +348,12 @@ TEST_CASE("cuda: ids and targets out of range end with the CPU's one-line error"
   Tensor weight_cpu = Tensor::randn({65, 8}, rng, 1.0);
   const std::vector<int32_t> ids = {3, 70, 5};
   const std::string want_embedding = "embedding: id 70 out of range for vocabulary 65";
-  CHECK(message_of([&] { kernels::embedding_forward(weight_cpu, Tensor::from_vector(ids, {3})); }) ==
+  CHECK(message_of([&] { dispatch::embedding_forward(weight_cpu, Tensor::from_vector(ids, {3})); }) ==
         want_embedding);
-  Tensor weight = weight_cpu.to(Device::cuda);
+  Tensor weight = weight_cpu.to(Device::Cuda);
   CHECK(message_of([&] {
-          Tensor out = kernels::embedding_forward(weight, Tensor::from_vector(ids, {3}, Device::cuda));
-          out.to(Device::cpu);
+          Tensor out = dispatch::embedding_forward(weight, Tensor::from_vector(ids, {3}, Device::Cuda));
+          out.to(Device::Cpu);
         }) == want_embedding);
 
   const std::vector<int32_t> targets = {1, 2, -4};
@@ -361,24 +361,24 @@ TEST_CASE("cuda: ids and targets out of range end with the CPU's one-line error"
   const std::string want_target = "cross_entropy: target -4 out of range for vocabulary 65";
   Tensor probs;
   CHECK(message_of([&] {
-          kernels::cross_entropy_forward(logits_cpu, Tensor::from_vector(targets, {3}), Tensor(), probs);
+          dispatch::cross_entropy_forward(logits_cpu, Tensor::from_vector(targets, {3}), Tensor(), probs);
         }) == want_target);
   CHECK(message_of([&] {
-          Tensor loss = kernels::cross_entropy_forward(logits_cpu.to(Device::cuda),
-                                                       Tensor::from_vector(targets, {3}, Device::cuda), Tensor(), probs);
-          loss.to(Device::cpu);
+          Tensor loss = dispatch::cross_entropy_forward(logits_cpu.to(Device::Cuda),
+                                                       Tensor::from_vector(targets, {3}, Device::Cuda), Tensor(), probs);
+          loss.to(Device::Cpu);
         }) == want_target);
   // reported once: the next step is clean
-  Tensor ok = kernels::embedding_forward(weight, Tensor::from_vector(std::vector<int32_t>{1, 2}, {2}, Device::cuda));
+  Tensor ok = dispatch::embedding_forward(weight, Tensor::from_vector(std::vector<int32_t>{1, 2}, {2}, Device::Cuda));
   CHECK(std::isfinite(host_doubles(ok)[0]));
 }
 
 TEST_CASE("cuda: step-by-step inference equals the parallel forward, every preset") {
   for (const char* preset : kPresets) {
     INFO("preset ", std::string(preset));
-    LanguageModel model(make_config(preset, kVocab), 5, DType::f32, Device::cuda);
+    LanguageModel model(make_config(preset, kVocab), 5, DType::F32, Device::Cuda);
     auto [x_host, unused] = random_batch(2, 24, 5);
-    Tensor x = x_host.to(Device::cuda);
+    Tensor x = x_host.to(Device::Cuda);
     Tensor full = model.forward(x).data();  // [2, 24, vocab]
     InferenceState state = model.new_state(2);
     double worst = 0, largest = 0;
@@ -396,10 +396,10 @@ TEST_CASE("cuda: step-by-step inference equals the parallel forward, every prese
 }
 
 TEST_CASE("cuda: after the first training step, a step reads back 2 numbers and grows no memory") {
-  LanguageModel model(make_config("attn", kVocab), 99, DType::f32, Device::cuda);
+  LanguageModel model(make_config("attn", kVocab), 99, DType::F32, Device::Cuda);
   AdamW opt(model.params());
   auto [x_host, y_host] = random_batch(4, 33, 99);
-  Tensor x = x_host.to(Device::cuda), y = y_host.to(Device::cuda);
+  Tensor x = x_host.to(Device::Cuda), y = y_host.to(Device::Cuda);
 
   // Every read of a device value stops the GPU; a step needs exactly two:
   // the gradient norm (clip_grad_norm) and the loss (item()).
@@ -414,11 +414,11 @@ TEST_CASE("cuda: after the first training step, a step reads back 2 numbers and 
   };
 
   CHECK(std::isfinite(train_step()));  // the first step fills the memory pool
-  const kernels::DeviceCounters after_first = kernels::cuda_counters();
+  const dispatch::DeviceCounters after_first = dispatch::cuda_counters();
   for (int step = 2; step <= 3; ++step) {
-    const kernels::DeviceCounters before = kernels::cuda_counters();
+    const dispatch::DeviceCounters before = dispatch::cuda_counters();
     CHECK(std::isfinite(train_step()));
-    const kernels::DeviceCounters after = kernels::cuda_counters();
+    const dispatch::DeviceCounters after = dispatch::cuda_counters();
     INFO("step ", step, ": ", after.allocations - before.allocations, " allocations, pool ",
          before.pool_reserved_bytes, " -> ", after.pool_reserved_bytes, " bytes");
     CHECK(after.device_to_host_copies - before.device_to_host_copies == 2);
@@ -427,7 +427,7 @@ TEST_CASE("cuda: after the first training step, a step reads back 2 numbers and 
 }
 
 int main(int argc, char** argv) {
-  if (!kernels::cuda_available()) {
+  if (!dispatch::cuda_available()) {
     std::printf("SKIPPED: no CUDA GPU available\n");
     return 77;
   }

@@ -41,9 +41,9 @@ TEST_CASE("CharDataset: sorted byte vocabulary, encode/decode round trip, 90/10 
   CHECK(d.vocab_size() == 27);
   CHECK(d.size() == 43);
   // floor(0.9 · 43) = 38 train tokens, 5 val.
-  CHECK(d.tokens(Split::train).size() == 38);
-  CHECK(d.tokens(Split::val).size() == 5);
-  CHECK(d.decode(d.tokens(Split::val)) == "y dog");
+  CHECK(d.tokens(Split::Train).size() == 38);
+  CHECK(d.tokens(Split::Val).size() == 5);
+  CHECK(d.decode(d.tokens(Split::Val)) == "y dog");
 
   CHECK(d.encode("a b") == std::vector<int32_t>{1, 0, 2});
   CHECK(d.encode("zoo") == std::vector<int32_t>{26, 15, 15});
@@ -62,14 +62,14 @@ TEST_CASE("CharDataset: batches are windows of the split with targets shifted by
   TempDir dir("lina_data");
   CharDataset d = CharDataset::load(dir.write("pangram.txt", kPangram));
   Rng rng(7);
-  Batch b = d.sample_batch(Split::train, 16, 6, rng);
+  Batch b = d.sample_batch(Split::Train, 16, 6, rng);
   CHECK(b.x.shape() == Shape{16, 6});
   CHECK(b.y.shape() == Shape{16, 6});
-  CHECK(b.x.dtype() == DType::i32);
-  CHECK(b.y.dtype() == DType::i32);
+  CHECK(b.x.dtype() == DType::I32);
+  CHECK(b.y.dtype() == DType::I32);
   CHECK(!b.mask.defined());
   const auto x = b.x.to_vector<int32_t>(), y = b.y.to_vector<int32_t>();
-  const auto& train = d.tokens(Split::train);
+  const auto& train = d.tokens(Split::Train);
   for (int r = 0; r < 16; ++r) {
     for (int t = 0; t + 1 < 6; ++t) CHECK(y[r * 6 + t] == x[r * 6 + t + 1]);
     // x followed by the last target is a window of 7 consecutive train tokens.
@@ -83,18 +83,18 @@ TEST_CASE("CharDataset: start offsets cover exactly [0, len - context - 1]") {
   TempDir dir("lina_data");
   // 20 distinct characters: a token's id is its position, so x[r][0] is the start.
   CharDataset d = CharDataset::load(dir.write("abc.txt", "abcdefghijklmnopqrst"));
-  REQUIRE(d.tokens(Split::train).size() == 18);
+  REQUIRE(d.tokens(Split::Train).size() == 18);
   Rng rng(1);
   std::set<int32_t> starts;
   for (int i = 0; i < 50; ++i) {
-    auto x = d.sample_batch(Split::train, 32, 4, rng).x.to_vector<int32_t>();
+    auto x = d.sample_batch(Split::Train, 32, 4, rng).x.to_vector<int32_t>();
     for (int r = 0; r < 32; ++r) starts.insert(x[r * 4]);
   }
   CHECK(starts.size() == 14);  // 18 − 4 possible starts
   CHECK(*starts.begin() == 0);
   CHECK(*starts.rbegin() == 13);
 
-  Batch val = d.sample_batch(Split::val, 3, 1, rng);  // val = "st": the only window
+  Batch val = d.sample_batch(Split::Val, 3, 1, rng);  // val = "st": the only window
   CHECK(val.x.to_vector<int32_t>() == std::vector<int32_t>{18, 18, 18});
   CHECK(val.y.to_vector<int32_t>() == std::vector<int32_t>{19, 19, 19});
 }
@@ -103,9 +103,9 @@ TEST_CASE("CharDataset: the same seed gives the same batch") {
   TempDir dir("lina_data");
   CharDataset d = CharDataset::load(dir.write("pangram.txt", kPangram));
   Rng a(1337), b(1337), c(1338);
-  Batch ba = d.sample_batch(Split::train, 8, 5, a);
-  CHECK(same_batch(ba, d.sample_batch(Split::train, 8, 5, b)));
-  CHECK(!same_batch(ba, d.sample_batch(Split::train, 8, 5, c)));
+  Batch ba = d.sample_batch(Split::Train, 8, 5, a);
+  CHECK(same_batch(ba, d.sample_batch(Split::Train, 8, 5, b)));
+  CHECK(!same_batch(ba, d.sample_batch(Split::Train, 8, 5, c)));
 }
 
 TEST_CASE("CharDataset: missing, empty and too-short files are one-line errors") {
@@ -132,12 +132,12 @@ TEST_CASE("CharDataset: missing, empty and too-short files are one-line errors")
                         "': val split has 2 tokens, needs at least context+1 = 5")
                            .c_str(),
                        lina::Error);
-  CHECK_THROWS_WITH_AS(d.sample_batch(Split::train, 2, 20, rng),
+  CHECK_THROWS_WITH_AS(d.sample_batch(Split::Train, 2, 20, rng),
                        doctest::Contains("train split has 18 tokens, needs at least context+1 = 21"),
                        lina::Error);
-  CHECK_THROWS_WITH_AS(d.sample_batch(Split::train, 2, 0, rng),
+  CHECK_THROWS_WITH_AS(d.sample_batch(Split::Train, 2, 0, rng),
                        doctest::Contains("context must be positive"), lina::Error);
-  CHECK_THROWS_WITH_AS(d.sample_batch(Split::train, 0, 1, rng),
+  CHECK_THROWS_WITH_AS(d.sample_batch(Split::Train, 0, 1, rng),
                        doctest::Contains("batch must be positive"), lina::Error);
 }
 
@@ -147,13 +147,13 @@ TEST_CASE("CharDataset: the tiny shakespeare file has 65 characters and 1,115,39
   CharDataset d = CharDataset::load(path);
   CHECK(d.vocab_size() == 65);
   CHECK(d.size() == 1115394);
-  CHECK(d.tokens(Split::train).size() == 1003854);
-  CHECK(d.tokens(Split::val).size() == 111540);
+  CHECK(d.tokens(Split::Train).size() == 1003854);
+  CHECK(d.tokens(Split::Val).size() == 111540);
   CHECK(d.vocab().substr(0, 2) == "\n ");
-  CHECK(d.decode(std::vector<int32_t>(d.tokens(Split::train).begin(),
-                                      d.tokens(Split::train).begin() + 14)) == "First Citizen:");
+  CHECK(d.decode(std::vector<int32_t>(d.tokens(Split::Train).begin(),
+                                      d.tokens(Split::Train).begin() + 14)) == "First Citizen:");
   Rng rng(1337);
-  Batch b = d.sample_batch(Split::val, 2, 512, rng);
+  Batch b = d.sample_batch(Split::Val, 2, 512, rng);
   CHECK(b.x.shape() == Shape{2, 512});
 }
 
@@ -168,8 +168,8 @@ TEST_CASE("RecallTask: sequences repeat 32 distinct keys with their values, mask
   CHECK(b.x.shape() == Shape{B, T});
   CHECK(b.y.shape() == Shape{B, T});
   CHECK(b.mask.shape() == Shape{B, T});
-  CHECK(b.x.dtype() == DType::i32);
-  CHECK(b.mask.dtype() == DType::f32);
+  CHECK(b.x.dtype() == DType::I32);
+  CHECK(b.mask.dtype() == DType::F32);
 
   const auto x = b.x.to_vector<int32_t>(), y = b.y.to_vector<int32_t>();
   const auto mask = b.mask.to_vector<float>();

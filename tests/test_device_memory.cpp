@@ -47,9 +47,9 @@ const DeviceMemory kCountingMemory{
 }  // namespace
 
 TEST_CASE("device memory: both backends installed theirs before main") {
-  CHECK(device_memory(Device::cpu).available());
+  CHECK(device_memory(Device::Cpu).available());
   // installed with or without CUDA; without a GPU it says why it cannot be used
-  const DeviceMemory& cuda = device_memory(Device::cuda);
+  const DeviceMemory& cuda = device_memory(Device::Cuda);
   if (!cuda.available())
     CHECK(cuda.unavailable_reason().rfind("CUDA was requested but no CUDA GPU is available (", 0) == 0);
 }
@@ -57,24 +57,24 @@ TEST_CASE("device memory: both backends installed theirs before main") {
 TEST_CASE("device memory: Tensor allocates, copies and fills through the device's backend") {
   g_calls = {};
   {
-    Installed counting(Device::cuda, &kCountingMemory);
-    Tensor t = Tensor::full({3}, 2.5, DType::f32, Device::cuda);
+    Installed counting(Device::Cuda, &kCountingMemory);
+    Tensor t = Tensor::full({3}, 2.5, DType::F32, Device::Cuda);
     CHECK(g_calls.alloc == 1);
     CHECK(g_calls.fill == 1);
     CHECK(t.to_vector<float>() == std::vector<float>{2.5f, 2.5f, 2.5f});
     CHECK(g_calls.to_host == 1);
-    Tensor back = Tensor::from_vector(std::vector<float>{1, 2, 3}, {3}).to(Device::cuda);
+    Tensor back = Tensor::from_vector(std::vector<float>{1, 2, 3}, {3}).to(Device::Cuda);
     CHECK(g_calls.from_host == 1);
     Tensor copy = back.clone();
     CHECK(g_calls.on_device == 1);
-    CHECK(copy.to(Device::cpu).to_vector<float>() == std::vector<float>{1, 2, 3});
+    CHECK(copy.to(Device::Cpu).to_vector<float>() == std::vector<float>{1, 2, 3});
     CHECK(g_calls.alloc == 3);
   }
   CHECK(g_calls.free == 3);  // each buffer freed by the backend that made it
 }
 
 TEST_CASE("device memory: a device without a backend is a one-line error") {
-  Installed none(Device::cpu, nullptr);
+  Installed none(Device::Cpu, nullptr);
   CHECK_THROWS_WITH_AS(Tensor::zeros({2}),
                        "no backend for device cpu is linked into this program (lina_backend_cpu "
                        "installs it when linked whole: CMakeLists.txt)",

@@ -8,7 +8,7 @@
 
 #include "autograd/functions.h"
 #include "core/philox.h"
-#include "dispatch/kernels.h"
+#include "dispatch/dispatch.h"
 #include "models/mixers.h"
 #include "tests/harness.h"
 
@@ -35,9 +35,9 @@ TEST_CASE("Philox4x32-10 gives the known-answer vectors of its authors") {
 }
 
 TEST_CASE("dropout: drops about p, scales the rest by 1/(1-p), the same mask for the same key") {
-  Tensor ones = Tensor::full({100000}, 1.0, DType::f32);
+  Tensor ones = Tensor::full({100000}, 1.0, DType::F32);
   const DropoutKey key{0.1, 1337, 42, 9};
-  std::vector<float> y = kernels::dropout(ones, key).to_vector<float>();
+  std::vector<float> y = dispatch::dropout(ones, key).to_vector<float>();
   int64_t dropped = 0;
   for (float v : y) {
     CHECK_MESSAGE((v == 0.0f || v == float(1.0 / 0.9)), "an element is neither 0 nor 1/(1-p)");
@@ -45,17 +45,17 @@ TEST_CASE("dropout: drops about p, scales the rest by 1/(1-p), the same mask for
   }
   CHECK(dropped > 9500);   // 10,000 expected, σ ≈ 95
   CHECK(dropped < 10500);
-  CHECK(kernels::dropout(ones, key).to_vector<float>() == y);  // regenerated, not stored
+  CHECK(dispatch::dropout(ones, key).to_vector<float>() == y);  // regenerated, not stored
   DropoutKey other_update = key, other_site = key, other_seed = key;
   other_update.update = 43;
   other_site.site = 10;
   other_seed.seed = 1338;
   for (const DropoutKey& k : {other_update, other_site, other_seed})
-    CHECK(kernels::dropout(ones, k).to_vector<float>() != y);
+    CHECK(dispatch::dropout(ones, k).to_vector<float>() != y);
   // p = 0 is no dropout at all: the op returns its input
-  Var x(Tensor::full({3}, 2.0, DType::f32));
+  Var x(Tensor::full({3}, 2.0, DType::F32));
   CHECK(dropout(x, DropoutKey{}).data().same_storage(x.data()));
-  CHECK_THROWS_WITH_AS(kernels::dropout(ones, DropoutKey{1.0, 0, 0, 0}), doctest::Contains("[0, 1)"), Error);
+  CHECK_THROWS_WITH_AS(dispatch::dropout(ones, DropoutKey{1.0, 0, 0, 0}), doctest::Contains("[0, 1)"), Error);
 }
 
 TEST_CASE("attention's dropout inside the fused op equals dropout on the composed weights") {

@@ -39,7 +39,7 @@ TEST_CASE("check_gradients fails on a planted wrong backward, and on a NaN") {
   const test::GradcheckResult bad = test::gradient_error(wrong, {x});
   CHECK(bad.worst > 0.1);
   CHECK(bad.where.find("input 0") != std::string::npos);
-  auto nan = [](const std::vector<Var>& v) { return mul(v[0], Var(Tensor::full(v[0].shape(), NAN, DType::f64))); };
+  auto nan = [](const std::vector<Var>& v) { return mul(v[0], Var(Tensor::full(v[0].shape(), NAN, DType::F64))); };
   CHECK(std::isinf(test::gradient_error(nan, {x}).worst));
 }
 

@@ -5,7 +5,7 @@
                    memory through core/device_memory.h, which the backends fill   (nothing)
     backend_cpu/   the CPU kernels; the host's DeviceMemory        (core/)
     backend_cuda/  the CUDA kernels; the CUDA DeviceMemory         (core/; cuda_sim/ stands in for the CUDA runtime)
-    dispatch/      the entry points of dispatch/kernels.h and the
+    dispatch/      the entry points of dispatch/dispatch.h and the
                    layout ops on them (dispatch/layout.h)          (core/, both backends: the only folder that sees both)
     autograd/      Var, ops, backward                              (core/, dispatch/)
     models/        layers, presets, optimiser                      (core/, dispatch/, autograd/)
@@ -148,13 +148,13 @@ def link_violations(nm, archives):
 # ---- the checks can fail -----------------------------------------------------------
 PLANTED = """\
 // core/ calling an entry point of dispatch/: what the layering refuses.
-#include "dispatch/kernels.h"
+#include "dispatch/dispatch.h"
 
 namespace lina {
-double planted_up_call(const Tensor& x) { return kernels::sum_squares(x); }
+double planted_up_call(const Tensor& x) { return dispatch::sum_squares(x); }
 }  // namespace lina
 """
-PLANTED_SYMBOL = "lina::kernels::sum_squares(lina::Tensor const&)"
+PLANTED_SYMBOL = "lina::dispatch::sum_squares(lina::Tensor const&)"
 
 
 def include_check_fails():

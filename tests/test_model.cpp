@@ -8,7 +8,7 @@
 #include <cstdio>
 #include <optional>
 
-#include "dispatch/kernels.h"
+#include "dispatch/dispatch.h"
 #include "dispatch/layout.h"
 #include "models/model.h"
 #include "models/optim.h"
@@ -60,9 +60,9 @@ double loss_of(LanguageModel& m, const Tensor& x, const Tensor& y) {
 // (e.g. the o_norm and norm weights start at exactly 1).
 void perturb_all(LanguageModel& m, uint64_t seed) {
   Rng rng(seed);
-  Tensor noise = Tensor::randn({m.params().count()}, rng, 0.1, 0.0, DType::f64);
+  Tensor noise = Tensor::randn({m.params().count()}, rng, 0.1, 0.0, DType::F64);
   Tensor data = m.params().data();
-  kernels::add_inplace(data, noise);
+  dispatch::add_inplace(data, noise);
 }
 
 }  // namespace
@@ -138,7 +138,7 @@ TEST_CASE("parameter counts are spec 1.4's") {
 TEST_CASE("initialisation is PyTorch's defaults (spec 1, init)") {
   LanguageModel m(make_config("hybrid", 65), 7);
   auto bound = [&](const std::string& name) {  // the largest |value| of a parameter
-    std::vector<double> v = m.params().get(name).data().to(DType::f64).to_vector<double>();
+    std::vector<double> v = m.params().get(name).data().to(DType::F64).to_vector<double>();
     double b = 0;
     for (double x : v) b = std::max(b, std::abs(x));
     return b;
@@ -187,7 +187,7 @@ TEST_CASE("float64 gradient check of every parameter, every preset") {
       if (preset == "attn" && form == ScanForm::Sequential) continue;
       ModelConfig c = tiny_config(variant);
       c.scan_form = form;
-      LanguageModel m(c, 3, DType::f64);
+      LanguageModel m(c, 3, DType::F64);
       perturb_all(m, 4);
       Tensor x = random_ids(2, 7, c.vocab, 5), y = random_ids(2, 7, c.vocab, 6);
       m.params().zero_grad();
@@ -199,12 +199,12 @@ TEST_CASE("float64 gradient check of every parameter, every preset") {
       const double eps = test::kGradcheck.eps / 10;
       for (const Parameter& p : m.params().parameters()) {
         Tensor w = p.var.data();
-        Tensor u = Tensor::randn(w.shape(), rng, 1.0, 0.0, DType::f64);
+        Tensor u = Tensor::randn(w.shape(), rng, 1.0, 0.0, DType::F64);
         Tensor saved = w.clone();
-        kernels::add_inplace(w, u, eps);
+        dispatch::add_inplace(w, u, eps);
         double lp = loss_of(m, x, y);
         w.copy_from(saved);
-        kernels::add_inplace(w, u, -eps);
+        dispatch::add_inplace(w, u, -eps);
         double lm = loss_of(m, x, y);
         w.copy_from(saved);
         double numeric = (lp - lm) / (2 * eps);
@@ -225,7 +225,7 @@ TEST_CASE("step-by-step inference reproduces the parallel forward's logits") {
   for (const Variant& variant : kVariants) {
     const std::string preset = variant_name(variant);
     ModelConfig c = tiny_config(variant);
-    LanguageModel m(c, 11, DType::f64);
+    LanguageModel m(c, 11, DType::F64);
     perturb_all(m, 12);
     Tensor x = random_ids(2, 9, c.vocab, 13);
     NoGradGuard no_grad;
@@ -280,8 +280,8 @@ struct StepResult {
   double loss = 0;
   std::vector<Tensor> grads;
 };
-StepResult one_step(const ModelConfig& c, Graph after = Graph::keep, bool release_unread = false) {
-  LanguageModel m(c, 3, DType::f64);
+StepResult one_step(const ModelConfig& c, Graph after = Graph::Keep, bool release_unread = false) {
+  LanguageModel m(c, 3, DType::F64);
   perturb_all(m, 4);
   Tensor x = random_ids(2, 7, c.vocab, 5), y = random_ids(2, 7, c.vocab, 6);
   m.params().zero_grad();
@@ -307,15 +307,15 @@ void check_same_step(const ModelConfig& fused, const ModelConfig& composed, cons
 }
 
 TEST_CASE("a backward that frees the graph as it goes gives the same gradients, every preset") {
-  // Graph::free drops each op's saved tensors after its backward and, first,
+  // Graph::Free drops each op's saved tensors after its backward and, first,
   // the outputs no backward reads; ReleaseUnreadOutputs drops those already
   // in the forward. If any op's backward read one of them, its gradients
   // would differ (or it would throw on a released buffer).
   for (const Variant& v : kVariants) {
     ModelConfig c = tiny_config(v.preset);
     c.feature_map = v.feature_map;
-    StepResult kept = one_step(c, Graph::keep), freed = one_step(c, Graph::free),
-               released = one_step(c, Graph::free, /*release_unread=*/true);
+    StepResult kept = one_step(c, Graph::Keep), freed = one_step(c, Graph::Free),
+               released = one_step(c, Graph::Free, /*release_unread=*/true);
     INFO(v.preset);
     CHECK(kept.loss == freed.loss);
     CHECK(kept.loss == released.loss);
@@ -346,7 +346,7 @@ TEST_CASE("fused and composed conv + SiLU: the same loss, gradients and step-by-
     Tensor x = random_ids(2, 5, fused.vocab, 13);
     Tensor logits[2];
     for (int form = 0; form < 2; ++form) {
-      LanguageModel m(form == 0 ? fused : composed, 11, DType::f64);
+      LanguageModel m(form == 0 ? fused : composed, 11, DType::F64);
       perturb_all(m, 12);
       NoGradGuard no_grad;
       InferenceState state = m.new_state(2);

@@ -10,7 +10,7 @@
 #include <set>
 #include <string>
 
-#include "dispatch/kernels.h"
+#include "dispatch/dispatch.h"
 #include "tests/gradcheck.h"
 #include "tests/op_check.h"
 
@@ -46,8 +46,8 @@ TEST_CASE("op table: float64 gradients of every autograd op's row match central 
 }
 
 TEST_CASE("op table: cuda agrees with the CPU on every row: outputs, saved tensors, input gradients") {
-  if (!kernels::cuda_available()) {
-    MESSAGE("SKIPPED: " << (std::string(kernels::cuda_runtime()) == "none" ? "built without CUDA"
+  if (!dispatch::cuda_available()) {
+    MESSAGE("SKIPPED: " << (std::string(dispatch::cuda_runtime()) == "none" ? "built without CUDA"
                                                                           : "no CUDA GPU here")
                         << "; scripts/test.sh's cuda-sim stage runs the table on lina's CUDA runtime on the CPU");
     return;
@@ -59,7 +59,7 @@ TEST_CASE("op table: cuda agrees with the CPU on every row: outputs, saved tenso
 // tensor's bound would pass: exp(−3) off by 0.1 % beside exp(3).
 TEST_CASE("op table: the cuda bounds fail a 0.1 % error in one element of exp, and a NaN") {
   Tensor x = Tensor::from_vector(std::vector<float>{-3, -1, 0, 1, 3}, {5});
-  Tensor y = kernels::unary(UnaryFn::Exp, x, 0);
+  Tensor y = dispatch::unary(UnaryFn::Exp, x, 0);
   std::vector<float> v = y.to_vector<float>();
   v[0] *= 1.001f;
   Tensor off = Tensor::from_vector(v, {5});
@@ -88,20 +88,20 @@ TEST_CASE("op table: the comparison of two runs of a row fails on a planted erro
   for (const OpRow* row : {exp_row, softmax_row}) {
     INFO("row " << row->name());
     const float factor = row == exp_row ? 1.001f : 1.01f;
-    const std::vector<RowResult> want = run_row(*row, Device::cpu);
-    CHECK(results_error(run_row(*row, Device::cpu), want, row->cuda, Device::cpu) == "");
+    const std::vector<RowResult> want = run_row(*row, Device::Cpu);
+    CHECK(results_error(run_row(*row, Device::Cpu), want, row->cuda, Device::Cpu) == "");
     CHECK(want.front().name == "output 0");
     CHECK(want.back().name == "gradient of input 0");
     for (size_t i : {size_t(0), want.size() - 1}) {
-      std::vector<RowResult> planted = run_row(*row, Device::cpu);
+      std::vector<RowResult> planted = run_row(*row, Device::Cpu);
       std::vector<float> values = planted[i].value.to_vector<float>();
       values[1] *= factor;
       planted[i].value = Tensor::from_vector(values, planted[i].value.shape());
-      const std::string error = results_error(planted, want, row->cuda, Device::cpu);
+      const std::string error = results_error(planted, want, row->cuda, Device::Cpu);
       CHECK(error.find(want[i].name) == 0);
       CHECK(error.find("element 1") != std::string::npos);
     }
     // on cuda every result must have been computed on the device
-    CHECK(results_error(want, want, row->cuda, Device::cuda).find("is not on cuda") != std::string::npos);
+    CHECK(results_error(want, want, row->cuda, Device::Cuda).find("is not on cuda") != std::string::npos);
   }
 }

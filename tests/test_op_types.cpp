@@ -31,11 +31,11 @@ TEST_CASE("every op kind records a node of its own type, with its own backward")
     INFO("row " << row.name());
     const std::optional<OpKind> kind = test::op_kind_named(row.op);
     REQUIRE(kind);
-    record(*kind, row.run(test::row_leaves(row, DType::f64, Device::cpu)).at(0));
+    record(*kind, row.run(test::row_leaves(row, DType::F64, Device::Cpu)).at(0));
   }
   {
     Rng rng(1);
-    auto leaf = [&] { return Var(Tensor::randn({1, 2, 1, 2}, rng, 1.0, 0.0, DType::f64), true); };
+    auto leaf = [&] { return Var(Tensor::randn({1, 2, 1, 2}, rng, 1.0, 0.0, DType::F64), true); };
     ScanOptions linear{ScanRule::Linear, ScanForm::Sequential, 2};
     record(OpKind::Scan, scan(linear, leaf(), leaf(), leaf(), Var(), Var()));
   }

@@ -10,7 +10,7 @@
 #include <cmath>
 #include <string>
 
-#include "dispatch/kernels.h"
+#include "dispatch/dispatch.h"
 #include "models/mixers.h"
 #include "tests/harness.h"
 
@@ -27,7 +27,7 @@ struct Case {
 // for the same inputs and the same upstream gradient.
 void check_fused_equals_composed(const Case& c, DType dtype, double tol) {
   INFO("B " << c.B << " Tq " << c.Tq << " Tk " << c.Tk << " H " << c.H << " Hkv " << c.Hkv
-            << " d " << c.d << (dtype == DType::f32 ? " float32" : " float64"));
+            << " d " << c.d << (dtype == DType::F32 ? " float32" : " float64"));
   Rng rng(42);
   Tensor q = Tensor::randn({c.B, c.Tq, c.H, c.d}, rng, 1.0, 0.0, dtype);
   Tensor k = Tensor::randn({c.B, c.Tk, c.Hkv, c.d}, rng, 1.0, 0.0, dtype);
@@ -60,8 +60,8 @@ TEST_CASE("fused attention equals the composition of ops, forward and gradients"
       {1, 130, 150, 2, 1, 8},  // three tiles, cached keys
   };
   for (const Case& c : cases) {
-    check_fused_equals_composed(c, DType::f64, 1e-12);
-    check_fused_equals_composed(c, DType::f32, 2e-5);
+    check_fused_equals_composed(c, DType::F64, 1e-12);
+    check_fused_equals_composed(c, DType::F32, 2e-5);
   }
 }
 
@@ -69,7 +69,7 @@ TEST_CASE("fused attention: rows of probabilities sum to one, masked keys get ze
   Rng rng(3);
   Tensor q = Tensor::randn({1, 3, 2, 4}, rng), k = Tensor::randn({1, 5, 1, 4}, rng);
   Tensor probs;
-  kernels::attention_forward(q, k, k, 0.5, probs);
+  dispatch::attention_forward(q, k, k, 0.5, probs);
   REQUIRE(probs.shape() == Shape{1, 2, 3, 5});
   for (int64_t h = 0; h < 2; ++h)
     for (int64_t i = 0; i < 3; ++i) {
@@ -87,12 +87,12 @@ TEST_CASE("fused attention: bad shapes are one-line errors") {
   Rng rng(4);
   Tensor probs;
   Tensor q = Tensor::randn({1, 4, 3, 8}, rng), k = Tensor::randn({1, 4, 2, 8}, rng);
-  CHECK_THROWS_WITH_AS(kernels::attention_forward(q, k, k, 1.0, probs),
+  CHECK_THROWS_WITH_AS(dispatch::attention_forward(q, k, k, 1.0, probs),
                        doctest::Contains("must be a multiple of KV heads"), Error);
   Tensor q2 = Tensor::randn({1, 6, 2, 8}, rng), k2 = Tensor::randn({1, 4, 2, 8}, rng);
-  CHECK_THROWS_WITH_AS(kernels::attention_forward(q2, k2, k2, 1.0, probs),
+  CHECK_THROWS_WITH_AS(dispatch::attention_forward(q2, k2, k2, 1.0, probs),
                        doctest::Contains("at least as many keys as queries"), Error);
   Tensor k3 = Tensor::randn({1, 6, 2, 4}, rng);
-  CHECK_THROWS_WITH_AS(kernels::attention_forward(q2, k3, k3, 1.0, probs),
+  CHECK_THROWS_WITH_AS(dispatch::attention_forward(q2, k3, k3, 1.0, probs),
                        doctest::Contains("disagree on batch or head size"), Error);
 }

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "autograd/functions.h"
-#include "dispatch/kernels.h"
+#include "dispatch/dispatch.h"
 #include "tests/harness.h"
 
 using namespace lina;
@@ -65,7 +65,7 @@ TEST_CASE("every unary function equals its formula, in float64") {
   const std::vector<double> positive = {0.01, 0.2, 0.5, 1.0, 2.5, 9.0};
   for (const Formula& formula : formulas) {
     const std::vector<double>& xs = formula.positive_only ? positive : all;
-    const Tensor y = kernels::unary(formula.fn, Tensor::from_vector<double>(xs, {int64_t(xs.size())}), p);
+    const Tensor y = dispatch::unary(formula.fn, Tensor::from_vector<double>(xs, {int64_t(xs.size())}), p);
     std::vector<double> want;
     for (double x : xs) want.push_back(formula.f(x));
     check_each_close(std::string("unary ") + unary_fn_name(formula.fn), y.to_vector<double>(), want, 1e-12, 1e-15);
@@ -83,9 +83,9 @@ TEST_CASE("broadcasting add: [2,1,3] + [4,1] -> [2,4,3]") {
 }
 
 TEST_CASE("elementwise errors name the op and both shapes") {
-  Var a(Tensor::zeros({2, 3}, DType::f64));
-  Var b(Tensor::zeros({4, 3}, DType::f64));
+  Var a(Tensor::zeros({2, 3}, DType::F64));
+  Var b(Tensor::zeros({4, 3}, DType::F64));
   CHECK_THROWS_WITH_AS(add(a, b), "add: shapes [2, 3] and [4, 3] do not broadcast", Error);
-  Var c(Tensor::zeros({2, 3}, DType::f32));
+  Var c(Tensor::zeros({2, 3}, DType::F32));
   CHECK_THROWS_WITH_AS(mul(a, c), doctest::Contains("mul: dtype mismatch"), Error);
 }

@@ -19,8 +19,8 @@ TEST_CASE("matmul of known matrices, plain and transposed") {
 }
 
 TEST_CASE("matmul errors name the op and both shapes") {
-  Var a(Tensor::zeros({2, 3}, DType::f64));
-  Var b(Tensor::zeros({4, 2}, DType::f64));
+  Var a(Tensor::zeros({2, 3}, DType::F64));
+  Var b(Tensor::zeros({4, 2}, DType::F64));
   CHECK_THROWS_WITH_AS(matmul(a, b), "matmul: inner dimensions differ in [2, 3] · [4, 2]", Error);
 }
 

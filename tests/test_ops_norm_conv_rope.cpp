@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "autograd/functions.h"
-#include "dispatch/kernels.h"
+#include "dispatch/dispatch.h"
 #include "tests/harness.h"
 
 using namespace lina;
@@ -67,13 +67,13 @@ TEST_CASE("l2_norm's scale multiplies y and dx (and leaves the saved norm alone)
   Tensor x = randn64({3, 4, 8}), dy = randn64({3, 4, 8});
   Tensor norm1, norm_s;
   const double s = 1.0 / std::sqrt(8.0);
-  Tensor y1 = kernels::l2_norm_forward(x, 1e-12, 1.0, norm1);
-  Tensor ys = kernels::l2_norm_forward(x, 1e-12, s, norm_s);
+  Tensor y1 = dispatch::l2_norm_forward(x, 1e-12, 1.0, norm1);
+  Tensor ys = dispatch::l2_norm_forward(x, 1e-12, s, norm_s);
   CHECK(max_abs_diff(norm1, norm_s) == 0.0);
-  CHECK(max_abs_diff(ys, kernels::unary(UnaryFn::MulScalar, y1, s)) < 1e-15);
-  Tensor dx1 = kernels::l2_norm_backward(x, norm1, dy, 1e-12, 1.0);
-  Tensor dxs = kernels::l2_norm_backward(x, norm_s, dy, 1e-12, s);
-  CHECK(max_abs_diff(dxs, kernels::unary(UnaryFn::MulScalar, dx1, s)) < 1e-14);
+  CHECK(max_abs_diff(ys, dispatch::unary(UnaryFn::MulScalar, y1, s)) < 1e-15);
+  Tensor dx1 = dispatch::l2_norm_backward(x, norm1, dy, 1e-12, 1.0);
+  Tensor dxs = dispatch::l2_norm_backward(x, norm_s, dy, 1e-12, s);
+  CHECK(max_abs_diff(dxs, dispatch::unary(UnaryFn::MulScalar, dx1, s)) < 1e-14);
 }
 
 TEST_CASE("causal_conv1d_silu matches silu(causal_conv1d): forward and both gradients, float32") {
@@ -81,8 +81,8 @@ TEST_CASE("causal_conv1d_silu matches silu(causal_conv1d): forward and both grad
   // 300 rows: three dw chunks of 128 rows; C = 130 is not a multiple of a SIMD width
   for (Dims d : {Dims{2, 13, 5, 4}, Dims{3, 100, 130, 4}, Dims{1, 3, 7, 4}, Dims{2, 9, 3, 1}}) {
     INFO("B, T, C, K = " << d.B << ", " << d.T << ", " << d.C << ", " << d.K);
-    Tensor x = randn64({d.B, d.T, d.C}).to(DType::f32), w = randn64({d.C, d.K}, 0.5).to(DType::f32);
-    Tensor r = randn64({d.B, d.T, d.C}).to(DType::f32);
+    Tensor x = randn64({d.B, d.T, d.C}).to(DType::F32), w = randn64({d.C, d.K}, 0.5).to(DType::F32);
+    Tensor r = randn64({d.B, d.T, d.C}).to(DType::F32);
     Var xf(x, true), wf(w, true), xc(x.clone(), true), wc(w.clone(), true);
     Var fused = causal_conv1d_silu(xf, wf), composed = silu(causal_conv1d(xc, wc));
     CHECK(max_abs_diff(fused.data(), composed.data()) < 1e-6);
@@ -93,8 +93,8 @@ TEST_CASE("causal_conv1d_silu matches silu(causal_conv1d): forward and both grad
     CHECK(max_abs_diff(wf.grad(), wc.grad()) < 1e-4);
     // a fixed thread count gives the same bits run to run
     Tensor dx1, dw1, dx2, dw2;
-    kernels::causal_conv1d_silu_backward(x, w, r, dx1, dw1);
-    kernels::causal_conv1d_silu_backward(x, w, r, dx2, dw2);
+    dispatch::causal_conv1d_silu_backward(x, w, r, dx1, dw1);
+    dispatch::causal_conv1d_silu_backward(x, w, r, dx2, dw2);
     CHECK(max_abs_diff(dx1, dx2) == 0.0);
     CHECK(max_abs_diff(dw1, dw2) == 0.0);
   }
@@ -106,8 +106,8 @@ TEST_CASE("causal_conv1d_silu_l2_norm matches l2_norm(causal_conv1d_silu) per he
   for (Dims d : {Dims{2, 70, 128, 4, 32}, Dims{3, 100, 10, 4, 5}, Dims{1, 3, 6, 4, 6}}) {
     INFO("B, T, C, K, head = " << d.B << ", " << d.T << ", " << d.C << ", " << d.K << ", " << d.head);
     const double scale = 1.0 / std::sqrt(double(d.head));
-    Tensor x = randn64({d.B, d.T, d.C}).to(DType::f32), w = randn64({d.C, d.K}, 0.5).to(DType::f32);
-    Tensor r = randn64({d.B, d.T, d.C}).to(DType::f32);
+    Tensor x = randn64({d.B, d.T, d.C}).to(DType::F32), w = randn64({d.C, d.K}, 0.5).to(DType::F32);
+    Tensor r = randn64({d.B, d.T, d.C}).to(DType::F32);
     Var xf(x, true), wf(w, true), xc(x.clone(), true), wc(w.clone(), true);
     Var fused = causal_conv1d_silu_l2_norm(xf, wf, d.head, scale);
     Var composed = reshape(l2_norm(reshape(causal_conv1d_silu(xc, wc), {d.B, d.T, d.C / d.head, d.head}), 1e-12, scale),
@@ -170,7 +170,7 @@ TEST_CASE("rope: identity at position 0, norm-preserving, interleaved pairs at p
   CHECK(y1.at(0) == doctest::Approx(-std::sin(1.0)));
   CHECK(y1.at(1) == doctest::Approx(std::cos(1.0)));
   // the inverse rotation undoes it
-  CHECK(max_abs_diff(kernels::rope_apply(y2, 3, 10000.0, true), x2) < 1e-12);
+  CHECK(max_abs_diff(dispatch::rope_apply(y2, 3, 10000.0, true), x2) < 1e-12);
 }
 
 TEST_CASE("weight gradients summed over many rows match a plain loop") {
@@ -179,8 +179,8 @@ TEST_CASE("weight gradients summed over many rows match a plain loop") {
     const int64_t rows = 300, n = 8;
     Tensor x = randn64({3, 100, n}), w = rand64({n}, 0.5, 1.5), dy = randn64({3, 100, n});
     Tensor rstd, dx, dw;
-    kernels::rms_norm_forward(x, w, 1e-5, rstd);
-    kernels::rms_norm_backward(x, w, rstd, dy, dx, dw);
+    dispatch::rms_norm_forward(x, w, 1e-5, rstd);
+    dispatch::rms_norm_backward(x, w, rstd, dy, dx, dw);
     for (int64_t i = 0; i < n; ++i) {
       double expect = 0;
       for (int64_t r = 0; r < rows; ++r)
@@ -192,7 +192,7 @@ TEST_CASE("weight gradients summed over many rows match a plain loop") {
     const int64_t B = 3, T = 100, C = 3, K = 4;
     Tensor x = randn64({B, T, C}), w = randn64({C, K}), dy = randn64({B, T, C});
     Tensor dx, dw;
-    kernels::causal_conv1d_backward(x, w, dy, dx, dw);
+    dispatch::causal_conv1d_backward(x, w, dy, dx, dw);
     for (int64_t c = 0; c < C; ++c)
       for (int64_t j = 0; j < K; ++j) {
         double expect = 0;
@@ -207,7 +207,7 @@ TEST_CASE("weight gradients summed over many rows match a plain loop") {
 
 TEST_CASE("norm, conv and rope forwards agree in float32 and float64") {
   Tensor x = randn64({2, 5, 3, 8}), w = rand64({8}, 0.5, 1.5), cw = randn64({8, 4});
-  auto f32 = [](const Tensor& t) { return Var(t.to(DType::f32)); };
+  auto f32 = [](const Tensor& t) { return Var(t.to(DType::F32)); };
   CHECK(max_abs_diff(rms_norm(f32(x), f32(w)).data(), rms_norm(Var(x), Var(w)).data()) < 1e-5);
   CHECK(max_abs_diff(l2_norm(f32(x)).data(), l2_norm(Var(x)).data()) < 1e-6);
   CHECK(max_abs_diff(l2_norm(f32(x), 1e-12, 0.25).data(), l2_norm(Var(x), 1e-12, 0.25).data()) <
@@ -230,13 +230,13 @@ TEST_CASE("rms_norm and l2_norm on rows of 32 and 128: float32 agrees with float
       Var xv(x.to(t), true), wv(w.to(t), true);
       Var y = l2 ? l2_norm(xv, 1e-12, 0.25) : rms_norm(xv, wv);
       sum_all(mul(y, Var(r.to(t)))).backward();
-      return std::vector<Tensor>{y.data().to(DType::f64), xv.grad().to(DType::f64),
-                                 l2 ? Tensor::zeros({n}) : wv.grad().to(DType::f64)};
+      return std::vector<Tensor>{y.data().to(DType::F64), xv.grad().to(DType::F64),
+                                 l2 ? Tensor::zeros({n}) : wv.grad().to(DType::F64)};
     };
     for (bool l2 : {false, true}) {
       const char* op = l2 ? "l2_norm" : "rms_norm";
       INFO(op);
-      std::vector<Tensor> f32 = run(DType::f32, l2), f64 = run(DType::f64, l2);
+      std::vector<Tensor> f32 = run(DType::F32, l2), f64 = run(DType::F64, l2);
       CHECK(max_abs_diff(f32[0], f64[0]) < 2e-6);
       CHECK(max_abs_diff(f32[1], f64[1]) < 2e-6);
       CHECK(max_abs_diff(f32[2], f64[2]) < 2e-5);  // dw sums 21 rows
@@ -245,21 +245,21 @@ TEST_CASE("rms_norm and l2_norm on rows of 32 and 128: float32 agrees with float
 }
 
 TEST_CASE("norm, conv and rope errors name the op and the shapes") {
-  Var x(Tensor::zeros({2, 3, 4}, DType::f64));
-  CHECK_THROWS_WITH_AS(rms_norm(x, Var(Tensor::ones({5}, DType::f64))),
+  Var x(Tensor::zeros({2, 3, 4}, DType::F64));
+  CHECK_THROWS_WITH_AS(rms_norm(x, Var(Tensor::ones({5}, DType::F64))),
                        "rms_norm: weight [5] does not match last dim of [2, 3, 4]", Error);
-  CHECK_THROWS_WITH_AS(rope(Var(Tensor::zeros({1, 2, 1, 5}, DType::f64))),
+  CHECK_THROWS_WITH_AS(rope(Var(Tensor::zeros({1, 2, 1, 5}, DType::F64))),
                        doctest::Contains("rope: head dim D = 5 of [1, 2, 1, 5] must be even"), Error);
   CHECK_THROWS_WITH_AS(rope(x), doctest::Contains("rope: expected x [B, T, H, D]"), Error);
-  CHECK_THROWS_WITH_AS(causal_conv1d(x, Var(Tensor::zeros({3, 4}, DType::f64))),
+  CHECK_THROWS_WITH_AS(causal_conv1d(x, Var(Tensor::zeros({3, 4}, DType::F64))),
                        doctest::Contains("causal_conv1d: weight [3, 4] is not [C, K] with C = 4"),
                        Error);
-  CHECK_THROWS_WITH_AS(causal_conv1d(Var(Tensor::zeros({2, 4}, DType::f64)),
-                                     Var(Tensor::zeros({4, 4}, DType::f64))),
+  CHECK_THROWS_WITH_AS(causal_conv1d(Var(Tensor::zeros({2, 4}, DType::F64)),
+                                     Var(Tensor::zeros({4, 4}, DType::F64))),
                        doctest::Contains("causal_conv1d: expected x [B, T, C]"), Error);
-  CHECK_THROWS_WITH_AS(causal_conv1d_silu(x, Var(Tensor::zeros({3, 4}, DType::f64))),
+  CHECK_THROWS_WITH_AS(causal_conv1d_silu(x, Var(Tensor::zeros({3, 4}, DType::F64))),
                        doctest::Contains("causal_conv1d_silu: weight [3, 4] is not [C, K] with C = 4"),
                        Error);
-  CHECK_THROWS_WITH_AS(rms_norm(x, Var(Tensor::ones({4}, DType::f32))),
+  CHECK_THROWS_WITH_AS(rms_norm(x, Var(Tensor::ones({4}, DType::F32))),
                        doctest::Contains("rms_norm: dtype mismatch"), Error);
 }

@@ -6,7 +6,7 @@
 #include <cmath>
 
 #include "autograd/functions.h"
-#include "dispatch/kernels.h"
+#include "dispatch/dispatch.h"
 #include "tests/harness.h"
 
 using namespace lina;
@@ -57,7 +57,7 @@ TEST_CASE("causal softmax zeros the masked keys and rows sum to 1") {
   SUBCASE("large tensor (parallel rows), float32") {
     Rng rng(3);
     Tensor x = Tensor::randn({4, 96, 128}, rng, 3.0);
-    std::vector<float> y = kernels::softmax_forward(x, true).to_vector<float>();
+    std::vector<float> y = dispatch::softmax_forward(x, true).to_vector<float>();
     for (int64_t r = 0; r < 4 * 96; ++r) {
       int64_t visible = r % 96 + (128 - 96) + 1;
       double s = 0;
@@ -72,7 +72,7 @@ TEST_CASE("causal softmax zeros the masked keys and rows sum to 1") {
 TEST_CASE("softmax of large-magnitude rows: float32 agrees with float64, no inf or NaN") {
   std::vector<double> row = {1000, -1000, 999, 0, 1000, -999.5};
   Tensor x64 = f64(row, {1, 6});
-  Tensor x32 = x64.to(DType::f32);
+  Tensor x32 = x64.to(DType::F32);
   Var y64 = softmax(Var(x64)), y32 = softmax(Var(x32));
   Var l64 = log_softmax(Var(x64)), l32 = log_softmax(Var(x32));
   for (int64_t i = 0; i < 6; ++i) {
@@ -90,7 +90,7 @@ TEST_CASE("softmax of large-magnitude rows: float32 agrees with float64, no inf 
 
 TEST_CASE("cross-entropy forward values") {
   SUBCASE("uniform logits give log V") {
-    Var loss = cross_entropy(Var(Tensor::zeros({3, 7}, DType::f64)), ids({0, 6, 3}, {3}));
+    Var loss = cross_entropy(Var(Tensor::zeros({3, 7}, DType::F64)), ids({0, 6, 3}, {3}));
     CHECK(loss.shape() == Shape{});
     CHECK(loss.item() == doctest::Approx(std::log(7.0)));
   }
@@ -113,7 +113,7 @@ TEST_CASE("cross-entropy forward values") {
     CHECK(cross_entropy(Var(x), t, f64({0, 0, 0}, {3})).item() == 0.0);
   }
   SUBCASE("gradient of mean cross-entropy: (softmax − onehot) / count") {
-    Var x(Tensor::zeros({2, 4}, DType::f64), true);
+    Var x(Tensor::zeros({2, 4}, DType::F64), true);
     cross_entropy(x, ids({3, 0}, {2})).backward();
     CHECK(x.grad().at(0) == doctest::Approx(0.125));    // (0.25 − 0) / 2
     CHECK(x.grad().at(3) == doctest::Approx(-0.375));   // (0.25 − 1) / 2
@@ -132,28 +132,28 @@ TEST_CASE("embedding picks rows, and its backward sums repeated ids") {
   std::vector<int32_t> id(N);
   for (int64_t n = 0; n < N; ++n) id[size_t(n)] = int32_t((n * 7) % V);
   Rng rng(5);
-  Tensor dy = Tensor::randn({N, C}, rng, 1.0, 0.0, DType::f64);
+  Tensor dy = Tensor::randn({N, C}, rng, 1.0, 0.0, DType::F64);
   std::vector<double> expected(size_t(V * C), 0.0), d = dy.to_vector<double>();
   for (int64_t n = 0; n < N; ++n)
     for (int64_t c = 0; c < C; ++c) expected[size_t(id[size_t(n)] * C + c)] += d[size_t(n * C + c)];
-  Tensor dw = kernels::embedding_backward(dy, ids(id, {N}), V);
+  Tensor dw = dispatch::embedding_backward(dy, ids(id, {N}), V);
   CHECK(dw.shape() == Shape{V, C});
   CHECK(max_abs_diff(dw, f64(expected, {V, C})) < 1e-12);
 }
 
 TEST_CASE("argmax over the last axis, first index on ties") {
   Tensor x = f64({1, 3, 3, 0, -5, -1, -2, -1}, {2, 4});
-  Tensor a = kernels::argmax_last(x);
-  CHECK(a.dtype() == DType::i32);
+  Tensor a = dispatch::argmax_last(x);
+  CHECK(a.dtype() == DType::I32);
   CHECK(a.shape() == Shape{2});
   CHECK(a.to_vector<int32_t>() == std::vector<int32_t>{1, 1});
-  Tensor b = kernels::argmax_last(Tensor::from_vector<float>({0.5f, 2.0f, -1.0f}, {3}));
+  Tensor b = dispatch::argmax_last(Tensor::from_vector<float>({0.5f, 2.0f, -1.0f}, {3}));
   CHECK(b.shape() == Shape{});
   CHECK(b.at(0) == 1.0);
 }
 
 TEST_CASE("softmax, cross-entropy and embedding errors") {
-  Var logits(Tensor::zeros({2, 3, 65}, DType::f64));
+  Var logits(Tensor::zeros({2, 3, 65}, DType::F64));
   CHECK_THROWS_WITH_AS(cross_entropy(logits, ids({0, 1, 2, 3, 70, 5}, {2, 3})),
                        "cross_entropy: target 70 out of range for vocabulary 65", Error);
   CHECK_THROWS_WITH_AS(cross_entropy(logits, ids({0, -1, 2, 3, 4, 5}, {2, 3})),
@@ -161,21 +161,21 @@ TEST_CASE("softmax, cross-entropy and embedding errors") {
   CHECK_THROWS_WITH_AS(cross_entropy(logits, ids({0, 1, 2}, {3})),
                        doctest::Contains("targets [3] do not match logits [2, 3, 65]"), Error);
   CHECK_THROWS_WITH_AS(
-      cross_entropy(logits, ids({0, 1, 2, 3, 4, 5}, {2, 3}), Tensor::ones({3, 2}, DType::f64)),
+      cross_entropy(logits, ids({0, 1, 2, 3, 4, 5}, {2, 3}), Tensor::ones({3, 2}, DType::F64)),
       doctest::Contains("mask [3, 2] does not match logits [2, 3, 65]"), Error);
   CHECK_THROWS_WITH_AS(
-      cross_entropy(logits, ids({0, 1, 2, 3, 4, 5}, {2, 3}), Tensor::ones({2, 3}, DType::f32)),
+      cross_entropy(logits, ids({0, 1, 2, 3, 4, 5}, {2, 3}), Tensor::ones({2, 3}, DType::F32)),
       doctest::Contains("cross_entropy: dtype mismatch"), Error);
 
-  Var w(Tensor::zeros({65, 4}, DType::f64));
+  Var w(Tensor::zeros({65, 4}, DType::F64));
   CHECK_THROWS_WITH_AS(embedding(w, ids({3, 70}, {2})),
                        "embedding: id 70 out of range for vocabulary 65", Error);
-  CHECK_THROWS_WITH_AS(embedding(w, Tensor::zeros({2}, DType::f64)),
+  CHECK_THROWS_WITH_AS(embedding(w, Tensor::zeros({2}, DType::F64)),
                        doctest::Contains("embedding: ids must be int32"), Error);
 
-  CHECK_THROWS_WITH_AS(softmax(Var(Tensor::zeros({4, 3}, DType::f64)), true),
+  CHECK_THROWS_WITH_AS(softmax(Var(Tensor::zeros({4, 3}, DType::F64)), true),
                        doctest::Contains("softmax: causal needs [..., Tq, Tk] with Tk >= Tq"),
                        Error);
-  CHECK_THROWS_WITH_AS(softmax(Var(Tensor::zeros({3}, DType::f64)), true),
+  CHECK_THROWS_WITH_AS(softmax(Var(Tensor::zeros({3}, DType::F64)), true),
                        doctest::Contains("softmax: expected at least 2 dims"), Error);
 }

@@ -92,7 +92,7 @@ TEST_CASE_TEMPLATE("ParameterStore: views share one buffer", T, float, double) {
   late.finalize(dtype_of<T>());
   late.data().data<T>()[0] = T(4);
   CHECK(kept.data().at(0) == 4.0);
-  late.to(Device::cpu);  // already there: nothing moves
+  late.to(Device::Cpu);  // already there: nothing moves
   CHECK(kept.data().same_storage(late.data()));
 }
 
@@ -121,10 +121,10 @@ TEST_CASE("ParameterStore: errors") {
   CHECK_THROWS_WITH_AS(store.get("nope"), doctest::Contains("no parameter named 'nope'"), Error);
   CHECK_THROWS_WITH_AS(store.data(), doctest::Contains("call finalize() first"), Error);
   CHECK_THROWS_WITH_AS(AdamW{store}, doctest::Contains("must be finalized"), Error);
-  CHECK_THROWS_WITH_AS(store.finalize(DType::i32), doctest::Contains("must be float"), Error);
-  store.finalize(DType::f64);
+  CHECK_THROWS_WITH_AS(store.finalize(DType::I32), doctest::Contains("must be float"), Error);
+  store.finalize(DType::F64);
   CHECK_THROWS_WITH_AS(store.add("v", {2}, true), doctest::Contains("after finalize()"), Error);
-  CHECK_THROWS_WITH_AS(store.finalize(DType::f64), doctest::Contains("already finalized"), Error);
+  CHECK_THROWS_WITH_AS(store.finalize(DType::F64), doctest::Contains("already finalized"), Error);
   // Var::zero_grad detaches the grad from the buffer: the optimiser refuses
   Var w = store.get("w");
   w.zero_grad();

@@ -6,7 +6,7 @@
 
 #include "core/profile.h"
 #include "core/tensor.h"
-#include "dispatch/kernels.h"
+#include "dispatch/dispatch.h"
 
 using namespace lina;
 
@@ -24,16 +24,16 @@ TEST_CASE("profile: products are counted by shape, other entry points by op") {
   Tensor c = Tensor::zeros({8, 2}), c3 = Tensor::zeros({8, 3});
   profile::reset();
   profile::set_enabled(true);
-  kernels::gemm(kernels::GemmShape{1, 8, 2, 4}, a, b, c);
-  kernels::gemm(kernels::GemmShape{1, 8, 2, 4}, a, b, c, 1.0, 1.0);
-  kernels::gemm(kernels::GemmShape{1, 8, 2, 4}, a, b, c, 1.0, 1.0);
-  kernels::GemmShape transposed{1, 8, 3, 4};
+  dispatch::gemm(dispatch::GemmShape{1, 8, 2, 4}, a, b, c);
+  dispatch::gemm(dispatch::GemmShape{1, 8, 2, 4}, a, b, c, 1.0, 1.0);
+  dispatch::gemm(dispatch::GemmShape{1, 8, 2, 4}, a, b, c, 1.0, 1.0);
+  dispatch::GemmShape transposed{1, 8, 3, 4};
   transposed.tb = true;
-  kernels::gemm(transposed, a, bt, c3);
-  kernels::unary(UnaryFn::Exp, a);
+  dispatch::gemm(transposed, a, bt, c3);
+  dispatch::unary(UnaryFn::Exp, a);
   profile::set_enabled(false);
   CHECK(c.at(0) == 12.0);  // the products ran: 4, then += 4 twice
-  kernels::gemm(kernels::GemmShape{1, 8, 2, 4}, a, b, c);  // not counted
+  dispatch::gemm(dispatch::GemmShape{1, 8, 2, 4}, a, b, c);  // not counted
 
   const profile::Entry plain = find("matmul", "8x2x4"), added = find("matmul", "8x2x4 +="),
                        with_bt = find("matmul", "8x3x4 B^T"), exp = find("unary", "");

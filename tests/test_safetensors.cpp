@@ -81,7 +81,7 @@ TEST_CASE("safetensors: round trip of f32, f64, i32, scalar and empty tensors wi
     const Tensor& got = file.tensors[i].second;
     CHECK(got.shape() == want.shape());
     CHECK(got.dtype() == want.dtype());
-    CHECK(got.device() == Device::cpu);
+    CHECK(got.device() == Device::Cpu);
     for (int64_t k = 0; k < want.numel(); ++k) CHECK(got.at(k) == want.at(k));
   }
   CHECK(file.find("scalar")->item() == 42.0);
@@ -273,17 +273,17 @@ TEST_CASE("safetensors: saving over an existing file replaces it, and a failed s
 TEST_CASE("safetensors: expect_tensor checks presence, shape and dtype") {
   TempDir dir("lina_safetensors");
   const std::string path = dir.file("ckpt.safetensors");
-  save_safetensors(path, {{"emb", Tensor::zeros({5, 3})}, {"ids", Tensor::zeros({2}, DType::i32)}},
+  save_safetensors(path, {{"emb", Tensor::zeros({5, 3})}, {"ids", Tensor::zeros({2}, DType::I32)}},
                    {});
   SafetensorsFile file = load_safetensors(path);
-  CHECK(expect_tensor(file, "emb", {5, 3}, DType::f32).shape() == Shape{5, 3});
-  CHECK_THROWS_WITH_AS(expect_tensor(file, "head", {3, 5}, DType::f32),
+  CHECK(expect_tensor(file, "emb", {5, 3}, DType::F32).shape() == Shape{5, 3});
+  CHECK_THROWS_WITH_AS(expect_tensor(file, "head", {3, 5}, DType::F32),
                        ("checkpoint " + path + ": tensor head is missing").c_str(), lina::Error);
-  CHECK_THROWS_WITH_AS(expect_tensor(file, "emb", {3, 5}, DType::f32),
+  CHECK_THROWS_WITH_AS(expect_tensor(file, "emb", {3, 5}, DType::F32),
                        ("checkpoint " + path + ": tensor emb has shape [5, 3], expected [3, 5]")
                            .c_str(),
                        lina::Error);
-  CHECK_THROWS_WITH_AS(expect_tensor(file, "ids", {2}, DType::f32),
+  CHECK_THROWS_WITH_AS(expect_tensor(file, "ids", {2}, DType::F32),
                        doctest::Contains("tensor ids has dtype int32, expected float32"),
                        lina::Error);
 }

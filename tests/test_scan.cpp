@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "dispatch/kernels.h"
+#include "dispatch/dispatch.h"
 #include "dispatch/layout.h"
 #include "tests/gradcheck.h"
 
@@ -29,16 +29,16 @@ std::string rule_name(ScanRule r) { return scan_rule_name(r); }
 // 1/√d, unit-norm keys for the delta rules, β = σ(N(0, 1)),
 // g = log σ(z) = −softplus(−z) with z ~ U(−3, 6), a random nonzero S_0.
 struct ScanCase {
-  Tensor q, k, v, beta, log_alpha, s0;
+  Tensor q, k, v, beta, log_alpha, initial_state;
 };
 
 ScanCase make_case(ScanRule rule, int64_t B, int64_t T, int64_t H, int64_t d, Rng& rng) {
-  const DType f64 = DType::f64;
+  const DType f64 = DType::F64;
   ScanCase c;
   c.q = Tensor::randn({B, T, H, d}, rng, 1.0 / std::sqrt(double(d)), 0.0, f64);
   c.k = Tensor::randn({B, T, H, d}, rng, 1.0 / std::sqrt(double(d)), 0.0, f64);
   c.v = Tensor::randn({B, T, H, d}, rng, 1.0, 0.0, f64);
-  c.s0 = Tensor::randn({B, H, d, d}, rng, 0.5, 0.0, f64);
+  c.initial_state = Tensor::randn({B, H, d, d}, rng, 0.5, 0.0, f64);
   if (uses_beta(rule)) {
     double* k = c.k.data<double>();
     for (int64_t row = 0; row < B * T * H; ++row) {
@@ -50,8 +50,8 @@ ScanCase make_case(ScanRule rule, int64_t B, int64_t T, int64_t H, int64_t d, Rn
     double* b = c.beta.data<double>();
     for (int64_t i = 0; i < c.beta.numel(); ++i) b[i] = 1.0 / (1.0 + std::exp(-b[i]));
   }
-  if (uses_gate(rule)) {
-    c.log_alpha = Tensor::rand(gate_per_channel(rule) ? Shape{B, T, H, d} : Shape{B, T, H}, rng,
+  if (learns_decay(rule)) {
+    c.log_alpha = Tensor::rand(decays_per_channel(rule) ? Shape{B, T, H, d} : Shape{B, T, H}, rng,
                                -3.0, 6.0, f64);
     double* g = c.log_alpha.data<double>();
     for (int64_t i = 0; i < c.log_alpha.numel(); ++i) g[i] = -std::log1p(std::exp(-g[i]));
@@ -66,34 +66,34 @@ ScanOptions kernel_config(ScanRule rule, bool chunked, int chunk) {
 // Host values as double, and a float64 tensor cast to `dtype` (whole-buffer
 // copies: these tensors are large).
 std::vector<double> values(const Tensor& t) {
-  if (t.dtype() == DType::f64) return t.to_vector<double>();
+  if (t.dtype() == DType::F64) return t.to_vector<double>();
   std::vector<float> v = t.to_vector<float>();
   return std::vector<double>(v.begin(), v.end());
 }
 Tensor cast(const Tensor& t, DType dtype) {
-  if (!t.defined() || dtype == DType::f64) return t;
+  if (!t.defined() || dtype == DType::F64) return t;
   std::vector<double> v = t.to_vector<double>();
   return Tensor::from_vector<float>(std::vector<float>(v.begin(), v.end()), t.shape());
 }
 
 // Forward and backward through the kernels for L = ⟨O, R1⟩ + ⟨S_T, R2⟩, so
 // that the final-state path and dS_0 are exercised too.
-// An undefined c.s0 starts from S_0 = 0 and an undefined R2 gives no dS_T
+// An undefined c.initial_state starts from S_0 = 0 and an undefined R2 gives no dS_T
 // (the kernels then see null pointers, as in training).
 struct ScanRun {
-  Tensor o, s_final;
+  Tensor o, final_state;
   Tensor saved;  // sequential: S_0 … S_{T−1} [B, H, T, d, d]; chunked: each chunk's entering state
-  kernels::ScanGrads grads;
+  dispatch::ScanGrads grads;
 };
 
 ScanRun run_kernels(const ScanOptions& config, const ScanCase& c, const Tensor& R1,
-                    const Tensor& R2, DType dtype = DType::f64) {
+                    const Tensor& R2, DType dtype = DType::F64) {
   ScanRun run;
   Tensor q = cast(c.q, dtype), k = cast(c.k, dtype), v = cast(c.v, dtype);
   Tensor beta = cast(c.beta, dtype), g = cast(c.log_alpha, dtype);
-  run.o = kernels::scan_forward(config, q, k, v, beta, g, cast(c.s0, dtype), run.s_final,
+  run.o = dispatch::scan_forward(config, q, k, v, beta, g, cast(c.initial_state, dtype), run.final_state,
                                 &run.saved);
-  run.grads = kernels::scan_backward(config, q, k, v, beta, g, run.saved, cast(R1, dtype),
+  run.grads = dispatch::scan_backward(config, q, k, v, beta, g, run.saved, cast(R1, dtype),
                                      cast(R2, dtype));
   return run;
 }
@@ -121,7 +121,7 @@ void check_all_close(const std::string& what, const ScanRun& a, const ScanRun& r
                      double tolerance, double floor = 0.0, double each_rel = 0, double each_floor = 0) {
   const std::pair<const char*, std::pair<const Tensor*, const Tensor*>> outputs[] = {
       {" o", {&a.o, &ref.o}},
-      {" S_T", {&a.s_final, &ref.s_final}},
+      {" S_T", {&a.final_state, &ref.final_state}},
       {" dq", {&a.grads.dq, &ref.grads.dq}},
       {" dk", {&a.grads.dk, &ref.grads.dk}},
       {" dv", {&a.grads.dv, &ref.grads.dv}},
@@ -154,13 +154,13 @@ GradcheckRow scan_row(ScanRule rule, ScanForm form) {
               ScanOptions options{rule, form, 4};
               std::vector<Tensor> inputs{c.q, c.k, c.v};
               if (uses_beta(rule)) inputs.push_back(c.beta);
-              if (uses_gate(rule)) inputs.push_back(c.log_alpha);
-              Tensor s0 = c.s0;
+              if (learns_decay(rule)) inputs.push_back(c.log_alpha);
+              Tensor initial_state = c.initial_state;
               check_gradients(
                   [=](const std::vector<Var>& x) {
                     const size_t gate = uses_beta(rule) ? 4 : 3;  // g follows β when both
                     return scan(options, x[0], x[1], x[2], uses_beta(rule) ? x[3] : Var(),
-                                uses_gate(rule) ? x[gate] : Var(), s0);
+                                learns_decay(rule) ? x[gate] : Var(), initial_state);
                   },
                   inputs);
             }
@@ -195,29 +195,29 @@ TEST_CASE("scan kernels: finite differences with the final-state loss and dS_0")
       INFO(rule_name(rule) << (chunked ? ", chunked C = 4" : ", sequential"));
       Rng rng(7 + int(rule));
       ScanCase c = make_case(rule, 2, 7, 2, 4, rng);
-      Tensor R1 = Tensor::randn(c.q.shape(), rng, 1.0, 0.0, DType::f64);
-      Tensor R2 = Tensor::randn(c.s0.shape(), rng, 1.0, 0.0, DType::f64);
+      Tensor R1 = Tensor::randn(c.q.shape(), rng, 1.0, 0.0, DType::F64);
+      Tensor R2 = Tensor::randn(c.initial_state.shape(), rng, 1.0, 0.0, DType::F64);
       const ScanOptions config = kernel_config(rule, chunked, 4);
       ScanRun run = run_kernels(config, c, R1, R2);
       auto loss = [&](const ScanCase& x) {
-        Tensor s_final;
-        Tensor o = kernels::scan_forward(config, x.q, x.k, x.v, x.beta, x.log_alpha, x.s0, s_final);
-        return dot(o, R1) + dot(s_final, R2);
+        Tensor final_state;
+        Tensor o = dispatch::scan_forward(config, x.q, x.k, x.v, x.beta, x.log_alpha, x.initial_state, final_state);
+        return dot(o, R1) + dot(final_state, R2);
       };
       Tensor ScanCase::*fields[] = {&ScanCase::q, &ScanCase::k, &ScanCase::v,
-                                    &ScanCase::beta, &ScanCase::log_alpha, &ScanCase::s0};
+                                    &ScanCase::beta, &ScanCase::log_alpha, &ScanCase::initial_state};
       const Tensor grads[] = {run.grads.dq, run.grads.dk, run.grads.dv,
                               run.grads.dbeta, run.grads.dlog_alpha, run.grads.dinitial_state};
       const char* names[] = {"q", "k", "v", "beta", "log_alpha", "S_0"};
       for (int i = 0; i < 6; ++i) {
         if (!(c.*fields[i]).defined()) continue;
         const double eps = kGradcheck.eps;
-        Tensor u = Tensor::randn((c.*fields[i]).shape(), rng, 1.0, 0.0, DType::f64);
+        Tensor u = Tensor::randn((c.*fields[i]).shape(), rng, 1.0, 0.0, DType::F64);
         ScanCase plus = c, minus = c;
-        plus.*fields[i] = kernels::binary(BinaryFn::Add, c.*fields[i],
-                                          kernels::unary(UnaryFn::MulScalar, u, eps));
-        minus.*fields[i] = kernels::binary(BinaryFn::Sub, c.*fields[i],
-                                           kernels::unary(UnaryFn::MulScalar, u, eps));
+        plus.*fields[i] = dispatch::binary(BinaryFn::Add, c.*fields[i],
+                                          dispatch::unary(UnaryFn::MulScalar, u, eps));
+        minus.*fields[i] = dispatch::binary(BinaryFn::Sub, c.*fields[i],
+                                           dispatch::unary(UnaryFn::MulScalar, u, eps));
         const double numeric = (loss(plus) - loss(minus)) / (2 * eps);
         const double analytic = dot(grads[i], u);
         CHECK_MESSAGE(std::fabs(numeric - analytic) / std::max(1.0, std::fabs(analytic)) <=
@@ -245,9 +245,9 @@ TEST_CASE("scan: the chunked form agrees with the sequential reference, float64 
                              << (ends ? ", with S_0 and dS_T" : ", from S_0 = 0, no dS_T"));
         Rng rng(1000 + int(rule) * 100 + C + T + size.d);
         ScanCase c = make_case(rule, 2, T, 3, size.d, rng);
-        Tensor R1 = Tensor::randn(c.q.shape(), rng, 1.0, 0.0, DType::f64);
-        Tensor R2 = Tensor::randn(c.s0.shape(), rng, 1.0, 0.0, DType::f64);
-        if (!ends) c.s0 = R2 = Tensor();
+        Tensor R1 = Tensor::randn(c.q.shape(), rng, 1.0, 0.0, DType::F64);
+        Tensor R2 = Tensor::randn(c.initial_state.shape(), rng, 1.0, 0.0, DType::F64);
+        if (!ends) c.initial_state = R2 = Tensor();
         const ScanRun reference = run_kernels(kernel_config(rule, false, C), c, R1, R2);
         const ScanRun chunked = run_kernels(kernel_config(rule, true, C), c, R1, R2);
         check_all_close("float64 chunked vs sequential:", chunked, reference, 1e-10, 1.0);
@@ -256,7 +256,7 @@ TEST_CASE("scan: the chunked form agrees with the sequential reference, float64 
         if (!ends) continue;  // float32 once per shape
         for (bool form_chunked : {false, true}) {
           const ScanRun single = run_kernels(kernel_config(rule, form_chunked, C), c, R1, R2,
-                                             DType::f32);
+                                             DType::F32);
           check_all_close(form_chunked ? "float32 chunked vs float64:"
                                        : "float32 sequential vs float64:",
                           single, reference, 1e-4, 0.0, kFloat32EachRel, kFloat32EachFloor);
@@ -272,14 +272,14 @@ TEST_CASE("scan: strongly forgetting gates stay finite and accurate in float32")
     INFO(rule_name(rule));
     Rng rng(77);
     ScanCase c = make_case(rule, 2, 100, 2, 32, rng);
-    c.log_alpha = Tensor::rand(c.log_alpha.shape(), rng, -30.0, 0.0, DType::f64);
+    c.log_alpha = Tensor::rand(c.log_alpha.shape(), rng, -30.0, 0.0, DType::F64);
     double* g = c.log_alpha.data<double>();
     for (int64_t i = 0; i < c.log_alpha.numel(); ++i) g[i] = -std::log1p(std::exp(-g[i]));
-    Tensor R1 = Tensor::randn(c.q.shape(), rng, 1.0, 0.0, DType::f64);
-    Tensor R2 = Tensor::randn(c.s0.shape(), rng, 1.0, 0.0, DType::f64);
+    Tensor R1 = Tensor::randn(c.q.shape(), rng, 1.0, 0.0, DType::F64);
+    Tensor R2 = Tensor::randn(c.initial_state.shape(), rng, 1.0, 0.0, DType::F64);
     const ScanRun reference = run_kernels(kernel_config(rule, false, 64), c, R1, R2);
     for (bool chunked : {false, true}) {
-      const ScanRun single = run_kernels(kernel_config(rule, chunked, 64), c, R1, R2, DType::f32);
+      const ScanRun single = run_kernels(kernel_config(rule, chunked, 64), c, R1, R2, DType::F32);
       check_all_close(chunked ? "float32 chunked vs float64, C = 64:"
                               : "float32 sequential vs float64:",
                       single, reference, 1e-4, 0.0, kFloat32EachRel, kFloat32EachFloor);
@@ -298,14 +298,14 @@ TEST_CASE("scan: two runs with the carried state equal one run") {
       auto part = [&](const Tensor& x, int64_t start, int64_t length) {
         return x.defined() ? Var(slice(x, 1, start, length)) : Var();
       };
-      auto run = [&](int64_t start, int64_t length, const Tensor& s0, Tensor* s_final) {
+      auto run = [&](int64_t start, int64_t length, const Tensor& initial_state, Tensor* final_state) {
         return scan(options, part(c.q, start, length), part(c.k, start, length),
                     part(c.v, start, length), part(c.beta, start, length),
-                    part(c.log_alpha, start, length), s0, s_final);
+                    part(c.log_alpha, start, length), initial_state, final_state);
       };
       Tensor s_full, s_mid, s_end;
-      Var o_full = run(0, T, c.s0, &s_full);
-      Var o_first = run(0, T1, c.s0, &s_mid);
+      Var o_full = run(0, T, c.initial_state, &s_full);
+      Var o_first = run(0, T1, c.initial_state, &s_mid);
       Var o_second = run(T1, T - T1, s_mid, &s_end);
       check_close("o", concat({o_first.data(), o_second.data()}, 1), o_full.data(), 1e-12, 1.0);
       check_close("S_T", s_end, s_full, 1e-12, 1.0);
@@ -320,9 +320,9 @@ TEST_CASE("scan: hand-computed values") {
       Var q(Tensor::from_vector<double>({1, 1, 1, 1}, {1, 2, 1, 2}));
       Var k(Tensor::from_vector<double>({1, 0, 0.5, 2}, {1, 2, 1, 2}));
       Var v(Tensor::from_vector<double>({1, 2, 3, -1}, {1, 2, 1, 2}));
-      Tensor s_final;
-      Var o = scan({ScanRule::Linear, form, 2}, q, k, v, Var(), Var(), Tensor(), &s_final);
-      CHECK(s_final.to_vector<double>() == std::vector<double>{2.5, 6, 1.5, -2});
+      Tensor final_state;
+      Var o = scan({ScanRule::Linear, form, 2}, q, k, v, Var(), Var(), Tensor(), &final_state);
+      CHECK(final_state.to_vector<double>() == std::vector<double>{2.5, 6, 1.5, -2});
       CHECK(o.data().to_vector<double>() == std::vector<double>{1, 2, 8.5, -0.5});
     }
     SUBCASE("delta rules: one token from S_0 = 0 writes S_1 = β v kᵀ") {
@@ -331,10 +331,10 @@ TEST_CASE("scan: hand-computed values") {
         Var k(Tensor::from_vector<double>({0.6, 0.8}, {1, 1, 1, 2}));
         Var v(Tensor::from_vector<double>({2, -4}, {1, 1, 1, 2}));
         Var beta(Tensor::from_vector<double>({0.5}, {1, 1, 1}));
-        Var g = uses_gate(rule) ? Var(Tensor::from_vector<double>({-0.3}, {1, 1, 1})) : Var();
-        Tensor s_final;
-        Var o = scan({rule, form, 2}, q, k, v, beta, g, Tensor(), &s_final);
-        std::vector<double> s = s_final.to_vector<double>();
+        Var g = learns_decay(rule) ? Var(Tensor::from_vector<double>({-0.3}, {1, 1, 1})) : Var();
+        Tensor final_state;
+        Var o = scan({rule, form, 2}, q, k, v, beta, g, Tensor(), &final_state);
+        std::vector<double> s = final_state.to_vector<double>();
         std::vector<double> expected{0.6, 0.8, -1.2, -1.6};
         for (int i = 0; i < 4; ++i) CHECK(s[size_t(i)] == doctest::Approx(expected[size_t(i)]));
         CHECK(o.data().at(0) == doctest::Approx(0.6));   // S_1 q = (0.6, −1.2)
@@ -343,16 +343,16 @@ TEST_CASE("scan: hand-computed values") {
     }
     SUBCASE("gated delta rule with β = 0: pure decay S_t = exp(g_1 + … + g_t) S_0") {
       Rng rng(3);
-      Var q(Tensor::randn({1, 3, 1, 2}, rng, 1.0, 0.0, DType::f64));
-      Var k(Tensor::randn({1, 3, 1, 2}, rng, 1.0, 0.0, DType::f64));
-      Var v(Tensor::randn({1, 3, 1, 2}, rng, 1.0, 0.0, DType::f64));
-      Var beta(Tensor::zeros({1, 3, 1}, DType::f64));
+      Var q(Tensor::randn({1, 3, 1, 2}, rng, 1.0, 0.0, DType::F64));
+      Var k(Tensor::randn({1, 3, 1, 2}, rng, 1.0, 0.0, DType::F64));
+      Var v(Tensor::randn({1, 3, 1, 2}, rng, 1.0, 0.0, DType::F64));
+      Var beta(Tensor::zeros({1, 3, 1}, DType::F64));
       Var g(Tensor::from_vector<double>({-0.1, -0.5, -2.0}, {1, 3, 1}));
-      Tensor s0 = Tensor::from_vector<double>({1, 2, 3, 4}, {1, 1, 2, 2});
-      Tensor s_final;
-      Var o = scan({ScanRule::Gdn, form, 2}, q, k, v, beta, g, s0, &s_final);
+      Tensor initial_state = Tensor::from_vector<double>({1, 2, 3, 4}, {1, 1, 2, 2});
+      Tensor final_state;
+      Var o = scan({ScanRule::Gdn, form, 2}, q, k, v, beta, g, initial_state, &final_state);
       const double decay = std::exp(-2.6);
-      for (int i = 0; i < 4; ++i) CHECK(s_final.at(i) == doctest::Approx(decay * s0.at(i)));
+      for (int i = 0; i < 4; ++i) CHECK(final_state.at(i) == doctest::Approx(decay * initial_state.at(i)));
       // o_3 = γ_3 S_0 q_3
       const double q0 = q.data().at(4), q1 = q.data().at(5);
       CHECK(o.data().at(4) == doctest::Approx(decay * (1 * q0 + 2 * q1)));
@@ -367,40 +367,40 @@ TEST_CASE("scan: hand-computed values of the decaying rules") {
     INFO((form == ScanForm::Chunked ? "chunked, C = 2" : "sequential"));
     Var q(Tensor::from_vector<double>({1, 1, 1, 1, 1, 1}, {1, 3, 1, 2}));
     Var k(Tensor::from_vector<double>({1, 0, 0, 1, 1, 1}, {1, 3, 1, 2}));
-    Var v(Tensor::zeros({1, 3, 1, 2}, DType::f64));
-    Tensor s0 = Tensor::from_vector<double>({1, 0, 0, 1}, {1, 1, 2, 2});
+    Var v(Tensor::zeros({1, 3, 1, 2}, DType::F64));
+    Tensor initial_state = Tensor::from_vector<double>({1, 0, 0, 1}, {1, 1, 2, 2});
     SUBCASE("retention: head h decays by γ_h = 1 − 2^(−5−h) per token") {
       // Two heads: the second decays by 0.984375.
-      Var q2(Tensor::ones({1, 3, 2, 2}, DType::f64)), k2(Tensor::ones({1, 3, 2, 2}, DType::f64));
-      Var v2(Tensor::zeros({1, 3, 2, 2}, DType::f64));
+      Var q2(Tensor::ones({1, 3, 2, 2}, DType::F64)), k2(Tensor::ones({1, 3, 2, 2}, DType::F64));
+      Var v2(Tensor::zeros({1, 3, 2, 2}, DType::F64));
       Tensor s0_2 = Tensor::from_vector<double>({1, 0, 0, 1, 1, 0, 0, 1}, {1, 2, 2, 2});
-      Tensor s_final;
-      scan({ScanRule::Retnet, form, 2}, q2, k2, v2, Var(), Var(), s0_2, &s_final);
-      CHECK(s_final.at(0) == doctest::Approx(std::pow(0.96875, 3)));
-      CHECK(s_final.at(4) == doctest::Approx(std::pow(0.984375, 3)));
-      CHECK(s_final.at(1) == 0.0);
+      Tensor final_state;
+      scan({ScanRule::Retnet, form, 2}, q2, k2, v2, Var(), Var(), s0_2, &final_state);
+      CHECK(final_state.at(0) == doctest::Approx(std::pow(0.96875, 3)));
+      CHECK(final_state.at(4) == doctest::Approx(std::pow(0.984375, 3)));
+      CHECK(final_state.at(1) == 0.0);
     }
     SUBCASE("channel-gated linear: key channel j decays by its own a_tj") {
       // log a: channel 0 by −0.1 per token, channel 1 by −1.
       Var g(Tensor::from_vector<double>({-0.1, -1, -0.1, -1, -0.1, -1}, {1, 3, 1, 2}));
-      Tensor s_final;
-      Var o = scan({ScanRule::Gla, form, 2}, q, k, v, Var(), g, s0, &s_final);
+      Tensor final_state;
+      Var o = scan({ScanRule::Gla, form, 2}, q, k, v, Var(), g, initial_state, &final_state);
       // S_3 = S_0 diag(e^{−0.3}, e^{−3}): the columns (key channels) decay apart.
-      CHECK(s_final.at(0) == doctest::Approx(std::exp(-0.3)));
-      CHECK(s_final.at(3) == doctest::Approx(std::exp(-3.0)));
-      CHECK(s_final.at(1) == 0.0);
+      CHECK(final_state.at(0) == doctest::Approx(std::exp(-0.3)));
+      CHECK(final_state.at(3) == doctest::Approx(std::exp(-3.0)));
+      CHECK(final_state.at(1) == 0.0);
       CHECK(o.data().at(0) == doctest::Approx(std::exp(-0.1)));  // o_1 = S_1 q_1, row 0
       CHECK(o.data().at(1) == doctest::Approx(std::exp(-1.0)));
     }
     SUBCASE("gated linear: v k^T written after the decay, one α for the head") {
       Var v1(Tensor::from_vector<double>({0, 0, 2, 0, 0, 0}, {1, 3, 1, 2}));
       Var g(Tensor::from_vector<double>({-0.5, -0.5, -0.5}, {1, 3, 1}));
-      Tensor s_final;
-      scan({ScanRule::Mamba2, form, 2}, q, k, v1, Var(), g, s0, &s_final);
+      Tensor final_state;
+      scan({ScanRule::Mamba2, form, 2}, q, k, v1, Var(), g, initial_state, &final_state);
       // S_3 = e^{−1.5} I + e^{−0.5} · (2, 0)ᵀ (0, 1)
-      CHECK(s_final.at(0) == doctest::Approx(std::exp(-1.5)));
-      CHECK(s_final.at(1) == doctest::Approx(2 * std::exp(-0.5)));
-      CHECK(s_final.at(3) == doctest::Approx(std::exp(-1.5)));
+      CHECK(final_state.at(0) == doctest::Approx(std::exp(-1.5)));
+      CHECK(final_state.at(1) == doctest::Approx(2 * std::exp(-0.5)));
+      CHECK(final_state.at(3) == doctest::Approx(std::exp(-1.5)));
     }
   }
 }
@@ -412,15 +412,15 @@ TEST_CASE("scan: only the inputs the rule reads are recorded") {
     Var q(c.q, true), k(c.k, true), v(c.v, true);
     Var beta = c.beta.defined() ? Var(c.beta, true) : Var();
     Var g = c.log_alpha.defined() ? Var(c.log_alpha, true) : Var();
-    Var o = scan({rule, ScanForm::Chunked, 2}, q, k, v, beta, g, c.s0);
+    Var o = scan({rule, ScanForm::Chunked, 2}, q, k, v, beta, g, c.initial_state);
     REQUIRE(o.grad_fn() != nullptr);
     CHECK(o.grad_fn()->kind == OpKind::Scan);
-    CHECK(o.grad_fn()->inputs.size() == size_t(3 + uses_beta(rule) + uses_gate(rule)));
+    CHECK(o.grad_fn()->inputs.size() == size_t(3 + uses_beta(rule) + learns_decay(rule)));
   }
 }
 
 TEST_CASE("scan errors name the problem") {
-  auto zeros = [](const Shape& s) { return Var(Tensor::zeros(s, DType::f64)); };
+  auto zeros = [](const Shape& s) { return Var(Tensor::zeros(s, DType::F64)); };
   Var x = zeros({2, 5, 2, 4});
   Var gate = zeros({2, 5, 2});
   const ScanOptions linear{ScanRule::Linear, ScanForm::Sequential, 4};
@@ -433,10 +433,10 @@ TEST_CASE("scan errors name the problem") {
                        doctest::Contains("scan: q must be a non-empty [B, T, H, d], got [5, 2, 4]"),
                        Error);
   CHECK_THROWS_WITH_AS(scan(delta, x, x, x, Var(), Var()),
-                       doctest::Contains("scan: delta rule needs beta [B, T, H] = [2, 5, 2]"),
+                       doctest::Contains("scan: the delta rule needs beta [B, T, H] = [2, 5, 2]"),
                        Error);
   CHECK_THROWS_WITH_AS(scan(gated, x, x, x, gate, Var()),
-                       doctest::Contains("scan: gated delta rule needs log_alpha [B, T, H]"),
+                       doctest::Contains("scan: the gdn rule needs log_alpha [B, T, H]"),
                        Error);
   CHECK_THROWS_WITH_AS(scan(gated, x, x, x, gate, zeros({2, 5})),
                        doctest::Contains("log_alpha [B, T, H] = [2, 5, 2], got [2, 5]"), Error);
@@ -444,12 +444,12 @@ TEST_CASE("scan errors name the problem") {
                        doctest::Contains("scan: the linear rule takes no beta"), Error);
   const ScanOptions channel{ScanRule::Gla, ScanForm::Chunked, 4};
   CHECK_THROWS_WITH_AS(scan(channel, x, x, x, Var(), gate),
-                       doctest::Contains("scan: channel-gated linear rule needs log_alpha "
+                       doctest::Contains("scan: the gla rule needs log_alpha "
                                          "[B, T, H, d] = [2, 5, 2, 4], got [2, 5, 2]"),
                        Error);
   CHECK_THROWS_WITH_AS(scan({ScanRule::Retnet, ScanForm::Chunked, 4}, x, x, x, Var(), gate),
-                       doctest::Contains("scan: the retention rule takes no log_alpha"), Error);
-  Tensor bad_state = Tensor::zeros({2, 2, 4, 3}, DType::f64);
+                       doctest::Contains("scan: the retnet rule takes no log_alpha"), Error);
+  Tensor bad_state = Tensor::zeros({2, 2, 4, 3}, DType::F64);
   CHECK_THROWS_WITH_AS(scan(delta, x, x, x, gate, Var(), bad_state),
                        doctest::Contains("initial_state must be [2, 2, 4, 4], got [2, 2, 4, 3]"),
                        Error);

@@ -103,7 +103,7 @@ std::set<std::string> graph_names(const Var& root) {
 TEST_CASE("names: the model names its intermediates after spec 1.4's prefixes") {
   ModelConfig config = make_config("gdn,attn", 65);
   LanguageModel model(config, 7);
-  std::set<std::string> names = graph_names(model.forward(Tensor::zeros({1, 4}, DType::i32)));
+  std::set<std::string> names = graph_names(model.forward(Tensor::zeros({1, 4}, DType::I32)));
   for (const char* expected :
        {"tok", "blocks.0.n1", "blocks.0.mix.q", "blocks.0.mix.beta",
         "blocks.0.mix.log_alpha", "blocks.0.mix.o", "blocks.0.mix.o_norm", "blocks.0.mix",
@@ -115,7 +115,7 @@ TEST_CASE("names: the model names its intermediates after spec 1.4's prefixes") 
   // Attention op by op names its scores and weights too.
   config.attention = Fusion::Composed;
   LanguageModel composed(config, 7);
-  names = graph_names(composed.forward(Tensor::zeros({1, 4}, DType::i32)));
+  names = graph_names(composed.forward(Tensor::zeros({1, 4}, DType::I32)));
   CHECK(names.count("blocks.1.mix.scores") == 1);
   CHECK(names.count("blocks.1.mix.weights") == 1);
 }

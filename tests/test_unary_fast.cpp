@@ -21,7 +21,7 @@ namespace {
 // tanh saturate, where exp is about to overflow).
 std::vector<float> inputs(int64_t n, uint64_t seed) {
   Rng rng(seed);
-  std::vector<float> x = Tensor::rand({n}, rng, -8.0, 8.0, DType::f32).to_vector<float>();
+  std::vector<float> x = Tensor::rand({n}, rng, -8.0, 8.0, DType::F32).to_vector<float>();
   const float edges[] = {0.0f, 1e-30f, -1e-30f, 20.0f, -20.0f, 40.0f, -40.0f, 80.0f, -80.0f};
   for (size_t i = 0; i < std::min(x.size(), std::size(edges)); ++i) x[i] = edges[i];
   return x;

@@ -1,5 +1,5 @@
 // Causal attention as one op: forward and backward of the fused kernel
-// (dispatch/kernels.h attention_forward / attention_backward). With
+// (dispatch/dispatch.h attention_forward / attention_backward). With
 // P = softmax(scale · q kᵀ) (causal) and out = P v:
 //   dv = Pᵀ dout
 //   dP = dout vᵀ,  dS = scale · P ⊙ (dP − Σ_j P_j dP_j)   (softmax's Jacobian)
@@ -8,7 +8,7 @@
 // With dropout on the probabilities, out = (P ⊙ M) v: dv = (P ⊙ M)ᵀ dout and
 // dP = M ⊙ (dout vᵀ); M is regenerated from the key, never stored.
 #include "autograd/functions.h"
-#include "dispatch/kernels.h"
+#include "dispatch/dispatch.h"
 
 namespace lina {
 
@@ -25,7 +25,7 @@ struct AttentionOp : Node {
   static Var apply(const Var& q, const Var& k, const Var& v, double scale,
                    const DropoutKey& dropout) {
     Tensor probs;
-    Tensor out = kernels::attention_forward(q.data(), k.data(), v.data(), scale, probs, dropout);
+    Tensor out = dispatch::attention_forward(q.data(), k.data(), v.data(), scale, probs, dropout);
     if (!needs_grad({q, k, v})) return Var(out);
     auto node = std::make_shared<AttentionOp>();
     node->q = q.data();
@@ -38,7 +38,7 @@ struct AttentionOp : Node {
   }
 
   std::vector<Tensor> backward(const Tensor& dout) override {
-    kernels::AttentionGrads g = kernels::attention_backward(q, k, v, probs, dout, scale, dropout);
+    dispatch::AttentionGrads g = dispatch::attention_backward(q, k, v, probs, dout, scale, dropout);
     return {g.dq, g.dk, g.dv};
   }
 };

@@ -3,7 +3,7 @@
 // `break lina::UnaryOp<lina::math::Silu>::backward` stops in that op alone).
 // The per-element maths (shared with CUDA) is in core/elementwise_math.h.
 #include "autograd/functions.h"
-#include "dispatch/kernels.h"
+#include "dispatch/dispatch.h"
 #include "dispatch/layout.h"
 
 namespace lina {
@@ -19,7 +19,7 @@ struct AddOp : Node {
   AddOp() : Node(OpKind::Add) {}
 
   static Var apply(const Var& a, const Var& b) {
-    Tensor out = kernels::binary(BinaryFn::Add, a.data(), b.data());
+    Tensor out = dispatch::binary(BinaryFn::Add, a.data(), b.data());
     if (!needs_grad({a, b})) return Var(out);
     return record(out, std::make_shared<AddOp>(), {a, b});
   }
@@ -34,14 +34,14 @@ struct SubOp : Node {
   SubOp() : Node(OpKind::Sub) {}
 
   static Var apply(const Var& a, const Var& b) {
-    Tensor out = kernels::binary(BinaryFn::Sub, a.data(), b.data());
+    Tensor out = dispatch::binary(BinaryFn::Sub, a.data(), b.data());
     if (!needs_grad({a, b})) return Var(out);
     return record(out, std::make_shared<SubOp>(), {a, b});
   }
 
   // d(a−b) = (dout, −dout)
   std::vector<Tensor> backward(const Tensor& dout) override {
-    return sum_to_inputs(*this, dout, kernels::unary(UnaryFn::Neg, dout));
+    return sum_to_inputs(*this, dout, dispatch::unary(UnaryFn::Neg, dout));
   }
 };
 
@@ -51,7 +51,7 @@ struct MulOp : Node {
   SavedTensors saved() const override { return {{"a", a}, {"b", b}}; }
 
   static Var apply(const Var& a, const Var& b) {
-    Tensor out = kernels::binary(BinaryFn::Mul, a.data(), b.data());
+    Tensor out = dispatch::binary(BinaryFn::Mul, a.data(), b.data());
     if (!needs_grad({a, b})) return Var(out);
     auto node = std::make_shared<MulOp>();
     node->a = a.data();
@@ -61,8 +61,8 @@ struct MulOp : Node {
 
   // d(ab) = (dout·b, dout·a)
   std::vector<Tensor> backward(const Tensor& dout) override {
-    return sum_to_inputs(*this, kernels::binary(BinaryFn::Mul, dout, b),
-                         kernels::binary(BinaryFn::Mul, dout, a));
+    return sum_to_inputs(*this, dispatch::binary(BinaryFn::Mul, dout, b),
+                         dispatch::binary(BinaryFn::Mul, dout, a));
   }
 };
 
@@ -72,7 +72,7 @@ struct DivOp : Node {
   SavedTensors saved() const override { return {{"b", b}, {"out", out}}; }
 
   static Var apply(const Var& a, const Var& b) {
-    Tensor out = kernels::binary(BinaryFn::Div, a.data(), b.data());
+    Tensor out = dispatch::binary(BinaryFn::Div, a.data(), b.data());
     if (!needs_grad({a, b})) return Var(out);
     auto node = std::make_shared<DivOp>();
     node->b = b.data();
@@ -82,9 +82,9 @@ struct DivOp : Node {
 
   // d(a/b) = (dout / b, −dout·(a/b) / b)
   std::vector<Tensor> backward(const Tensor& dout) override {
-    Tensor da = kernels::binary(BinaryFn::Div, dout, b);
-    Tensor db = kernels::unary(
-        UnaryFn::Neg, kernels::binary(BinaryFn::Div, kernels::binary(BinaryFn::Mul, dout, out), b));
+    Tensor da = dispatch::binary(BinaryFn::Div, dout, b);
+    Tensor db = dispatch::unary(
+        UnaryFn::Neg, dispatch::binary(BinaryFn::Div, dispatch::binary(BinaryFn::Mul, dout, out), b));
     return sum_to_inputs(*this, da, db);
   }
 };
@@ -106,7 +106,7 @@ struct UnaryOp : Node {
   SavedTensors saved() const override { return {{"x", x}, {"y", y}}; }
 
   static Var apply(const Var& x, double p = 0.0) {
-    Tensor y = kernels::unary(F::kFn, x.data(), p);
+    Tensor y = dispatch::unary(F::kFn, x.data(), p);
     if (!needs_grad({x})) return Var(y);
     auto node = std::make_shared<UnaryOp>();
     node->p = p;
@@ -116,7 +116,7 @@ struct UnaryOp : Node {
   }
 
   std::vector<Tensor> backward(const Tensor& dy) override {
-    return {kernels::unary_backward(F::kFn, x, y, dy, p)};
+    return {dispatch::unary_backward(F::kFn, x, y, dy, p)};
   }
 };
 
@@ -146,7 +146,7 @@ struct DropoutOp : Node {
 
   static Var apply(const Var& x, const DropoutKey& key) {
     if (key.p == 0) return x;
-    Tensor y = kernels::dropout(x.data(), key);
+    Tensor y = dispatch::dropout(x.data(), key);
     if (!needs_grad({x})) return Var(y);
     auto node = std::make_shared<DropoutOp>();
     node->key = key;
@@ -154,7 +154,7 @@ struct DropoutOp : Node {
   }
 
   std::vector<Tensor> backward(const Tensor& dout) override {
-    return {kernels::dropout(dout, key)};
+    return {dispatch::dropout(dout, key)};
   }
 };
 

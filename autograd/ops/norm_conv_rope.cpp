@@ -2,7 +2,7 @@
 // SiLU) and RoPE: forward and backward side by side (docs/recurrence.md §4.1,
 // 4.2, 4.5, 4.6).
 #include "autograd/functions.h"
-#include "dispatch/kernels.h"
+#include "dispatch/dispatch.h"
 
 namespace lina {
 
@@ -21,7 +21,7 @@ struct RmsNormOp : Node {
 
   static Var apply(const Var& x, const Var& weight, double eps) {
     Tensor rstd;
-    Tensor y = kernels::rms_norm_forward(x.data(), weight.data(), eps, rstd);
+    Tensor y = dispatch::rms_norm_forward(x.data(), weight.data(), eps, rstd);
     if (!needs_grad({x, weight})) return Var(y);
     auto node = std::make_shared<RmsNormOp>();
     node->x = x.data();
@@ -32,7 +32,7 @@ struct RmsNormOp : Node {
 
   std::vector<Tensor> backward(const Tensor& dy) override {
     Tensor dx, dweight;
-    kernels::rms_norm_backward(x, weight, rstd, dy, dx, dweight);
+    dispatch::rms_norm_backward(x, weight, rstd, dy, dx, dweight);
     return {dx, dweight};
   }
 };
@@ -55,7 +55,7 @@ struct L2NormOp : Node {
 
   static Var apply(const Var& x, double eps, double scale) {
     Tensor norm;
-    Tensor y = kernels::l2_norm_forward(x.data(), eps, scale, norm);
+    Tensor y = dispatch::l2_norm_forward(x.data(), eps, scale, norm);
     if (!needs_grad({x})) return Var(y);
     auto node = std::make_shared<L2NormOp>();
     node->x = x.data();
@@ -66,7 +66,7 @@ struct L2NormOp : Node {
   }
 
   std::vector<Tensor> backward(const Tensor& dy) override {
-    return {kernels::l2_norm_backward(x, norm, dy, eps, scale)};
+    return {dispatch::l2_norm_backward(x, norm, dy, eps, scale)};
   }
 };
 
@@ -83,7 +83,7 @@ struct CausalConv1dOp : Node {
   SavedTensors saved() const override { return {{"x", x}, {"weight", weight}}; }
 
   static Var apply(const Var& x, const Var& weight) {
-    Tensor y = kernels::causal_conv1d_forward(x.data(), weight.data());
+    Tensor y = dispatch::causal_conv1d_forward(x.data(), weight.data());
     if (!needs_grad({x, weight})) return Var(y);
     auto node = std::make_shared<CausalConv1dOp>();
     node->x = x.data();
@@ -93,7 +93,7 @@ struct CausalConv1dOp : Node {
 
   std::vector<Tensor> backward(const Tensor& dy) override {
     Tensor dx, dweight;
-    kernels::causal_conv1d_backward(x, weight, dy, dx, dweight);
+    dispatch::causal_conv1d_backward(x, weight, dy, dx, dweight);
     return {dx, dweight};
   }
 };
@@ -111,7 +111,7 @@ struct CausalConv1dSiluOp : Node {
   SavedTensors saved() const override { return {{"x", x}, {"weight", weight}}; }
 
   static Var apply(const Var& x, const Var& weight) {
-    Tensor y = kernels::causal_conv1d_silu_forward(x.data(), weight.data());
+    Tensor y = dispatch::causal_conv1d_silu_forward(x.data(), weight.data());
     if (!needs_grad({x, weight})) return Var(y);
     auto node = std::make_shared<CausalConv1dSiluOp>();
     node->x = x.data();
@@ -121,7 +121,7 @@ struct CausalConv1dSiluOp : Node {
 
   std::vector<Tensor> backward(const Tensor& dy) override {
     Tensor dx, dweight;
-    kernels::causal_conv1d_silu_backward(x, weight, dy, dx, dweight);
+    dispatch::causal_conv1d_silu_backward(x, weight, dy, dx, dweight);
     return {dx, dweight};
   }
 };
@@ -144,7 +144,7 @@ struct CausalConv1dSiluL2NormOp : Node {
 
   static Var apply(const Var& x, const Var& weight, int64_t head, double scale, double eps) {
     Tensor norm;
-    Tensor q = kernels::causal_conv1d_silu_l2_norm_forward(x.data(), weight.data(), head, eps, scale, norm);
+    Tensor q = dispatch::causal_conv1d_silu_l2_norm_forward(x.data(), weight.data(), head, eps, scale, norm);
     if (!needs_grad({x, weight})) return Var(q);
     auto node = std::make_shared<CausalConv1dSiluL2NormOp>();
     node->x = x.data();
@@ -158,7 +158,7 @@ struct CausalConv1dSiluL2NormOp : Node {
 
   std::vector<Tensor> backward(const Tensor& dq) override {
     Tensor dx, dweight;
-    kernels::causal_conv1d_silu_l2_norm_backward(x, weight, norm, dq, head, eps, scale, dx, dweight);
+    dispatch::causal_conv1d_silu_l2_norm_backward(x, weight, norm, dq, head, eps, scale, dx, dweight);
     return {dx, dweight};
   }
 };
@@ -177,7 +177,7 @@ struct RopeOp : Node {
   double base = 10000.0;
 
   static Var apply(const Var& x, int64_t pos0, double base) {
-    Tensor y = kernels::rope_apply(x.data(), pos0, base, /*inverse=*/false);
+    Tensor y = dispatch::rope_apply(x.data(), pos0, base, /*inverse=*/false);
     if (!needs_grad({x})) return Var(y);
     auto node = std::make_shared<RopeOp>();
     node->pos0 = pos0;
@@ -186,7 +186,7 @@ struct RopeOp : Node {
   }
 
   std::vector<Tensor> backward(const Tensor& dy) override {
-    return {kernels::rope_apply(dy, pos0, base, /*inverse=*/true)};
+    return {dispatch::rope_apply(dy, pos0, base, /*inverse=*/true)};
   }
 };
 

@@ -2,7 +2,7 @@
 // backward: every input element contributed once (sum) or 1/n times (mean)
 // to its output element, so dx = expand(dout) · scale.
 #include "autograd/functions.h"
-#include "dispatch/kernels.h"
+#include "dispatch/dispatch.h"
 #include "dispatch/layout.h"
 
 namespace lina {
@@ -57,7 +57,7 @@ struct MeanOp : Node {
     AxisSum s = axis_sum(x.data(), axis, all, keepdim, op_name(OpKind::Mean));
     double scale = 1.0 / double(std::max<int64_t>(s.n, 1));
     Tensor out = s.out;
-    if (scale != 1.0) out = kernels::unary(UnaryFn::MulScalar, out, scale);
+    if (scale != 1.0) out = dispatch::unary(UnaryFn::MulScalar, out, scale);
     if (!needs_grad({x})) return Var(out);
     auto node = std::make_shared<MeanOp>();
     node->kept_shape = s.kept_shape;
@@ -67,7 +67,7 @@ struct MeanOp : Node {
 
   std::vector<Tensor> backward(const Tensor& dout) override {
     Tensor dx = expand(dout.reshape(kept_shape), inputs[0].shape());
-    if (scale != 1.0) dx = kernels::unary(UnaryFn::MulScalar, dx, scale);
+    if (scale != 1.0) dx = dispatch::unary(UnaryFn::MulScalar, dx, scale);
     return {dx};
   }
 };

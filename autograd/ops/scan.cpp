@@ -10,7 +10,7 @@
 // or chunk by chunk with matrix products (§3.4). The gate gradient is taken
 // with respect to g = log α: dg = α dα.
 #include "autograd/functions.h"
-#include "dispatch/kernels.h"
+#include "dispatch/dispatch.h"
 
 namespace lina {
 
@@ -33,13 +33,13 @@ struct ScanOp : Node {
     // Only the inputs the rule reads are recorded (the kernels reject the others).
     std::vector<Var> inputs{q, k, v};
     if (uses_beta(options.rule) && beta.defined()) inputs.push_back(beta);
-    if (uses_gate(options.rule) && log_alpha.defined()) inputs.push_back(log_alpha);
+    if (learns_decay(options.rule) && log_alpha.defined()) inputs.push_back(log_alpha);
     const bool grad = needs_grad(inputs);
 
-    Tensor s_final, saved;
-    Tensor o = kernels::scan_forward(options, q.data(), k.data(), v.data(), beta_t, log_alpha_t,
-                                     initial_state, s_final, grad ? &saved : nullptr);
-    if (final_state) *final_state = s_final;
+    Tensor last_state, saved;
+    Tensor o = dispatch::scan_forward(options, q.data(), k.data(), v.data(), beta_t, log_alpha_t,
+                                      initial_state, last_state, grad ? &saved : nullptr);
+    if (final_state) *final_state = last_state;
     if (!grad) return Var(o);
     auto node = std::make_shared<ScanOp>();
     node->options = options;
@@ -55,11 +55,11 @@ struct ScanOp : Node {
   // dout [B, T, H, d]. S_T leaves the op as a plain tensor, so dS_T = 0, and
   // the initial state receives no gradient.
   std::vector<Tensor> backward(const Tensor& dout) override {
-    kernels::ScanGrads g = kernels::scan_backward(options, q, k, v, beta, log_alpha, saved_states,
-                                                  dout, Tensor());
+    dispatch::ScanGrads g = dispatch::scan_backward(options, q, k, v, beta, log_alpha,
+                                                    saved_states, dout, Tensor());
     std::vector<Tensor> grads{g.dq, g.dk, g.dv};
     if (uses_beta(options.rule)) grads.push_back(g.dbeta);
-    if (uses_gate(options.rule)) grads.push_back(g.dlog_alpha);
+    if (learns_decay(options.rule)) grads.push_back(g.dlog_alpha);
     return grads;
   }
 };

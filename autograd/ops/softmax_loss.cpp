@@ -1,8 +1,8 @@
 // Softmax, log-softmax, cross-entropy and embedding: forward and backward of
 // each side by side. All work over the last axis; the kernels are fused per
-// row (dispatch/kernels.h).
+// row (dispatch/dispatch.h).
 #include "autograd/functions.h"
-#include "dispatch/kernels.h"
+#include "dispatch/dispatch.h"
 
 namespace lina {
 
@@ -16,7 +16,7 @@ struct SoftmaxOp : Node {
   SavedTensors saved() const override { return {{"y", y}}; }
 
   static Var apply(const Var& x, bool causal) {
-    Tensor y = kernels::softmax_forward(x.data(), causal);
+    Tensor y = dispatch::softmax_forward(x.data(), causal);
     if (!needs_grad({x})) return Var(y);
     auto node = std::make_shared<SoftmaxOp>();
     node->y = y;
@@ -24,7 +24,7 @@ struct SoftmaxOp : Node {
   }
 
   std::vector<Tensor> backward(const Tensor& dy) override {
-    return {kernels::softmax_backward(y, dy)};
+    return {dispatch::softmax_backward(y, dy)};
   }
 };
 
@@ -37,7 +37,7 @@ struct LogSoftmaxOp : Node {
   SavedTensors saved() const override { return {{"y", y}}; }
 
   static Var apply(const Var& x) {
-    Tensor y = kernels::log_softmax_forward(x.data());
+    Tensor y = dispatch::log_softmax_forward(x.data());
     if (!needs_grad({x})) return Var(y);
     auto node = std::make_shared<LogSoftmaxOp>();
     node->y = y;
@@ -45,7 +45,7 @@ struct LogSoftmaxOp : Node {
   }
 
   std::vector<Tensor> backward(const Tensor& dy) override {
-    return {kernels::log_softmax_backward(y, dy)};
+    return {dispatch::log_softmax_backward(y, dy)};
   }
 };
 
@@ -65,7 +65,7 @@ struct CrossEntropyOp : Node {
 
   static Var apply(const Var& logits, const Tensor& targets, const Tensor& mask) {
     Tensor probs;
-    Tensor loss = kernels::cross_entropy_forward(logits.data(), targets, mask, probs);
+    Tensor loss = dispatch::cross_entropy_forward(logits.data(), targets, mask, probs);
     if (!needs_grad({logits})) return Var(loss);
     auto node = std::make_shared<CrossEntropyOp>();
     node->probs = probs;
@@ -75,7 +75,7 @@ struct CrossEntropyOp : Node {
   }
 
   std::vector<Tensor> backward(const Tensor& dloss) override {
-    return {kernels::cross_entropy_backward(probs, targets, mask, dloss)};
+    return {dispatch::cross_entropy_backward(probs, targets, mask, dloss)};
   }
 };
 
@@ -89,7 +89,7 @@ struct EmbeddingOp : Node {
   int64_t vocab = 0;
 
   static Var apply(const Var& weight, const Tensor& ids) {
-    Tensor out = kernels::embedding_forward(weight.data(), ids);  // [..., C]
+    Tensor out = dispatch::embedding_forward(weight.data(), ids);  // [..., C]
     if (!needs_grad({weight})) return Var(out);
     auto node = std::make_shared<EmbeddingOp>();
     node->ids = ids;
@@ -98,7 +98,7 @@ struct EmbeddingOp : Node {
   }
 
   std::vector<Tensor> backward(const Tensor& dout) override {
-    return {kernels::embedding_backward(dout, ids, vocab)};
+    return {dispatch::embedding_backward(dout, ids, vocab)};
   }
 };
 

@@ -74,7 +74,7 @@ def tensor_info(val):
     desc = "%s%s %s" % (name, shape, device)
     if int(storage) == 0:
         # Tensor() has no shape; release_buffer() keeps it (an op's output
-        # that backward(Graph::free) let go of, as no backward reads it).
+        # that backward(Graph::Free) let go of, as no backward reads it).
         return ("%s (buffer released)" % desc if ndim > 0 else "undefined"), None, None
     if device != "cpu":
         return desc, None, None

@@ -20,7 +20,7 @@
 #include <utility>
 #include <vector>
 
-#include "dispatch/kernels.h"
+#include "dispatch/dispatch.h"
 #include "tests/harness.h"
 
 using namespace lina;
@@ -55,11 +55,11 @@ const ScanCase kCases[] = {
 
 // What one scan returns, forward and backward, as float64 on the host.
 struct ScanResult {
-  std::vector<double> o, s_final, saved, dq, dk, dv, dbeta, dg, ds0;
+  std::vector<double> o, final_state, saved, dq, dk, dv, dbeta, dg, dinitial_state;
 };
 
 std::vector<double> host(const Tensor& t) {
-  return t.defined() ? t.to(Device::cpu).to(DType::f64).to_vector<double>() : std::vector<double>{};
+  return t.defined() ? t.to(Device::Cpu).to(DType::F64).to_vector<double>() : std::vector<double>{};
 }
 
 // The scan of `rule` in `form` on `device` in `dtype`, on inputs drawn in
@@ -67,24 +67,24 @@ std::vector<double> host(const Tensor& t) {
 ScanResult run_scan(const ScanCase& c, ScanRule rule, ScanForm form, Device device, DType dtype) {
   Rng rng(2025);
   auto normal = [&](const Shape& shape, double std) {
-    return Tensor::randn(shape, rng, std, 0.0, DType::f32).to(dtype).to(device);
+    return Tensor::randn(shape, rng, std, 0.0, DType::F32).to(dtype).to(device);
   };
   auto uniform = [&](const Shape& shape, double lo, double hi) {
-    return Tensor::rand(shape, rng, lo, hi, DType::f32).to(dtype).to(device);
+    return Tensor::rand(shape, rng, lo, hi, DType::F32).to(dtype).to(device);
   };
   const Shape act{c.B, c.T, c.H, c.d}, heads{c.B, c.T, c.H}, state{c.B, c.H, c.d, c.d};
   const double key_scale = 1.0 / std::sqrt(double(c.d));
   Tensor q = normal(act, key_scale), k = normal(act, key_scale), v = normal(act, 1.0);
   Tensor beta = uses_beta(rule) ? uniform(heads, 0.1, 0.9) : Tensor();
-  Tensor g = uses_gate(rule) ? uniform(gate_per_channel(rule) ? act : heads, c.gate_lo, c.gate_hi) : Tensor();
-  Tensor s0 = normal(state, 0.1), dout = normal(act, 1.0), ds_final = normal(state, 0.1);
+  Tensor g = learns_decay(rule) ? uniform(decays_per_channel(rule) ? act : heads, c.gate_lo, c.gate_hi) : Tensor();
+  Tensor initial_state = normal(state, 0.1), dout = normal(act, 1.0), dfinal_state = normal(state, 0.1);
 
   ScanOptions options{rule, form, int(c.chunk)};
-  Tensor s_final, saved;
-  Tensor o = kernels::scan_forward(options, q, k, v, beta, g, c.with_s0 ? s0 : Tensor(), s_final, &saved);
-  kernels::ScanGrads gr =
-      kernels::scan_backward(options, q, k, v, beta, g, saved, dout, c.with_ds_final ? ds_final : Tensor());
-  return {host(o),     host(s_final), host(saved), host(gr.dq),         host(gr.dk),
+  Tensor final_state, saved;
+  Tensor o = dispatch::scan_forward(options, q, k, v, beta, g, c.with_s0 ? initial_state : Tensor(), final_state, &saved);
+  dispatch::ScanGrads gr =
+      dispatch::scan_backward(options, q, k, v, beta, g, saved, dout, c.with_ds_final ? dfinal_state : Tensor());
+  return {host(o),     host(final_state), host(saved), host(gr.dq),         host(gr.dk),
           host(gr.dv), host(gr.dbeta), host(gr.dlog_alpha), host(gr.dinitial_state)};
 }
 
@@ -104,9 +104,9 @@ std::vector<double> chunk_starts(const std::vector<double>& states, const ScanCa
 void check_result(const std::string& what, const ScanResult& got, const ScanResult& want,
                   bool chunked_states) {
   const std::pair<const char*, std::vector<double> ScanResult::*> fields[] = {
-      {"o", &ScanResult::o},   {"S_T", &ScanResult::s_final}, {"dq", &ScanResult::dq},
+      {"o", &ScanResult::o},   {"S_T", &ScanResult::final_state}, {"dq", &ScanResult::dq},
       {"dk", &ScanResult::dk}, {"dv", &ScanResult::dv},       {"dβ", &ScanResult::dbeta},
-      {"d log a", &ScanResult::dg}, {"dS_0", &ScanResult::ds0}};
+      {"d log a", &ScanResult::dg}, {"dS_0", &ScanResult::dinitial_state}};
   for (const auto& [name, field] : fields)
     test::check_each_close(what + ": " + name, got.*field, want.*field, kRel, kFloor);
   if (!chunked_states) test::check_each_close(what + ": saved states", got.saved, want.saved, kRel, kFloor);
@@ -120,12 +120,12 @@ const ScanRule kRules[] = {ScanRule::Linear, ScanRule::Delta,  ScanRule::Gdn,
 TEST_CASE("cuda scan: both forms against the CPU in float64 and each other, every rule") {
   for (const ScanCase& c : kCases)
     for (ScanRule rule : kRules) {
-      if (c.gate_lo < -2 && !uses_gate(rule)) continue;
+      if (c.gate_lo < -2 && !learns_decay(rule)) continue;
       const std::string what = std::string(scan_rule_name(rule)) + " " + c.name();
       INFO(what);
-      const ScanResult want = run_scan(c, rule, ScanForm::Sequential, Device::cpu, DType::f64);
-      const ScanResult sequential = run_scan(c, rule, ScanForm::Sequential, Device::cuda, DType::f32);
-      const ScanResult chunked = run_scan(c, rule, ScanForm::Chunked, Device::cuda, DType::f32);
+      const ScanResult want = run_scan(c, rule, ScanForm::Sequential, Device::Cpu, DType::F64);
+      const ScanResult sequential = run_scan(c, rule, ScanForm::Sequential, Device::Cuda, DType::F32);
+      const ScanResult chunked = run_scan(c, rule, ScanForm::Chunked, Device::Cuda, DType::F32);
       check_result(what + ", cuda token by token vs cpu", sequential, want, false);
       check_result(what + ", cuda chunked vs cpu", chunked, want, true);
       check_result(what + ", cuda chunked vs cuda token by token", chunked, sequential, true);

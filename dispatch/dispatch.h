@@ -1,6 +1,6 @@
 // The backend entry points: everything an op's forward or backward asks of a
 // device, on whole Tensors. Each is implemented once in dispatch/
-// (tensor_ops.cpp, nn.cpp, attention.cpp, scan_optim.cpp), which checks the
+// (tensor_ops.cpp, nn.cpp, attention.cpp, scan.cpp, optim.cpp), which checks the
 // arguments and calls the CPU kernel (backend_cpu/) or the CUDA kernel
 // (backend_cuda/) for the tensors' device and dtype. Autograd
 // code calls only these, so adding a CUDA kernel touches no autograd code.
@@ -18,7 +18,7 @@
 #include "core/kernel_args.h"
 #include "core/tensor.h"
 
-namespace lina::kernels {
+namespace lina::dispatch {
 
 // ---- the devices ----------------------------------------------------------------
 bool cuda_available();    // compiled with CUDA and a GPU is present
@@ -197,4 +197,4 @@ ScanGrads scan_backward(const ScanOptions& config, const Tensor& q, const Tensor
                         const Tensor& saved_states, const Tensor& dout,
                         const Tensor& dfinal_state);
 
-}  // namespace lina::kernels
+}  // namespace lina::dispatch

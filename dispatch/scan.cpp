@@ -1,68 +1,17 @@
-// Backend dispatch for training: the AdamW step and the scan (recurrence).
-#include <cstdlib>
-#include <cstring>
+// Backend dispatch of the scan: the recurrences of the recurrent mixers.
 #include <string>
 
-#include "backend_cpu/cpu_kernels.h"
-#include "backend_cuda/cuda_kernels.h"
 #include "dispatch/backends.h"
-#include "dispatch/kernels.h"
+#include "dispatch/dispatch.h"
 
-namespace lina::kernels {
+namespace lina::dispatch {
 
 using detail::on_backend;
 
-// ---- optimiser (AdamW step) ----
-
-void adamw_step(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, double lr, double beta1,
-                double beta2, double eps, double weight_decay, int64_t step,
-                const Tensor& decay_mask) {
-  const Tensor* others[] = {&grad, &m, &v, &decay_mask};
-  for (const Tensor* t : others) {
-    if (!t->defined()) continue;  // (only the mask may be undefined)
-    check_same_shape(param, *t, "adamw_step");
-    check_same_dtype_device(param, *t, "adamw_step");
-  }
-  check(step >= 1, "adamw_step: step counts from 1, got " + std::to_string(step));
-  // Bias corrections in double, whatever the parameters' dtype.
-  double bias_correction1 = 1.0 - std::pow(beta1, double(step));
-  double bias_correction2 = 1.0 - std::pow(beta2, double(step));
-  on_backend(param, "adamw_step", [&](auto backend) {
-    using B = decltype(backend);
-    using T = typename B::type;
-    B::adamw_step(param.data<T>(), grad.data<T>(), m.data<T>(), v.data<T>(),
-                  decay_mask.defined() ? decay_mask.data<T>() : nullptr, param.numel(),
-                  T(lr), T(beta1), T(beta2), T(eps), T(weight_decay), T(bias_correction1),
-                  T(bias_correction2));
-  });
-}
-
-void clip_to_norm(Tensor& x, const Tensor& sum_of_squares, double max_norm) {
-  check(sum_of_squares.dtype() == DType::f64 && sum_of_squares.numel() == 1 &&
-            sum_of_squares.device() == x.device(),
-        "clip_to_norm: the sum of squares must be one float64 on " +
-            std::string(device_name(x.device())) + ", got " + sum_of_squares.describe());
-  on_backend(x, "clip_to_norm", [&](auto backend) {
-    using B = decltype(backend);
-    using T = typename B::type;
-    B::clip_to_norm(x.data<T>(), x.numel(), sum_of_squares.data<double>(), max_norm);
-  });
-}
-
-void scale_inplace(Tensor& x, double factor) {
-  on_backend(x, "scale_inplace", [&](auto backend) {
-    using B = decltype(backend);
-    using T = typename B::type;
-    B::scale_inplace(x.data<T>(), x.numel(), T(factor));
-  });
-}
-
-// ---- scan: the recurrences of the recurrent mixers ----
-
 namespace {
 
-// Checks q, k, v [B, T, H, d] and the gates the rule uses, [B, T, H] (or
-// [B, T, H, d] for a per-channel gate; the others must be undefined);
+// Checks q, k, v [B, T, H, d] and the β and log α the rule uses, [B, T, H] (or
+// [B, T, H, d] for a per-channel decay; the others must be undefined);
 // returns the dimensions.
 ScanShape check_scan_inputs(const ScanOptions& c, const Tensor& q, const Tensor& k,
                                  const Tensor& v, const Tensor& beta, const Tensor& log_alpha) {
@@ -79,18 +28,18 @@ ScanShape check_scan_inputs(const ScanOptions& c, const Tensor& q, const Tensor&
   const Shape head_shape{q.dim(0), q.dim(1), q.dim(2)};
   auto check_gate = [&](const Tensor& x, bool used, const char* name, bool per_channel) {
     if (!used) {
-      check(!x.defined(), "scan: the " + std::string(scan_rule_name(c.rule)) + " takes no " + name);
+      check(!x.defined(), "scan: the " + std::string(scan_rule_name(c.rule)) + " rule takes no " + name);
       return;
     }
     const Shape expected = per_channel ? q.shape() : head_shape;
     check(x.defined() && x.shape() == expected,
-          "scan: " + std::string(scan_rule_name(c.rule)) + " needs " + name +
+          "scan: the " + std::string(scan_rule_name(c.rule)) + " rule needs " + name +
               (per_channel ? " [B, T, H, d] = " : " [B, T, H] = ") + shape_str(expected) +
               (x.defined() ? ", got " + shape_str(x.shape()) : ""));
     check_same_dtype_device(q, x, "scan");
   };
   check_gate(beta, uses_beta(c.rule), "beta", false);
-  check_gate(log_alpha, uses_gate(c.rule), "log_alpha", gate_per_channel(c.rule));
+  check_gate(log_alpha, learns_decay(c.rule), "log_alpha", decays_per_channel(c.rule));
   ScanShape s;
   s.B = q.dim(0), s.T = q.dim(1), s.H = q.dim(2), s.d = q.dim(3);
   s.rule = c.rule;
@@ -133,13 +82,12 @@ Tensor scan_forward(const ScanOptions& options, const Tensor& q, const Tensor& k
     using B = decltype(backend);
     using T = typename B::type;
     const ScanInputs<T> in = scan_inputs<T>(q, k, v, beta, log_alpha);
-    const T* s0 = initial_state.defined() ? initial_state.data<T>() : nullptr;
+    const T* initial = initial_state.defined() ? initial_state.data<T>() : nullptr;
     T* saved = saved_states ? saved_states->data<T>() : nullptr;
     if (options.form == ScanForm::Chunked)
-      B::scan_chunked_forward(s, options.chunk, in, s0, o.data<T>(), final_state.data<T>(),
-                              saved);
+      B::scan_chunked_forward(s, options.chunk, in, initial, o.data<T>(), final_state.data<T>(), saved);
     else
-      B::scan_sequential_forward(s, in, s0, o.data<T>(), final_state.data<T>(), saved);
+      B::scan_sequential_forward(s, in, initial, o.data<T>(), final_state.data<T>(), saved);
   });
   return o;
 }
@@ -159,7 +107,7 @@ ScanGrads scan_backward(const ScanOptions& options, const Tensor& q, const Tenso
   g.dk = Tensor::empty(q.shape(), q.dtype(), q.device());
   g.dv = Tensor::empty(q.shape(), q.dtype(), q.device());
   if (uses_beta(s.rule)) g.dbeta = Tensor::empty(beta.shape(), q.dtype(), q.device());
-  if (uses_gate(s.rule)) g.dlog_alpha = Tensor::empty(log_alpha.shape(), q.dtype(), q.device());
+  if (learns_decay(s.rule)) g.dlog_alpha = Tensor::empty(log_alpha.shape(), q.dtype(), q.device());
   g.dinitial_state = Tensor::empty(state_shape, q.dtype(), q.device());
   on_backend(q, "scan", [&](auto backend) {
     using B = decltype(backend);
@@ -167,17 +115,17 @@ ScanGrads scan_backward(const ScanOptions& options, const Tensor& q, const Tenso
     const ScanInputs<T> in = scan_inputs<T>(q, k, v, beta, log_alpha);
     const ScanInputGrads<T> out{g.dq.data<T>(), g.dk.data<T>(), g.dv.data<T>(),
                                      uses_beta(s.rule) ? g.dbeta.data<T>() : nullptr,
-                                     uses_gate(s.rule) ? g.dlog_alpha.data<T>() : nullptr,
+                                     learns_decay(s.rule) ? g.dlog_alpha.data<T>() : nullptr,
                                      g.dinitial_state.data<T>()};
-    const T* ds_final = dfinal_state.defined() ? dfinal_state.data<T>() : nullptr;
+    const T* dfinal = dfinal_state.defined() ? dfinal_state.data<T>() : nullptr;
     if (options.form == ScanForm::Chunked)
       B::scan_chunked_backward(s, options.chunk, in, saved_states.data<T>(), dout.data<T>(),
-                               ds_final, out);
+                               dfinal, out);
     else
-      B::scan_sequential_backward(s, in, saved_states.data<T>(), dout.data<T>(), ds_final,
+      B::scan_sequential_backward(s, in, saved_states.data<T>(), dout.data<T>(), dfinal,
                                   out);
   });
   return g;
 }
 
-}  // namespace lina::kernels
+}  // namespace lina::dispatch
