@@ -77,6 +77,8 @@ Var causal_attention(const Var& q, const Var& k, const Var& v, double scale,
 // per element from the counter-based generator (core/philox.h), so the CPU
 // and CUDA draw the same mask and the backward regenerates it. p = 0: x.
 Var dropout(const Var& x, const DropoutKey& key);
+// silu(gate) ⊙ up in one op (SwiGLU), gate and up of one shape.
+Var swiglu(const Var& gate, const Var& up);
 // Mean over the positions where mask != 0 of −log softmax(logits)[target].
 // logits [..., V] float; targets [...] int32 in [0, V); mask [...] of the
 // logits' dtype (1 keep, 0 drop) or undefined (keep all). Returns a scalar.

@@ -234,12 +234,6 @@ void attention_backward(const AttentionShape& s, const T* q, const T* k, const T
   }
 }
 
-#define LINA_INSTANTIATE(T)                                                                       \
-  template void attention_forward<T>(const AttentionShape&, const T*, const T*, const T*, T*, T*); \
-  template void attention_backward<T>(const AttentionShape&, const T*, const T*, const T*,        \
-                                      const T*, const T*, T*, T*, T*, T*);
-LINA_INSTANTIATE(float)
-LINA_INSTANTIATE(double)
-#undef LINA_INSTANTIATE
+LINA_INSTANTIATE_CPU_KERNELS(ATTENTION)  // float and double, from core/op_list.h
 
 }  // namespace lina::cpu

@@ -83,17 +83,23 @@ void add_inplace(T* dst, const T* src, int64_t n, T alpha) {
   for (int64_t i = 0; i < n; ++i) dst[i] += alpha * src[i];
 }
 
-#define LINA_INSTANTIATE(T)                                                                     \
-  template void fill<T>(T*, int64_t, T);                                                        \
-  template void unary_forward<T>(UnaryFn, const T*, T*, int64_t, T);                            \
-  template void unary_backward<T>(UnaryFn, const T*, const T*, const T*, T*, int64_t, T);       \
-  template void binary<T>(BinaryFn, const T*, const int64_t*, const T*, const int64_t*, T*,     \
-                          const int64_t*, int);                                                 \
-  template void add_inplace<T>(T*, const T*, int64_t, T);                                       \
-  template void dropout_apply<T>(const T*, T*, int64_t, const DropoutKey&);
-LINA_INSTANTIATE(float)
-LINA_INSTANTIATE(double)
-#undef LINA_INSTANTIATE
+// y = silu(gate) ⊙ up, the SwiGLU product; its backward in the same loop shape.
+template <class T>
+void swiglu_forward(const T* gate, const T* up, T* y, int64_t n) {
+  LINA_PARALLEL_FOR_IF(n > kParallelMin)
+  for (int64_t i = 0; i < n; ++i) y[i] = math::Silu::forward(gate[i], T(0)) * up[i];
+}
+
+template <class T>
+void swiglu_backward(const T* gate, const T* up, const T* dy, T* dgate, T* dup, int64_t n) {
+  LINA_PARALLEL_FOR_IF(n > kParallelMin)
+  for (int64_t i = 0; i < n; ++i) {
+    dgate[i] = math::Silu::backward(gate[i], T(0), dy[i] * up[i], T(0));  // dy·up·silu'(gate)
+    dup[i] = dy[i] * math::Silu::forward(gate[i], T(0));
+  }
+}
+
+LINA_INSTANTIATE_CPU_KERNELS(ELEMENTWISE)  // float and double, from core/op_list.h
 template void fill<int32_t>(int32_t*, int64_t, int32_t);
 
 }  // namespace lina::cpu

@@ -58,10 +58,7 @@ void copy_strided(const T* src, const int64_t* src_strides, T* dst, const int64_
     copy_rows(b * kRowsPerBlock, std::min(rows, (b + 1) * kRowsPerBlock));
 }
 
-template void copy_strided<float>(const float*, const int64_t*, float*, const int64_t*,
-                                  const int64_t*, int, bool);
-template void copy_strided<double>(const double*, const int64_t*, double*, const int64_t*,
-                                   const int64_t*, int, bool);
+LINA_INSTANTIATE_CPU_KERNELS(LAYOUT)  // float and double, from core/op_list.h
 template void copy_strided<int32_t>(const int32_t*, const int64_t*, int32_t*, const int64_t*,
                                     const int64_t*, int, bool);
 

@@ -165,9 +165,7 @@ void gemm(int64_t batch, int64_t M, int64_t N, int64_t K, const T* a, bool ta, i
     gemm_one(M, N, K, a + i * stride_a, ta, b + i * stride_b, tb, c + i * stride_c, alpha, beta);
 }
 
-template void gemm<float>(int64_t, int64_t, int64_t, int64_t, const float*, bool, int64_t,
-                          const float*, bool, int64_t, float*, int64_t, float, float);
-template void gemm<double>(int64_t, int64_t, int64_t, int64_t, const double*, bool, int64_t,
-                           const double*, bool, int64_t, double*, int64_t, double, double);
+
+LINA_INSTANTIATE_CPU_KERNELS(MATMUL)  // float and double, from core/op_list.h
 
 }  // namespace lina::cpu

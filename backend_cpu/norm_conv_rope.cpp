@@ -497,30 +497,6 @@ void rope_apply(const T* x, T* y, int64_t B, int64_t T_len, int64_t H, int64_t D
   }
 }
 
-#define LINA_INSTANTIATE(T)                                                                  \
-  template void rms_norm_forward<T>(const T*, const T*, T*, T*, int64_t, int64_t, T);        \
-  template void rms_norm_backward<T>(const T*, const T*, const T*, const T*, T*, T*, int64_t, \
-                                     int64_t);                                               \
-  template void l2_norm_forward<T>(const T*, T*, T*, int64_t, int64_t, T, T);                \
-  template void l2_norm_backward<T>(const T*, const T*, const T*, T*, int64_t, int64_t, T,   \
-                                    T);                                                      \
-  template void causal_conv1d_forward<T>(const T*, const T*, T*, int64_t, int64_t, int64_t,  \
-                                         int64_t);                                           \
-  template void causal_conv1d_backward<T>(const T*, const T*, const T*, T*, T*, int64_t,     \
-                                          int64_t, int64_t, int64_t);                        \
-  template void causal_conv1d_silu_forward<T>(const T*, const T*, T*, int64_t, int64_t,      \
-                                              int64_t, int64_t);                             \
-  template void causal_conv1d_silu_backward<T>(const T*, const T*, const T*, T*, T*,         \
-                                               int64_t, int64_t, int64_t, int64_t);          \
-  template void causal_conv1d_silu_l2_norm_forward<T>(const T*, const T*, T*, T*, int64_t, int64_t, \
-                                                 int64_t, int64_t, int64_t, T, T);            \
-  template void causal_conv1d_silu_l2_norm_backward<T>(const T*, const T*, const T*, const T*, T*,  \
-                                                  T*, int64_t, int64_t, int64_t, int64_t,      \
-                                                  int64_t, T, T);                              \
-  template void rope_apply<T>(const T*, T*, int64_t, int64_t, int64_t, int64_t, int64_t,     \
-                              double, bool);
-LINA_INSTANTIATE(float)
-LINA_INSTANTIATE(double)
-#undef LINA_INSTANTIATE
+LINA_INSTANTIATE_CPU_KERNELS(NORM_CONV_ROPE)  // float and double, from core/op_list.h
 
 }  // namespace lina::cpu

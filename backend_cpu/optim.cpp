@@ -43,12 +43,6 @@ void clip_to_norm(T* x, int64_t n, const double* sum_of_squares, double max_norm
   if (factor < 1.0) scale_inplace<T>(x, n, T(factor));
 }
 
-#define LINA_INSTANTIATE(T)                                                                   \
-  template void adamw_step<T>(T*, const T*, T*, T*, const T*, int64_t, T, T, T, T, T, T, T);  \
-  template void scale_inplace<T>(T*, int64_t, T);                                                   \
-  template void clip_to_norm<T>(T*, int64_t, const double*, double);
-LINA_INSTANTIATE(float)
-LINA_INSTANTIATE(double)
-#undef LINA_INSTANTIATE
+LINA_INSTANTIATE_CPU_KERNELS(OPTIM)  // float and double, from core/op_list.h
 
 }  // namespace lina::cpu

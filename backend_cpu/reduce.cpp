@@ -40,9 +40,7 @@ void sum_squares(const T* x, int64_t n, double* out) {
   *out = total;
 }
 
-template void sum_middle<float>(const float*, float*, int64_t, int64_t, int64_t);
-template void sum_middle<double>(const double*, double*, int64_t, int64_t, int64_t);
-template void sum_squares<float>(const float*, int64_t, double*);
-template void sum_squares<double>(const double*, int64_t, double*);
+
+LINA_INSTANTIATE_CPU_KERNELS(REDUCE)  // float and double, from core/op_list.h
 
 }  // namespace lina::cpu

@@ -558,15 +558,7 @@ void scan_chunked_backward(const ScanShape& s, int64_t C, const ScanInputs<T>& i
   });
 }
 
-template void scan_chunked_forward<float>(const ScanShape&, int64_t, const ScanInputs<float>&,
-                                          const float*, float*, float*, float*);
-template void scan_chunked_forward<double>(const ScanShape&, int64_t, const ScanInputs<double>&,
-                                           const double*, double*, double*, double*);
-template void scan_chunked_backward<float>(const ScanShape&, int64_t, const ScanInputs<float>&,
-                                           const float*, const float*, const float*,
-                                           const ScanInputGrads<float>&);
-template void scan_chunked_backward<double>(const ScanShape&, int64_t, const ScanInputs<double>&,
-                                            const double*, const double*, const double*,
-                                            const ScanInputGrads<double>&);
+
+LINA_INSTANTIATE_CPU_KERNELS(SCAN_CHUNKED)  // float and double, from core/op_list.h
 
 }  // namespace lina::cpu

@@ -131,15 +131,7 @@ void scan_sequential_backward(const ScanShape& s, const ScanInputs<T>& in, const
   }
 }
 
-template void scan_sequential_forward<float>(const ScanShape&, const ScanInputs<float>&,
-                                             const float*, float*, float*, float*);
-template void scan_sequential_forward<double>(const ScanShape&, const ScanInputs<double>&,
-                                              const double*, double*, double*, double*);
-template void scan_sequential_backward<float>(const ScanShape&, const ScanInputs<float>&,
-                                              const float*, const float*, const float*,
-                                              const ScanInputGrads<float>&);
-template void scan_sequential_backward<double>(const ScanShape&, const ScanInputs<double>&,
-                                               const double*, const double*, const double*,
-                                               const ScanInputGrads<double>&);
+
+LINA_INSTANTIATE_CPU_KERNELS(SCAN_SEQUENTIAL)  // float and double, from core/op_list.h
 
 }  // namespace lina::cpu

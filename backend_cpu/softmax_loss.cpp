@@ -178,20 +178,6 @@ void argmax_last(const T* x, int32_t* out, int64_t R, int64_t N) {
   }
 }
 
-#define LINA_INSTANTIATE(T)                                                                    \
-  template void softmax_forward<T>(const T*, T*, int64_t, int64_t, int64_t, bool);             \
-  template void softmax_backward<T>(const T*, const T*, T*, int64_t, int64_t);                 \
-  template void log_softmax_forward<T>(const T*, T*, int64_t, int64_t);                        \
-  template void log_softmax_backward<T>(const T*, const T*, T*, int64_t, int64_t);             \
-  template void cross_entropy_forward<T>(const T*, const int32_t*, const T*, T*, T*, int64_t,  \
-                                         int64_t);                                             \
-  template void cross_entropy_backward<T>(const T*, const int32_t*, const T*, const T*, T*,    \
-                                          int64_t, int64_t);                                   \
-  template void embedding_forward<T>(const T*, const int32_t*, T*, int64_t, int64_t, int64_t); \
-  template void embedding_backward<T>(const T*, const int32_t*, T*, int64_t, int64_t, int64_t); \
-  template void argmax_last<T>(const T*, int32_t*, int64_t, int64_t);
-LINA_INSTANTIATE(float)
-LINA_INSTANTIATE(double)
-#undef LINA_INSTANTIATE
+LINA_INSTANTIATE_CPU_KERNELS(SOFTMAX_LOSS)  // float and double, from core/op_list.h
 
 }  // namespace lina::cpu

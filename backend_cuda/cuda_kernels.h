@@ -1,5 +1,5 @@
 // CUDA kernels, float32 only, on raw device pointers: the kernel list of
-// core/kernel_list.h with T = float, so names and arguments are those of the
+// core/op_list.h with T = float, so names and arguments are those of the
 // CPU backend. Compiled from the .cu files beside this header when a CUDA
 // toolkit is found; otherwise stub.cpp defines every function from the same
 // list to throw "lina was built without CUDA support". dispatch/*.cpp
@@ -9,7 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "core/kernel_list.h"
+#include "core/op_list.h"
 
 namespace lina::cuda {
 
@@ -29,7 +29,7 @@ struct Counters {
 };
 Counters counters();
 
-// ---- the compute kernels: float32 versions of core/kernel_list.h's list ----
+// ---- the compute kernels: float32 versions of core/op_list.h's list ----
 // (elementwise.cu, layout.cu, matmul.cu, ...)
 #define LINA_DECLARE_CUDA_KERNEL(ret, name, params) ret name params;
 LINA_KERNELS(LINA_DECLARE_CUDA_KERNEL, float)

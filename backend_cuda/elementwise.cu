@@ -1,5 +1,5 @@
 // Elementwise CUDA kernels: fill, unary forward/backward, broadcasting binary,
-// add_inplace, dropout. Each kernel is a grid-stride loop over the per-thread functions of
+// add_inplace, dropout, the SwiGLU product. Each kernel is a grid-stride loop over the per-thread functions of
 // backend_cuda/kernels_device.h; the maths is core/elementwise_math.h, the
 // same lines the CPU backend runs. Unary and binary kernels are compiled once
 // per function: the host picks the instantiation with visit_unary/visit_binary.
@@ -45,6 +45,20 @@ __global__ void add_inplace_kernel(float* dst, const float* src, int64_t n, floa
 __global__ void dropout_kernel(const float* x, float* y, int64_t n, DropoutKey key) {
   for (int64_t i = first_index(); i < n; i += index_stride())
     y[i] = x[i] * dropout_factor<float>(key, i);
+}
+
+// y = silu(gate) ⊙ up, one thread per element; the backward writes both gradients.
+__global__ void swiglu_forward_kernel(const float* gate, const float* up, float* y, int64_t n) {
+  for (int64_t i = first_index(); i < n; i += index_stride())
+    y[i] = math::Silu::forward(gate[i], 0.0f) * up[i];
+}
+
+__global__ void swiglu_backward_kernel(const float* gate, const float* up, const float* dy,
+                                       float* dgate, float* dup, int64_t n) {
+  for (int64_t i = first_index(); i < n; i += index_stride()) {
+    dgate[i] = math::Silu::backward(gate[i], 0.0f, dy[i] * up[i], 0.0f);  // dy·up·silu'(gate)
+    dup[i] = dy[i] * math::Silu::forward(gate[i], 0.0f);
+  }
 }
 
 // ---- launchers ------------------------------------------------------------------
@@ -106,6 +120,20 @@ void add_inplace(float* dst, const float* src, int64_t n, float alpha) {
   if (n == 0) return;
   LINA_LAUNCH(add_inplace_kernel, blocks_for(n), kThreads, 0, context().stream)(dst, src, n, alpha);
   LINA_CHECK_LAUNCH("cuda::add_inplace");
+}
+
+void swiglu_forward(const float* gate, const float* up, float* y, int64_t n) {
+  if (n == 0) return;
+  LINA_LAUNCH(swiglu_forward_kernel, blocks_for(n), kThreads, 0, context().stream)(gate, up, y, n);
+  LINA_CHECK_LAUNCH("cuda::swiglu_forward");
+}
+
+void swiglu_backward(const float* gate, const float* up, const float* dy, float* dgate,
+                     float* dup, int64_t n) {
+  if (n == 0) return;
+  LINA_LAUNCH(swiglu_backward_kernel, blocks_for(n), kThreads, 0, context().stream)(gate, up, dy, dgate, dup,
+                                                                                    n);
+  LINA_CHECK_LAUNCH("cuda::swiglu_backward");
 }
 
 }  // namespace lina::cuda

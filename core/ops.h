@@ -1,35 +1,12 @@
-// The list of every differentiable op lina records on the tape. The names
-// feed the graph dump, error messages and the test that every op has a
-// gradient check (tests/test_gradcheck_coverage.cpp). To add an op: add an
-// X(Name, op_name) line to LINA_OPS (elementwise functions go in the lists in
-// core/elementwise_math.h instead), then see docs/extending.md.
+// OpKind: every differentiable op lina records on the tape, generated from
+// the OP(Name, op_name) entries of core/op_list.h (the elementwise functions
+// come from the lists in core/elementwise_math.h). The names feed the graph
+// dump, error messages and the test that every op has a gradient check
+// (tests/test_gradcheck_coverage.cpp). Adding an op: docs/extending.md.
 #pragma once
-#include "core/elementwise_math.h"
+#include "core/op_list.h"
 
 namespace lina {
-
-// Each entry is X(Name, op_name): OpKind::Name, named "op_name".
-#define LINA_OPS(X)                                                         \
-  /* elementwise, binary with broadcasting */                               \
-  LINA_BINARY_FUNCTIONS(X)                                                  \
-  /* elementwise, unary */                                                  \
-  LINA_UNARY_FUNCTIONS(X)                                                   \
-  /* matrix products */                                                     \
-  X(Matmul, matmul)                                                         \
-  /* reductions */                                                          \
-  X(Sum, sum) X(Mean, mean)                                                 \
-  /* shape */                                                               \
-  X(Reshape, reshape) X(Permute, permute) X(Expand, expand) X(Slice, slice) \
-  X(Concat, concat)                                                         \
-  /* attention & normalisation */                                           \
-  X(Softmax, softmax) X(LogSoftmax, log_softmax)                            \
-  X(Attention, attention)                                                   \
-  X(CrossEntropy, cross_entropy) X(Embedding, embedding)                    \
-  X(RmsNorm, rms_norm) X(L2Norm, l2_norm) X(CausalConv1d, causal_conv1d)    \
-  X(CausalConv1dSilu, causal_conv1d_silu) X(CausalConv1dSiluL2Norm, causal_conv1d_silu_l2_norm)        \
-  X(Rope, rope) X(Dropout, dropout)                                         \
-  /* the recurrence of the linear / delta / gated-delta mixers */           \
-  X(Scan, scan)
 
 // ---- generated from LINA_OPS --------------------------------------------------------------
 #define LINA_ENUM_VALUE(Name, op_name) Name,

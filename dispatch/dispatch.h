@@ -36,7 +36,7 @@ struct DeviceCounters {
 };
 DeviceCounters cuda_counters();
 // Calls so far, through the entry points below, of each entry of
-// core/kernel_list.h on CUDA, by name, in the list's order (what the op ×
+// core/op_list.h on CUDA, by name, in the list's order (what the op ×
 // device table checks it has covered).
 std::vector<std::pair<std::string, int64_t>> cuda_kernel_calls();
 

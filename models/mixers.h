@@ -37,7 +37,7 @@ inline Var linear(const Var& x, const Var& weight) { return matmul(x, weight, fa
 struct Mlp {
   Var gate, up, down;  // [hidden, n_embd], [hidden, n_embd], [n_embd, hidden]
   Var forward(const Var& x, const LayerNames& n, const DropoutKey& drop) const {
-    Var hidden = named(mul(silu(linear(x, gate)), linear(x, up)), n.ffn_hidden);
+    Var hidden = named(swiglu(linear(x, gate), linear(x, up)), n.ffn_hidden);  // silu(x W_gateᵀ) ⊙ x W_upᵀ
     return named(dropout(linear(hidden, down), drop), n.ffn);
   }
 };

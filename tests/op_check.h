@@ -139,7 +139,7 @@ inline std::string cuda_error(const OpRow& row) {
 
 // Every row of `rows` on the CPU and on cuda: a failing row is reported and
 // the table goes on; the list of failing rows is the result. Then every
-// entry of LINA_KERNELS (core/kernel_list.h) must have run on cuda.
+// entry of LINA_KERNELS (core/op_list.h) must have run on cuda.
 inline void check_table_on_cuda(const std::vector<OpRow>& rows) {
   const std::vector<std::pair<std::string, int64_t>> calls_before = dispatch::cuda_kernel_calls();
   std::vector<std::string> failing;

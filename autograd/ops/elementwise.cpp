@@ -4,6 +4,7 @@
 // The per-element maths (shared with CUDA) is in core/elementwise_math.h.
 #include "autograd/functions.h"
 #include "dispatch/dispatch.h"
+#include "dispatch/launch.h"
 #include "dispatch/layout.h"
 
 namespace lina {
@@ -159,5 +160,36 @@ struct DropoutOp : Node {
 };
 
 Var dropout(const Var& x, const DropoutKey& key) { return DropoutOp::apply(x, key); }
+
+// ---- swiglu: the SwiGLU product ---------------------------------------------------------------
+// y = silu(gate) ⊙ up, one kernel each way instead of silu, then mul
+// (whose backward would keep silu(gate) and run three kernels). gate, up, y [...].
+//   dgate = dy ⊙ up ⊙ silu'(gate),   dup = dy ⊙ silu(gate)
+struct SwigluOp : Node {
+  SwigluOp() : Node(OpKind::Swiglu) {}
+  Tensor gate, up;  // saved
+  SavedTensors saved() const override { return {{"gate", gate}, {"up", up}}; }
+
+  static Var apply(const Var& gate, const Var& up) {
+    check_same_shape(gate.data(), up.data(), "swiglu");
+    check_same_dtype_device(gate.data(), up.data(), "swiglu");
+    Tensor y = Tensor::empty(gate.shape(), gate.data().dtype(), gate.data().device());
+    dispatch::launch::swiglu_forward({gate.data(), up.data(), y, y.numel()});
+    if (!needs_grad({gate, up})) return Var(y);
+    auto node = std::make_shared<SwigluOp>();
+    node->gate = gate.data();
+    node->up = up.data();
+    return record(y, node, {gate, up});
+  }
+
+  std::vector<Tensor> backward(const Tensor& dy) override {
+    Tensor dgate = Tensor::empty(gate.shape(), gate.dtype(), gate.device());
+    Tensor dup = Tensor::empty(up.shape(), up.dtype(), up.device());
+    dispatch::launch::swiglu_backward({gate, up, dy, dgate, dup, dy.numel()});
+    return {dgate, dup};
+  }
+};
+
+Var swiglu(const Var& gate, const Var& up) { return SwigluOp::apply(gate, up); }
 
 }  // namespace lina
