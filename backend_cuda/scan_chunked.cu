@@ -376,6 +376,79 @@ struct DeltaBackwardShared {
         E(m.take<float>(c * c)), dA(m.take<float>(c * c)), H(m.take<float>(d * d)), beta(m.take<float>(c)) {}
 };
 
+// The phases of scan_delta_backward_kernel: block-wide loops over the tile
+// in shared memory; the kernel syncs between them.
+
+// B5  dW = −dU H, dU in t.dBV, dW into t.dBK   [c][d]
+__device__ inline void delta_backward_dW(const DeltaBackwardShared& t, int c, int d) {
+  for (int e = threadIdx.x; e < c * d; e += blockDim.x) {
+    const int r = e / d, j = e % d;
+    float dUH = 0.0f;
+    for (int l = 0; l < d; ++l) dUH += t.dBV[r * d + l] * t.H[l * d + j];
+    t.dBK[e] = -dUH;
+  }
+}
+
+// B6  (I + A)ᵀ [dBV | dBK] = [dU | dW], in place, by back substitution up
+//     the rows, one of the 2d columns per thread (A = diag(β) E)
+__device__ inline void delta_backward_solve(const DeltaBackwardShared& t, int c, int d) {
+  for (int col = threadIdx.x; col < 2 * d; col += blockDim.x) {
+    float* X = col < d ? t.dBV : t.dBK;
+    const int j = col % d;
+    for (int r = c - 2; r >= 0; --r) {
+      float x = X[r * d + j];
+      for (int i = r + 1; i < c; ++i) x -= t.beta[i] * t.E[i * c + r] * X[i * d + j];
+      X[r * d + j] = x;
+    }
+  }
+}
+
+// B7  dV = diag(β) dBV into dv [B, T, H, d];  dA = −strictly_lower(dBV Yᵀ + dBK Wᵀ) into t.dA
+__device__ inline void delta_backward_dv_dA(const DeltaBackwardShared& t, const Tile& at, int c, int d,
+                                            float* dv) {
+  for (int e = threadIdx.x; e < c * d; e += blockDim.x)
+    dv[at.token(e / d) * d + e % d] = t.beta[e / d] * t.dBV[e];
+  for (int e = threadIdx.x; e < c * c; e += blockDim.x) {
+    const int r = e / c, i = e % c;
+    float dBYW = 0.0f;
+    if (i < r)
+      for (int j = 0; j < d; ++j)
+        dBYW += t.dBV[r * d + j] * t.Y[i * d + j] + t.dBK[r * d + j] * t.W[i * d + j];
+    t.dA[e] = -dBYW;
+  }
+}
+
+// B8  dβ_r = dBV_r·v_r + dBK_r·(k_r ⊙ e^{λ_r}) + Σ_i dA_ri E_ri, into dbeta [B, T, H]
+template <DecayKind kDecay>
+__device__ void delta_backward_dbeta(const DeltaBackwardShared& t, const TileDecay<kDecay>& decay, const Tile& at,
+                                     const float* v, int c, int d, float* dbeta) {
+  for (int r = threadIdx.x; r < c; r += blockDim.x) {
+    float dbeta_r = 0.0f;
+    for (int j = 0; j < d; ++j)
+      dbeta_r += t.dBV[r * d + j] * v[at.token(r) * d + j] +
+                 t.dBK[r * d + j] * t.K[r * d + j] * decay.from_start(r, j);
+    for (int i = 0; i < r; ++i) dbeta_r += t.dA[r * c + i] * t.E[r * c + i];
+    dbeta[at.token(r)] = dbeta_r;
+  }
+}
+
+// B7  dK = diag(β)(dBK ⊙ e^λ) + (dE ⊙ Γ) K + (dE ⊙ Γ)ᵀ K, with dE ⊙ Γ in
+//     t.dA, into dk [B, T, H, d]; and gate_extra (when not null)
+template <DecayKind kDecay>
+__device__ void delta_backward_dk(const DeltaBackwardShared& t, const TileDecay<kDecay>& decay, const Tile& at,
+                                  int c, int d, float* dk, float* gate_extra) {
+  for (int e = threadIdx.x; e < c * d; e += blockDim.x) {
+    const int r = e / d, j = e % d;
+    const float from_W = t.beta[r] * decay.from_start(r, j) * t.dBK[e];
+    float as_row = 0.0f, as_column = 0.0f;  // E_ri (i < r) and E_ir (i > r)
+    for (int i = 0; i < r; ++i) as_row += t.dA[r * c + i] * t.K[i * d + j] * decay.channel_between(i, r, j);
+    for (int i = r + 1; i < c; ++i)
+      as_column += t.dA[i * c + r] * t.K[i * d + j] * decay.channel_between(r, i, j);
+    dk[at.token(r) * d + j] = from_W + as_row + as_column;
+    if (gate_extra) gate_extra[at.token(r) * d + j] = t.K[e] * (from_W + as_row - as_column);
+  }
+}
+
 // B5–B8 of one tile (delta rules); grid (tiles, B·H). Writes dv, dbeta, and
 // dk = the delta terms (scan_gradients_kernel adds the rest); gate_extra
 // [B, T, H, d] (with a learned gate) = k ⊙ (the delta terms of dk that
@@ -404,63 +477,19 @@ __global__ void __launch_bounds__(kScanThreads)
   __syncthreads();
   const TileDecay<kDecay> decay{t.lambda, w, c - 1};
   decayed_products(t.E, t.K, t.K, decay, c, d, /*strict=*/true);  // E of F1
-  // B5  dW = −dU H   [c][d]
-  for (int e = threadIdx.x; e < c * d; e += blockDim.x) {
-    const int r = e / d, j = e % d;
-    float dUH = 0.0f;
-    for (int l = 0; l < d; ++l) dUH += t.dBV[r * d + l] * t.H[l * d + j];
-    t.dBK[e] = -dUH;
-  }
+  delta_backward_dW(t, c, d);                                      // B5
   __syncthreads();
-  // B6  (I + A)ᵀ [dBV | dBK] = [dU | dW], by back substitution up the rows,
-  //     one of the 2d columns per thread (A = diag(β) E)
-  for (int col = threadIdx.x; col < 2 * d; col += blockDim.x) {
-    float* X = col < d ? t.dBV : t.dBK;
-    const int j = col % d;
-    for (int r = c - 2; r >= 0; --r) {
-      float x = X[r * d + j];
-      for (int i = r + 1; i < c; ++i) x -= t.beta[i] * t.E[i * c + r] * X[i * d + j];
-      X[r * d + j] = x;
-    }
-  }
+  delta_backward_solve(t, c, d);                                   // B6
   __syncthreads();
-  // B7  dV = diag(β) dBV;  dA = −strictly_lower(dBV Yᵀ + dBK Wᵀ)
-  for (int e = threadIdx.x; e < c * d; e += blockDim.x)
-    dv[at.token(e / d) * d + e % d] = t.beta[e / d] * t.dBV[e];
-  for (int e = threadIdx.x; e < c * c; e += blockDim.x) {
-    const int r = e / c, i = e % c;
-    float dBYW = 0.0f;
-    if (i < r)
-      for (int j = 0; j < d; ++j)
-        dBYW += t.dBV[r * d + j] * t.Y[i * d + j] + t.dBK[r * d + j] * t.W[i * d + j];
-    t.dA[e] = -dBYW;
-  }
+  delta_backward_dv_dA(t, at, c, d, dv);                           // B7: dV, dA
   __syncthreads();
-  // B8  dβ_r = dBV_r·v_r + dBK_r·(k_r ⊙ e^{λ_r}) + Σ_i dA_ri E_ri
-  for (int r = threadIdx.x; r < c; r += blockDim.x) {
-    float dbeta_r = 0.0f;
-    for (int j = 0; j < d; ++j)
-      dbeta_r += t.dBV[r * d + j] * v[at.token(r) * d + j] +
-                 t.dBK[r * d + j] * t.K[r * d + j] * decay.from_start(r, j);
-    for (int i = 0; i < r; ++i) dbeta_r += t.dA[r * c + i] * t.E[r * c + i];
-    dbeta[at.token(r)] = dbeta_r;
-  }
+  delta_backward_dbeta(t, decay, at, v, c, d, dbeta);              // B8
   __syncthreads();
-  // dE ⊙ Γ = diag(β) dA ⊙ Γ, in place (a decay per channel stays in the sums below)
+  // dE ⊙ Γ = diag(β) dA ⊙ Γ, in place (a decay per channel stays in the sums of dK)
   for (int e = threadIdx.x; e < c * c; e += blockDim.x)
     if (e % c < e / c) t.dA[e] *= t.beta[e / c] * decay.head_between(e % c, e / c);
   __syncthreads();
-  // B7  dK = diag(β)(dBK ⊙ e^λ) + (dE ⊙ Γ) K + (dE ⊙ Γ)ᵀ K
-  for (int e = threadIdx.x; e < c * d; e += blockDim.x) {
-    const int r = e / d, j = e % d;
-    const float from_W = t.beta[r] * decay.from_start(r, j) * t.dBK[e];
-    float as_row = 0.0f, as_column = 0.0f;  // E_ri (i < r) and E_ir (i > r)
-    for (int i = 0; i < r; ++i) as_row += t.dA[r * c + i] * t.K[i * d + j] * decay.channel_between(i, r, j);
-    for (int i = r + 1; i < c; ++i)
-      as_column += t.dA[i * c + r] * t.K[i * d + j] * decay.channel_between(r, i, j);
-    dk[at.token(r) * d + j] = from_W + as_row + as_column;
-    if (gate_extra) gate_extra[at.token(r) * d + j] = t.K[e] * (from_W + as_row - as_column);
-  }
+  delta_backward_dk(t, decay, at, c, d, dk, gate_extra);           // B7: dK
 }
 
 struct GradientShared {
@@ -480,6 +509,88 @@ struct GradientShared {
         dPG(m.take<float>(c * c)), dlam(m.take<float>(gate ? c * d : 0)),
         k_dk_end(m.take<float>(gate ? c * d : 0)) {}
 };
+
+// The phases of scan_gradients_kernel: block-wide loops over the tile in
+// shared memory; the kernel syncs between them.
+
+// B3  t.dPG = dP ⊙ Γ, dP = lower_incl(dO Uᵀ)   [c][c]
+template <DecayKind kDecay>
+__device__ void gradients_dPG(const GradientShared& t, const TileDecay<kDecay>& decay, int c, int d) {
+  for (int e = threadIdx.x; e < c * c; e += blockDim.x) {
+    const int r = e / c, i = e % c;
+    float dOU = 0.0f;
+    if (i <= r)
+      for (int v = 0; v < d; ++v) dOU += t.dO[r * d + v] * t.U[i * d + v];
+    t.dPG[e] = i <= r ? dOU * decay.head_between(i, r) : 0.0f;
+  }
+}
+
+// B3  dq_r = (dO H)_r ⊙ e^{λ_r} + Σ_{i ≤ r} (dP ⊙ Γ)_ri k_i ⊙ e^{λ_r − λ_i}
+//     dk_r = (U dH')_r ⊙ e^{λ_end − λ_r} + Σ_{i ≥ r} (dP ⊙ Γ)_ir q_i ⊙ e^{λ_i − λ_r}
+// into dq, dk [B, T, H, d] (dk added to the delta terms there with kDelta);
+// with a learned gate, dλ's terms into t.dlam and t.k_dk_end.
+template <DecayKind kDecay, bool kDelta>
+__device__ void gradients_dq_dk(const GradientShared& t, const TileDecay<kDecay>& decay, const Tile& at, int c,
+                                int d, const float* gate_extra, float* dq, float* dk) {
+  constexpr bool kGate = learned_gate<kDecay>();
+  for (int e = threadIdx.x; e < c * d; e += blockDim.x) {
+    const int r = e / d, j = e % d;
+    float dOH = 0.0f, UG = 0.0f, dq_read = 0.0f, dk_read = 0.0f;
+    for (int l = 0; l < d; ++l) {
+      dOH += t.dO[r * d + l] * t.H[l * d + j];
+      UG += t.U[r * d + l] * t.G[l * d + j];
+    }
+    for (int i = 0; i < r; ++i) dq_read += t.dPG[r * c + i] * t.K[i * d + j] * decay.channel_between(i, r, j);
+    for (int i = r + 1; i < c; ++i)
+      dk_read += t.dPG[i * c + r] * t.Q[i * d + j] * decay.channel_between(r, i, j);
+    const float diagonal = t.dPG[r * c + r];            // dP_rr: token r's read of its own write
+    const float dq_decayed = decay.from_start(r, j) * dOH + dq_read;
+    const float dk_end = decay.to_end(r, j) * UG;        // through Kend, into the state leaving the tile
+    const int64_t at_rj = at.token(r) * d + j;
+    dq[at_rj] = dq_decayed + diagonal * t.K[e];
+    dk[at_rj] = (kDelta ? dk[at_rj] : 0.0f) + dk_end + dk_read + diagonal * t.Q[e];
+    if (kGate) {
+      // The terms without decay cancel in dλ exactly, so they are left out
+      // rather than left to float32: the diagonal of P, and the last token's
+      // write into the leaving state (e^{λ_end − λ_end} = 1).
+      const float dk_decayed_end = r == c - 1 ? 0.0f : dk_end;
+      t.dlam[e] = t.Q[e] * dq_decayed - t.K[e] * (dk_decayed_end + dk_read) +
+                  (gate_extra ? gate_extra[at_rj] : 0.0f);
+      t.k_dk_end[e] = t.K[e] * dk_decayed_end;
+    }
+  }
+}
+
+// B4–B5 one key channel per thread: the last row's terms, then t.dlam
+// summed from the tile end, in place   [c][d]
+template <DecayKind kDecay>
+__device__ void gate_sums_from_end(const GradientShared& t, const TileDecay<kDecay>& decay, int c, int d) {
+  for (int j = threadIdx.x; j < d; j += blockDim.x) {
+    float GH = 0.0f, sum = 0.0f;
+    for (int v = 0; v < d; ++v) GH += t.G[v * d + j] * t.H[v * d + j];
+    for (int i = 0; i < c; ++i) sum += t.k_dk_end[i * d + j];
+    sum += decay.from_start(c - 1, j) * GH;
+    for (int r = c - 1; r >= 0; --r) {
+      sum += t.dlam[r * d + j];
+      t.dlam[r * d + j] = sum;
+    }
+  }
+}
+
+// d log a from t.dlam: dlog_alpha [B, T, H, d] for a decay per channel,
+// [B, T, H] (summed over the channels) for one per head.
+template <DecayKind kDecay>
+__device__ void store_dlog_alpha(const GradientShared& t, const Tile& at, int c, int d, float* dlog_alpha) {
+  if (kDecay == DecayKind::LearnedPerChannel) {
+    store_rows(dlog_alpha, t.dlam, at, d);
+  } else {
+    for (int r = threadIdx.x; r < c; r += blockDim.x) {
+      float per_head = 0.0f;
+      for (int j = 0; j < d; ++j) per_head += t.dlam[r * d + j];
+      dlog_alpha[at.token(r)] = per_head;
+    }
+  }
+}
 
 // B3 of one tile, then the gate's gradient; grid (tiles, B·H). dq is
 // written; dk too, or added to the delta terms already there (kDelta).
@@ -514,66 +625,14 @@ __global__ void __launch_bounds__(kScanThreads)
   load_log_alpha<kDecay>(t.lambda, s, log_alpha, at);
   __syncthreads();
   const TileDecay<kDecay> decay{t.lambda, w, c - 1};
-  // B3  dP ⊙ Γ, dP = lower_incl(dO Uᵀ)
-  for (int e = threadIdx.x; e < c * c; e += blockDim.x) {
-    const int r = e / c, i = e % c;
-    float dOU = 0.0f;
-    if (i <= r)
-      for (int v = 0; v < d; ++v) dOU += t.dO[r * d + v] * t.U[i * d + v];
-    t.dPG[e] = i <= r ? dOU * decay.head_between(i, r) : 0.0f;
-  }
+  gradients_dPG(t, decay, c, d);                                                  // B3: dP ⊙ Γ
   __syncthreads();
-  // B3  dq_r = (dO H)_r ⊙ e^{λ_r} + Σ_{i ≤ r} (dP ⊙ Γ)_ri k_i ⊙ e^{λ_r − λ_i}
-  //     dk_r = (U dH')_r ⊙ e^{λ_end − λ_r} + Σ_{i ≥ r} (dP ⊙ Γ)_ir q_i ⊙ e^{λ_i − λ_r}
-  for (int e = threadIdx.x; e < c * d; e += blockDim.x) {
-    const int r = e / d, j = e % d;
-    float dOH = 0.0f, UG = 0.0f, dq_read = 0.0f, dk_read = 0.0f;
-    for (int l = 0; l < d; ++l) {
-      dOH += t.dO[r * d + l] * t.H[l * d + j];
-      UG += t.U[r * d + l] * t.G[l * d + j];
-    }
-    for (int i = 0; i < r; ++i) dq_read += t.dPG[r * c + i] * t.K[i * d + j] * decay.channel_between(i, r, j);
-    for (int i = r + 1; i < c; ++i)
-      dk_read += t.dPG[i * c + r] * t.Q[i * d + j] * decay.channel_between(r, i, j);
-    const float diagonal = t.dPG[r * c + r];            // dP_rr: token r's read of its own write
-    const float dq_decayed = decay.from_start(r, j) * dOH + dq_read;
-    const float dk_end = decay.to_end(r, j) * UG;        // through Kend, into the state leaving the tile
-    const int64_t at_rj = at.token(r) * d + j;
-    dq[at_rj] = dq_decayed + diagonal * t.K[e];
-    dk[at_rj] = (kDelta ? dk[at_rj] : 0.0f) + dk_end + dk_read + diagonal * t.Q[e];
-    if (kGate) {
-      // The terms without decay cancel in dλ exactly, so they are left out
-      // rather than left to float32: the diagonal of P, and the last token's
-      // write into the leaving state (e^{λ_end − λ_end} = 1).
-      const float dk_decayed_end = r == c - 1 ? 0.0f : dk_end;
-      t.dlam[e] = t.Q[e] * dq_decayed - t.K[e] * (dk_decayed_end + dk_read) +
-                  (gate_extra ? gate_extra[at_rj] : 0.0f);
-      t.k_dk_end[e] = t.K[e] * dk_decayed_end;
-    }
-  }
+  gradients_dq_dk<kDecay, kDelta>(t, decay, at, c, d, gate_extra, dq, dk);        // B3: dq, dk
   if (!kGate) return;
   __syncthreads();
-  // B4–B5 one key channel per thread: the last row's terms, then the sums from the tile end
-  for (int j = threadIdx.x; j < d; j += blockDim.x) {
-    float GH = 0.0f, sum = 0.0f;
-    for (int v = 0; v < d; ++v) GH += t.G[v * d + j] * t.H[v * d + j];
-    for (int i = 0; i < c; ++i) sum += t.k_dk_end[i * d + j];
-    sum += decay.from_start(c - 1, j) * GH;
-    for (int r = c - 1; r >= 0; --r) {
-      sum += t.dlam[r * d + j];
-      t.dlam[r * d + j] = sum;
-    }
-  }
+  gate_sums_from_end(t, decay, c, d);                                             // B4–B5
   __syncthreads();
-  if (kDecay == DecayKind::LearnedPerChannel) {
-    store_rows(dlog_alpha, t.dlam, at, d);
-  } else {  // one gate per head: summed over the channels
-    for (int r = threadIdx.x; r < c; r += blockDim.x) {
-      float per_head = 0.0f;
-      for (int j = 0; j < d; ++j) per_head += t.dlam[r * d + j];
-      dlog_alpha[at.token(r)] = per_head;
-    }
-  }
+  store_dlog_alpha<kDecay>(t, at, c, d, dlog_alpha);
 }
 
 // ---- the entry points ----------------------------------------------------------------

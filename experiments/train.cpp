@@ -188,6 +188,9 @@ class TrainingRun {
 
  private:
   bool stop_requested() const { return stop_ && stop_->load() != 0; }
+  void make_model();
+  void resume_from(const SafetensorsFile& file, const CheckpointInfo& info);
+  void train_loop();
   void train_one_step();
   void record_evaluation();
   void save_batch(const Batch& b);
@@ -234,7 +237,30 @@ TrainResult TrainingRun::run() {
   }
   validate(o_);
 
-  // ---- task, model, optimiser, and where a resumed run left off ----
+  make_model();
+  if (resumed_file) {
+    resume_from(*resumed_file, resumed);
+    resumed_file.reset();
+  }
+  step_ = first_step_;
+
+  json_path_ = run_path(o_, ".json");
+  if (fs::path folder = fs::path(json_path_).parent_path(); !folder.empty()) fs::create_directories(folder);
+  ckpt_path_ = run_path(o_, ".safetensors");
+
+  train_loop();
+  if (interrupted_) {
+    save();
+  } else {
+    final_evaluations();
+    write_json();
+  }
+  return TrainResult{json_path_, ckpt_path_, interrupted_, step_};
+}
+
+// The task, the model, the optimiser and the learning-rate schedule of a
+// fresh run.
+void TrainingRun::make_model() {
   task_ = make_task(o_);
   ModelConfig config = make_config(o_.preset, task_.vocab);
   config.scan_form = o_.scan_form;
@@ -248,34 +274,33 @@ TrainResult TrainingRun::run() {
   rng_ = Rng(o_.seed);
   vocab_chars_ = task_.text ? task_.text->vocab() : std::string();
   schedule_.add(0, o_.steps, o_.lr, o_.warmup, min_lr(o_));
-  if (resumed_file) {
-    check(resumed.vocab_chars == vocab_chars_,
-          "checkpoint " + o_.resume + " was trained on another text (its vocabulary differs)");
-    load_checkpoint(*resumed_file, *model_, optimizer_.get());
-    resumed_file.reset();
-    rng_.set_state(resumed.rng_state);
-    first_step_ = int(resumed.step);
-    history_ = resumed.history;
-    schedule_ = LrSchedule::from_json(history_.value("schedule", json::array()));
-    check(!schedule_.empty(), "checkpoint " + o_.resume + " has no learning-rate schedule");
-    if (o_.extend_to >= 0) {  // cosine: a fresh warm-up and cosine over the added updates
-      const int warmup = o_.schedule == "cosine" ? std::min(kExtensionWarmup, o_.extend_to - first_step_) : 0;
-      schedule_.add(first_step_, o_.extend_to, o_.lr, warmup, min_lr(o_));
-    }
-    previous_train_seconds_ = history_.value("train_seconds", 0.0);
-    check(first_step_ <= o_.steps, "checkpoint " + o_.resume + " has done " +
-                                       std::to_string(first_step_) + " updates, more than --steps " +
-                                       std::to_string(o_.steps));
-    last_checkpoint_ = o_.resume;
-    last_checkpoint_step_ = first_step_;
+}
+
+// Where a resumed run left off: the checkpoint's weights, optimiser state,
+// random state, history and schedule (extended by --extend-to).
+void TrainingRun::resume_from(const SafetensorsFile& file, const CheckpointInfo& info) {
+  check(info.vocab_chars == vocab_chars_,
+        "checkpoint " + o_.resume + " was trained on another text (its vocabulary differs)");
+  load_checkpoint(file, *model_, optimizer_.get());
+  rng_.set_state(info.rng_state);
+  first_step_ = int(info.step);
+  history_ = info.history;
+  schedule_ = LrSchedule::from_json(history_.value("schedule", json::array()));
+  check(!schedule_.empty(), "checkpoint " + o_.resume + " has no learning-rate schedule");
+  if (o_.extend_to >= 0) {  // cosine: a fresh warm-up and cosine over the added updates
+    const int warmup = o_.schedule == "cosine" ? std::min(kExtensionWarmup, o_.extend_to - first_step_) : 0;
+    schedule_.add(first_step_, o_.extend_to, o_.lr, warmup, min_lr(o_));
   }
-  step_ = first_step_;
+  previous_train_seconds_ = history_.value("train_seconds", 0.0);
+  check(first_step_ <= o_.steps, "checkpoint " + o_.resume + " has done " + std::to_string(first_step_) +
+                                     " updates, more than --steps " + std::to_string(o_.steps));
+  last_checkpoint_ = o_.resume;
+  last_checkpoint_step_ = first_step_;
+}
 
-  json_path_ = run_path(o_, ".json");
-  if (fs::path folder = fs::path(json_path_).parent_path(); !folder.empty()) fs::create_directories(folder);
-  ckpt_path_ = run_path(o_, ".safetensors");
-
-  // ---- the loop ----
+// Updates until --steps (or a stop), evaluating and saving on their
+// schedules; interrupted_ says whether it stopped early.
+void TrainingRun::train_loop() {
   progress_ = std::make_unique<Progress>(o_.steps, o_.quiet, first_step_);
   if (first_step_ == o_.steps && !o_.resume.empty())
     progress_->note("checkpoint " + o_.resume + " has done all its " + std::to_string(o_.steps) +
@@ -293,13 +318,6 @@ TrainResult TrainingRun::run() {
     if (step_ % o_.checkpoint_every == 0 || last) save();
   }
   progress_->finish();
-  if (interrupted_) {
-    save();
-  } else {
-    final_evaluations();
-    write_json();
-  }
-  return TrainResult{json_path_, ckpt_path_, interrupted_, step_};
 }
 
 // One update, as in any training loop: a batch, forward, backward, clip,

@@ -9,8 +9,9 @@ set -euo pipefail
 # libboost-context-dev: the fibers of lina's CUDA runtime on the CPU (cuda_sim/, the cuda-sim preset);
 # slurm-wlm and munge: the sweep runner's test against a real single-node SLURM (tests/test_sweep_slurm.sh).
 # python3-torch: the tests that load a lina checkpoint into the course's PyTorch model (tests/test_course_interop.py).
+# universal-ctags: the function-length check (tests/test_function_length.py).
 packages=(cmake g++ make libeigen3-dev doctest-dev nlohmann-json3-dev libcli11-dev python3-matplotlib chromium
-          gdb graphviz libopenblas0 libboost-context-dev slurm-wlm munge python3-torch)
+          gdb graphviz libopenblas0 libboost-context-dev slurm-wlm munge python3-torch universal-ctags)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

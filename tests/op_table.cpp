@@ -92,9 +92,9 @@ std::string flags(bool ta, bool tb) {
 
 // ---- elementwise ------------------------------------------------------------------------
 
-void add_elementwise_rows(std::vector<OpRow>& rows) {
-  // binary ops over NumPy broadcasting: the same pairs of shapes for all four
-  // (b in [0.5, 2], away from div's pole)
+// Binary ops over NumPy broadcasting: the same pairs of shapes for all four
+// (b in [0.5, 2], away from div's pole).
+void add_binary_rows(std::vector<OpRow>& rows) {
   const std::pair<const char*, Var (*)(const Var&, const Var&)> binary[] = {
       {"add", add}, {"sub", sub}, {"mul", mul}, {"div", div}};
   const std::pair<Shape, Shape> broadcasts[] = {
@@ -111,12 +111,14 @@ void add_elementwise_rows(std::vector<OpRow>& rows) {
     for (const auto& [sa, sb] : broadcasts)
       rows.push_back({op, shape_str(sa) + " " + shape_str(sb), {in::normal(sa), in::uniform(sb, 0.5, 2.0)},
                       [f = f](V v) { return Vars{f(v[0], v[1])}; }});
+}
 
-  // Unary functions: one float32 function per element on cuda, so each
-  // element is bounded (kCudaEachFunction). Two small shapes over the
-  // function's range, checked element by element, and two large ones over
-  // [−3, 3] ([0.2, 3] where only positive x is allowed): a 100003-element
-  // vector cuts blocks and SIMD registers unevenly.
+// Unary functions: one float32 function per element on cuda, so each
+// element is bounded (kCudaEachFunction). Two small shapes over the
+// function's range, checked element by element, and two large ones over
+// [−3, 3] ([0.2, 3] where only positive x is allowed): a 100003-element
+// vector cuts blocks and SIMD registers unevenly.
+void add_unary_rows(std::vector<OpRow>& rows) {
   struct Unary {
     const char* op;
     std::function<Var(const Var&)> f;
@@ -143,7 +145,11 @@ void add_elementwise_rows(std::vector<OpRow>& rows) {
       rows.push_back(OpRow{u.op, shape_str(s), {in::uniform(s, u.positive ? 0.2 : -3.0, 3.0)}, run}
                          .within(kCudaEachFunction));
   }
-  // The unary functions with a parameter, at two values each.
+}
+
+// The unary functions with a parameter: a value of it for each small shape,
+// and one for the large shapes.
+void add_scalar_parameter_rows(std::vector<OpRow>& rows) {
   struct Scalar {
     const char* op;
     Var (*f)(const Var&, double);
@@ -163,7 +169,10 @@ void add_elementwise_rows(std::vector<OpRow>& rows) {
                            [f = s.f, p = p](V v) { return Vars{f(v[0], p)}; }}
                          .within(kCudaEachFunction));
   }
-  // elu and relu have a kink at 0: x stays 0.2 away from it
+}
+
+// elu and relu have a kink at 0: x stays 0.2 away from it.
+void add_kinked_rows(std::vector<OpRow>& rows) {
   const std::pair<Shape, double> elu_cases[] = {{{3, 5}, 1.0}, {{2, 3, 4}, 0.5}, {{5, 37}, 0.7}, {{100003}, 0.7}};
   for (const auto& [shape, alpha] : elu_cases)
     rows.push_back(OpRow{"elu", shape_str(shape) + " alpha " + num(alpha),
@@ -174,9 +183,11 @@ void add_elementwise_rows(std::vector<OpRow>& rows) {
     rows.push_back(OpRow{"relu", shape_str(shape), {in::away_from_zero(shape, 0.2, 3.0)},
                          [](V v) { return Vars{relu(v[0])}; }}
                        .within(kCudaEachFunction));
+}
 
-  // Dropout: the mask fixed by the key, the same Philox masks on both
-  // devices, bit for bit (0 or x / (1 − p)); the backward is the same kernel.
+// Dropout: the mask fixed by the key, the same Philox masks on both devices,
+// bit for bit (0 or x / (1 − p)); the backward is the same kernel.
+void add_dropout_rows(std::vector<OpRow>& rows) {
   const std::pair<Shape, DropoutKey> dropouts[] = {
       {{6, 9}, {0.1, 1337, 7, 5}}, {{2, 3, 4}, {0.5, 1, 0, 0}},
       {{100003}, {0.1, 1337, 4999, 14}}, {{100003}, {0.5, 1, 0, 0}}};
@@ -184,9 +195,11 @@ void add_elementwise_rows(std::vector<OpRow>& rows) {
     rows.push_back(OpRow{"dropout", shape_str(shape) + " p " + num(key.p), {in::normal(shape)},
                          [key = key](V v) { return Vars{dropout(v[0], key)}; }}
                        .bits());
+}
 
-  // Tensor-level: fill (float32, int32, empty, a view at an offset), the
-  // in-place add and scale
+// Tensor-level: fill (float32, int32, empty, a view at an offset), the
+// in-place add and scale.
+void add_fill_and_inplace_rows(std::vector<OpRow>& rows) {
   rows.push_back(tensor_row("fill", "[1000, 3], int32 [77], empty [0], elements 5..8 of [3, 5]",
                             {in::zeros({1000, 3}), in::ids(std::vector<int32_t>(77, 0), {77}), in::zeros({0}),
                              in::zeros({3, 5})},
@@ -210,6 +223,15 @@ void add_elementwise_rows(std::vector<OpRow>& rows) {
     dispatch::scale_inplace(x, 0.37);
     return out({x});
   }));
+}
+
+void add_elementwise_rows(std::vector<OpRow>& rows) {
+  add_binary_rows(rows);
+  add_unary_rows(rows);
+  add_scalar_parameter_rows(rows);
+  add_kinked_rows(rows);
+  add_dropout_rows(rows);
+  add_fill_and_inplace_rows(rows);
 }
 
 // ---- matrix products --------------------------------------------------------------------
@@ -282,7 +304,8 @@ void add_matmul_rows(std::vector<OpRow>& rows) {
 
 // ---- reductions and shapes ------------------------------------------------------------
 
-void add_reduction_shape_rows(std::vector<OpRow>& rows) {
+// sum over an axis or all of a tensor, mean.
+void add_reduction_rows(std::vector<OpRow>& rows) {
   auto sum_row = [](const Shape& s, int axis, bool keepdim, const std::string& note = "") {
     return OpRow{"sum", shape_str(s) + " axis " + std::to_string(axis) + (keepdim ? " keepdim" : "") + note,
                  {in::normal(s)}, [=](V v) { return Vars{sum(v[0], axis, keepdim)}; }};
@@ -305,7 +328,10 @@ void add_reduction_shape_rows(std::vector<OpRow>& rows) {
   rows.push_back({"mean", "[2, 3, 5] axis 2 keepdim", {in::normal({2, 3, 5})},
                   [](V v) { return Vars{mean(v[0], 2, true)}; }});
   rows.push_back({"mean", "all of [2, 3]", {in::normal({2, 3})}, [](V v) { return Vars{mean_all(v[0])}; }});
+}
 
+// reshape, permute, expand, slice and split, concat.
+void add_shape_rows(std::vector<OpRow>& rows) {
   rows.push_back({"reshape", "[2, 3, 4] -> [6, 4]", {in::normal({2, 3, 4})},
                   [](V v) { return Vars{reshape(v[0], {6, 4})}; }});
   rows.push_back({"reshape", "[3, 5] -> [3, -1]", {in::normal({3, 5})},
@@ -337,8 +363,11 @@ void add_reduction_shape_rows(std::vector<OpRow>& rows) {
                   [](V v) { return Vars{concat({v[0], v[1], v[0]}, -1)}; }});
   rows.push_back({"concat", "[4, 5, 6] and [4, 2, 6] along axis 1", {in::normal({4, 5, 6}), in::normal({4, 2, 6})},
                   [](V v) { return Vars{concat({v[0], v[1]}, 1)}; }});
+}
 
-  // Tensor-level layout (dispatch/layout.h)
+// Tensor-level layout (dispatch/layout.h, copy_strided), layout of int32
+// ids, and sum_squares.
+void add_tensor_layout_rows(std::vector<OpRow>& rows) {
   rows.push_back(tensor_row("write_slice", "[4, 5, 2] into [4, 5, 6] from 3, written and added",
                             {in::normal({4, 5, 6}), in::normal({4, 5, 2})}, [](V v) {
                               Tensor written = v[0].data().clone(), added = v[0].data().clone();
@@ -382,6 +411,12 @@ void add_reduction_shape_rows(std::vector<OpRow>& rows) {
                      .bits());
 }
 
+void add_reduction_shape_rows(std::vector<OpRow>& rows) {
+  add_reduction_rows(rows);
+  add_shape_rows(rows);
+  add_tensor_layout_rows(rows);
+}
+
 // ---- softmax, log-softmax, cross-entropy, embedding, argmax ---------------------------
 
 // Targets are random ids; in a mask every n-th position is 0 (n = 1: all).
@@ -391,8 +426,8 @@ Input every_nth_masked(const Shape& positions, int n) {
   return in::values(m, positions).constant();
 }
 
-void add_softmax_loss_rows(std::vector<OpRow>& rows) {
-  // probabilities: each element bounded on cuda (kCudaEachSum)
+// Probabilities: each element bounded on cuda (kCudaEachSum).
+void add_softmax_rows(std::vector<OpRow>& rows) {
   auto softmax_row = [](const Shape& s, bool causal, const std::string& note = "", double sd = 1.0) {
     return OpRow{"softmax", std::string(causal ? "causal " : "") + shape_str(s) + note, {in::normal(s, sd)},
                  [causal](V v) { return Vars{softmax(v[0], causal)}; }}
@@ -414,9 +449,11 @@ void add_softmax_loss_rows(std::vector<OpRow>& rows) {
     rows.push_back(OpRow{"log_softmax", shape_str(s), {in::normal(s, sd)},
                          [](V v) { return Vars{log_softmax(v[0])}; }}
                        .within(kCudaEachSum));
+}
 
-  // cross_entropy(logits, targets[, mask]): the loss, the probabilities it
-  // saved, dlogits
+// cross_entropy(logits, targets[, mask]): the loss, the probabilities it
+// saved, dlogits.
+void add_cross_entropy_rows(std::vector<OpRow>& rows) {
   auto cross_entropy_row = [](const std::string& what, const Shape& logits, Input targets, double sd = 1.0) {
     return OpRow{"cross_entropy", what, {in::normal(logits, sd), std::move(targets)},
                  [](V v) { return Vars{cross_entropy(v[0], v[1].data())}; }}
@@ -445,8 +482,10 @@ void add_softmax_loss_rows(std::vector<OpRow>& rows) {
   rows.push_back(masked_row("[2, 3, 5001], long rows, every 2nd masked", {2, 3, 5001}, in::random_ids({2, 3}, 5001),
                             every_nth_masked({2, 3}, 2), 3.0)
                      .bits());
+}
 
-  // embedding(weight, ids): ids repeat, so the backward sums rows
+// embedding(weight, ids): ids repeat, so the backward sums rows.
+void add_embedding_rows(std::vector<OpRow>& rows) {
   auto embedding_row = [](const std::string& what, const Shape& weight, Input ids) {
     return OpRow{"embedding", what, {in::normal(weight), std::move(ids)},
                  [](V v) { return Vars{embedding(v[0], v[1].data())}; }};
@@ -461,10 +500,12 @@ void add_softmax_loss_rows(std::vector<OpRow>& rows) {
   rows.push_back(embedding_row("[10, 130], one id everywhere [3, 100]", {10, 130},
                                in::ids(std::vector<int32_t>(300, 2), {3, 100}))
                      .bits());
+}
 
-  // Tensor-level: argmax over the last axis, the first index on ties (the
-  // entries of the first input are drawn from {0, 1, 2, 3}, so most rows
-  // hold their maximum more than once)
+// Tensor-level: argmax over the last axis, the first index on ties (the
+// entries of the first input are drawn from {0, 1, 2, 3}, so most rows hold
+// their maximum more than once).
+void add_argmax_rows(std::vector<OpRow>& rows) {
   Input ties{[](Rng& rng) {
     std::vector<double> v(7 * 33);
     for (double& x : v) x = double(rng.randint(4));
@@ -472,6 +513,13 @@ void add_softmax_loss_rows(std::vector<OpRow>& rows) {
   }};
   rows.push_back(tensor_row("argmax_last", "ties [7, 33] and long rows [3, 5000]", {ties, in::normal({3, 5000})},
                             [](V v) { return out({dispatch::argmax_last(v[0].data()), dispatch::argmax_last(v[1].data())}); }));
+}
+
+void add_softmax_loss_rows(std::vector<OpRow>& rows) {
+  add_softmax_rows(rows);
+  add_cross_entropy_rows(rows);
+  add_embedding_rows(rows);
+  add_argmax_rows(rows);
 }
 
 // ---- fused causal attention -------------------------------------------------------------
@@ -514,9 +562,9 @@ void add_attention_rows(std::vector<OpRow>& rows) {
 
 // ---- rms_norm, l2_norm, causal conv1d, rope ---------------------------------------------
 
-void add_norm_conv_rope_rows(std::vector<OpRow>& rows) {
-  // rms_norm(x [..., n], weight [n]): y, the rstd it saved, dx, dweight
-  // (summed over every row: the same bits every run)
+// rms_norm(x [..., n], weight [n]): y, the rstd it saved, dx, dweight
+// (summed over every row: the same bits every run).
+void add_rms_norm_rows(std::vector<OpRow>& rows) {
   const std::pair<Shape, bool> rms[] = {{{3, 5}, false}, {{2, 3, 4, 8}, false},  // one weight for every head
                                         {{3, 7, 37}, true}, {{5, 1024}, true}};
   for (const auto& [s, large] : rms) {
@@ -524,8 +572,10 @@ void add_norm_conv_rope_rows(std::vector<OpRow>& rows) {
               [](V v) { return Vars{rms_norm(v[0], v[1])}; }};
     rows.push_back(large ? row.bits() : row);
   }
+}
 
-  // l2_norm(x, eps, scale): y, the norm it saved, dx
+// l2_norm(x, eps, scale): y, the norm it saved, dx.
+void add_l2_norm_rows(std::vector<OpRow>& rows) {
   auto l2_row = [](const Shape& s, double scale) {
     return OpRow{"l2_norm", shape_str(s) + " scale " + num(scale), {in::normal(s)},
                  [scale](V v) { return Vars{l2_norm(v[0], 1e-12, scale)}; }};
@@ -548,10 +598,12 @@ void add_norm_conv_rope_rows(std::vector<OpRow>& rows) {
   // is an input of its own and its gradient is compared apart from the others'
   rows.push_back({"l2_norm", "[4, 19] eps 1e-6, row 0 all zeros", {in::zeros({1, 19}), in::normal({3, 19})},
                   [](V v) { return Vars{l2_norm(concat({v[0], v[1]}, 0), 1e-6)}; }});
+}
 
-  // The causal convs, x [B, T, C], weight [C, K]: y (and the norms the fused
-  // l2_norm saved), dx, dweight (summed over B·T: the same bits every run).
-  // T < K and T > K; 130 channels is no multiple of a SIMD width.
+// The causal convs, x [B, T, C], weight [C, K]: y (and the norms the fused
+// l2_norm saved), dx, dweight (summed over B·T: the same bits every run).
+// T < K and T > K; 130 channels is no multiple of a SIMD width.
+void add_causal_conv_rows(std::vector<OpRow>& rows) {
   struct Conv {
     Shape x;
     int64_t K;
@@ -589,12 +641,21 @@ void add_norm_conv_rope_rows(std::vector<OpRow>& rows) {
               [c](V v) { return Vars{causal_conv1d_silu_l2_norm(v[0], v[1], c.head, c.scale)}; }};
     rows.push_back(c.large ? row.bits() : row);
   }
+}
 
-  // rope(x [B, T, H, D], pos0): the backward rotates back
+// rope(x [B, T, H, D], pos0): the backward rotates back.
+void add_rope_rows(std::vector<OpRow>& rows) {
   for (const auto& [s, pos0] : {std::pair<Shape, int64_t>{{2, 3, 2, 8}, 0}, {{1, 4, 2, 32}, 5},
                                 {{2, 11, 3, 8}, 0}, {{1, 5, 2, 34}, 7}})
     rows.push_back({"rope", shape_str(s) + " from position " + std::to_string(pos0), {in::normal(s)},
                     [pos0 = pos0](V v) { return Vars{rope(v[0], pos0)}; }});
+}
+
+void add_norm_conv_rope_rows(std::vector<OpRow>& rows) {
+  add_rms_norm_rows(rows);
+  add_l2_norm_rows(rows);
+  add_causal_conv_rows(rows);
+  add_rope_rows(rows);
 }
 
 // ---- the optimiser's kernels ------------------------------------------------------------
