@@ -197,6 +197,14 @@ void add_dropout_rows(std::vector<OpRow>& rows) {
                        .bits());
 }
 
+// swiglu: silu(gate) ⊙ up in one op; the same per-element maths as silu.
+void add_swiglu_rows(std::vector<OpRow>& rows) {
+  for (const Shape& shape : {Shape{3, 5}, Shape{2, 3, 4}, Shape{5, 37}, Shape{100003}})
+    rows.push_back(OpRow{"swiglu", shape_str(shape), {in::normal(shape), in::normal(shape)},
+                         [](V v) { return Vars{swiglu(v[0], v[1])}; }}
+                       .within(kCudaEachFunction));
+}
+
 // Tensor-level: fill (float32, int32, empty, a view at an offset), the
 // in-place add and scale.
 void add_fill_and_inplace_rows(std::vector<OpRow>& rows) {
@@ -231,6 +239,7 @@ void add_elementwise_rows(std::vector<OpRow>& rows) {
   add_scalar_parameter_rows(rows);
   add_kinked_rows(rows);
   add_dropout_rows(rows);
+  add_swiglu_rows(rows);
   add_fill_and_inplace_rows(rows);
 }
 
