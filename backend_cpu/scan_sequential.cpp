@@ -20,7 +20,7 @@ namespace lina::cpu {
 namespace {
 
 // a_j = exp(log decay of key channel j) at `token`: all ones without decay,
-// one value repeated for a per-head decay, d values for a per-channel gate.
+// one value repeated for a per-head decay, d values for a per-channel decay.
 template <class T>
 void decay_of(const ScanShape& s, const ScanInputs<T>& in, int64_t token, Vector<T>& a) {
   for (int64_t j = 0; j < s.d; ++j) a[j] = std::exp(scan_log_alpha(s, in.log_alpha, token, j));

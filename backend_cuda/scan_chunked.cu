@@ -29,7 +29,7 @@
 //   scan_readout_backward_kernel  Pᵀ dO of every tile (B1's second term)
 //   scan_state_backward_kernel    tiles in reverse: B1, B2                  → dU, dH' of each tile, dS_0
 //   scan_delta_backward_kernel    B5–B8 of every tile (delta rules)        → dV, dβ, dK's delta terms
-//   scan_gradients_kernel         B3, and the gate's B4/B9–B10             → dQ, dK, d log a
+//   scan_gradients_kernel         B3, and the learned decay's B4/B9–B10             → dQ, dK, d log a
 // Outputs are written (=) in a fixed order: no atomics, the same bits on
 // every run.
 //
@@ -51,8 +51,8 @@ namespace lina::cuda {
 
 namespace {
 
-// The rule takes a gradient of its log-decay (a learned gate).
-template <DecayKind kDecay> constexpr bool learned_gate() {
+// The rule takes a gradient of its log α (a learned decay).
+template <DecayKind kDecay> constexpr bool learned_decay() {
   return kDecay == DecayKind::LearnedPerHead || kDecay == DecayKind::LearnedPerChannel;
 }
 
@@ -433,10 +433,10 @@ __device__ void delta_backward_dbeta(const DeltaBackwardShared& t, const TileDec
 }
 
 // B7  dK = diag(β)(dBK ⊙ e^λ) + (dE ⊙ Γ) K + (dE ⊙ Γ)ᵀ K, with dE ⊙ Γ in
-//     t.dA, into dk [B, T, H, d]; and gate_extra (when not null)
+//     t.dA, into dk [B, T, H, d]; and dlambda_extra (when not null)
 template <DecayKind kDecay>
 __device__ void delta_backward_dk(const DeltaBackwardShared& t, const TileDecay<kDecay>& decay, const Tile& at,
-                                  int c, int d, float* dk, float* gate_extra) {
+                                  int c, int d, float* dk, float* dlambda_extra) {
   for (int e = threadIdx.x; e < c * d; e += blockDim.x) {
     const int r = e / d, j = e % d;
     const float from_W = t.beta[r] * decay.from_start(r, j) * t.dBK[e];
@@ -445,20 +445,20 @@ __device__ void delta_backward_dk(const DeltaBackwardShared& t, const TileDecay<
     for (int i = r + 1; i < c; ++i)
       as_column += t.dA[i * c + r] * t.K[i * d + j] * decay.channel_between(r, i, j);
     dk[at.token(r) * d + j] = from_W + as_row + as_column;
-    if (gate_extra) gate_extra[at.token(r) * d + j] = t.K[e] * (from_W + as_row - as_column);
+    if (dlambda_extra) dlambda_extra[at.token(r) * d + j] = t.K[e] * (from_W + as_row - as_column);
   }
 }
 
 // B5–B8 of one tile (delta rules); grid (tiles, B·H). Writes dv, dbeta, and
-// dk = the delta terms (scan_gradients_kernel adds the rest); gate_extra
-// [B, T, H, d] (with a learned gate) = k ⊙ (the delta terms of dk that
+// dk = the delta terms (scan_gradients_kernel adds the rest); dlambda_extra
+// [B, T, H, d] (with a learned decay) = k ⊙ (the delta terms of dk that
 // carry e^{+λ_r} − the one that carries e^{−λ_r}), what they add to dλ_r.
 template <DecayKind kDecay>
 __global__ void __launch_bounds__(kScanThreads)
     scan_delta_backward_kernel(ScanShape s, ScanTiling z, const float* k, const float* v,
                                const float* beta, const float* log_alpha, const float* tile_states,
                                const float* dU, const float* Y, const float* W, float* dv,
-                               float* dbeta, float* dk, float* gate_extra) {
+                               float* dbeta, float* dk, float* dlambda_extra) {
   const int d = int(s.d), w = decay_width<kDecay>(d);
   const int64_t bh = blockIdx.y, n = blockIdx.x, dd = int64_t(d) * d;
   const Tile at = tile_of(z, bh, n);
@@ -489,7 +489,7 @@ __global__ void __launch_bounds__(kScanThreads)
   for (int e = threadIdx.x; e < c * c; e += blockDim.x)
     if (e % c < e / c) t.dA[e] *= t.beta[e / c] * decay.head_between(e % c, e / c);
   __syncthreads();
-  delta_backward_dk(t, decay, at, c, d, dk, gate_extra);           // B7: dK
+  delta_backward_dk(t, decay, at, c, d, dk, dlambda_extra);           // B7: dK
 }
 
 struct GradientShared {
@@ -501,13 +501,13 @@ struct GradientShared {
   float* H;        // [d][d]  the state entering the tile
   float* G;        // [d][d]  dH', the gradient of the state leaving it
   float* dPG;      // [c][c]  dP ⊙ Γ, dP = dO Uᵀ on and below the diagonal
-  float* dlam;     // [c][d]  dλ, then its sums from the tile end   (learned gates)
-  float* k_dk_end; // [c][d]  k ⊙ the part of dk through Kend      (learned gates)
-  LINA_HD GradientShared(SharedCarve& m, int64_t c, int64_t d, int64_t w, bool gate)
+  float* dlam;     // [c][d]  dλ, then its sums from the tile end   (learned decay)
+  float* k_dk_end; // [c][d]  k ⊙ the part of dk through Kend      (learned decay)
+  LINA_HD GradientShared(SharedCarve& m, int64_t c, int64_t d, int64_t w, bool learned)
       : lambda(m.take<double>(c * w)), Q(m.take<float>(c * d)), K(m.take<float>(c * d)),
         U(m.take<float>(c * d)), dO(m.take<float>(c * d)), H(m.take<float>(d * d)), G(m.take<float>(d * d)),
-        dPG(m.take<float>(c * c)), dlam(m.take<float>(gate ? c * d : 0)),
-        k_dk_end(m.take<float>(gate ? c * d : 0)) {}
+        dPG(m.take<float>(c * c)), dlam(m.take<float>(learned ? c * d : 0)),
+        k_dk_end(m.take<float>(learned ? c * d : 0)) {}
 };
 
 // The phases of scan_gradients_kernel: block-wide loops over the tile in
@@ -528,11 +528,11 @@ __device__ void gradients_dPG(const GradientShared& t, const TileDecay<kDecay>& 
 // B3  dq_r = (dO H)_r ⊙ e^{λ_r} + Σ_{i ≤ r} (dP ⊙ Γ)_ri k_i ⊙ e^{λ_r − λ_i}
 //     dk_r = (U dH')_r ⊙ e^{λ_end − λ_r} + Σ_{i ≥ r} (dP ⊙ Γ)_ir q_i ⊙ e^{λ_i − λ_r}
 // into dq, dk [B, T, H, d] (dk added to the delta terms there with kDelta);
-// with a learned gate, dλ's terms into t.dlam and t.k_dk_end.
+// with a learned decay, dλ's terms into t.dlam and t.k_dk_end.
 template <DecayKind kDecay, bool kDelta>
 __device__ void gradients_dq_dk(const GradientShared& t, const TileDecay<kDecay>& decay, const Tile& at, int c,
-                                int d, const float* gate_extra, float* dq, float* dk) {
-  constexpr bool kGate = learned_gate<kDecay>();
+                                int d, const float* dlambda_extra, float* dq, float* dk) {
+  constexpr bool kLearned = learned_decay<kDecay>();
   for (int e = threadIdx.x; e < c * d; e += blockDim.x) {
     const int r = e / d, j = e % d;
     float dOH = 0.0f, UG = 0.0f, dq_read = 0.0f, dk_read = 0.0f;
@@ -549,13 +549,13 @@ __device__ void gradients_dq_dk(const GradientShared& t, const TileDecay<kDecay>
     const int64_t at_rj = at.token(r) * d + j;
     dq[at_rj] = dq_decayed + diagonal * t.K[e];
     dk[at_rj] = (kDelta ? dk[at_rj] : 0.0f) + dk_end + dk_read + diagonal * t.Q[e];
-    if (kGate) {
+    if (kLearned) {
       // The terms without decay cancel in dλ exactly, so they are left out
       // rather than left to float32: the diagonal of P, and the last token's
       // write into the leaving state (e^{λ_end − λ_end} = 1).
       const float dk_decayed_end = r == c - 1 ? 0.0f : dk_end;
       t.dlam[e] = t.Q[e] * dq_decayed - t.K[e] * (dk_decayed_end + dk_read) +
-                  (gate_extra ? gate_extra[at_rj] : 0.0f);
+                  (dlambda_extra ? dlambda_extra[at_rj] : 0.0f);
       t.k_dk_end[e] = t.K[e] * dk_decayed_end;
     }
   }
@@ -564,7 +564,7 @@ __device__ void gradients_dq_dk(const GradientShared& t, const TileDecay<kDecay>
 // B4–B5 one key channel per thread: the last row's terms, then t.dlam
 // summed from the tile end, in place   [c][d]
 template <DecayKind kDecay>
-__device__ void gate_sums_from_end(const GradientShared& t, const TileDecay<kDecay>& decay, int c, int d) {
+__device__ void dlambda_sums_from_end(const GradientShared& t, const TileDecay<kDecay>& decay, int c, int d) {
   for (int j = threadIdx.x; j < d; j += blockDim.x) {
     float GH = 0.0f, sum = 0.0f;
     for (int v = 0; v < d; ++v) GH += t.G[v * d + j] * t.H[v * d + j];
@@ -592,11 +592,11 @@ __device__ void store_dlog_alpha(const GradientShared& t, const Tile& at, int c,
   }
 }
 
-// B3 of one tile, then the gate's gradient; grid (tiles, B·H). dq is
+// B3 of one tile, then the learned decay's gradient; grid (tiles, B·H). dq is
 // written; dk too, or added to the delta terms already there (kDelta).
-// With a learned gate (recurrence-gated.md §3 B4–B5): every term of dq_r
+// With a learned decay (recurrence-gated.md §3 B4–B5): every term of dq_r
 // carries e^{+λ_r} and every term of dk_r here e^{−λ_r}, so
-//   dλ_r = q_r ⊙ dq_r − k_r ⊙ dk_r + gate_extra_r
+//   dλ_r = q_r ⊙ dq_r − k_r ⊙ dk_r + dlambda_extra_r
 //          (+ on the last row: e^{λ_end} ⊙ Σ_v (dH' ⊙ H)_v
 //                              + Σ_i k_i ⊙ (the part of dk_i through Kend)),
 //          each sum without the terms that carry no decay, which cancel
@@ -605,16 +605,16 @@ template <DecayKind kDecay, bool kDelta>
 __global__ void __launch_bounds__(kScanThreads)
     scan_gradients_kernel(ScanShape s, ScanTiling z, const float* q, const float* k, const float* log_alpha,
                           const float* dout, const float* U, const float* tile_states,
-                          const float* tile_grads, const float* gate_extra, float* dq, float* dk,
+                          const float* tile_grads, const float* dlambda_extra, float* dq, float* dk,
                           float* dlog_alpha) {
-  constexpr bool kGate = learned_gate<kDecay>();
+  constexpr bool kLearned = learned_decay<kDecay>();
   const int d = int(s.d), w = decay_width<kDecay>(d);
   const int64_t bh = blockIdx.y, n = blockIdx.x, dd = int64_t(d) * d, state = (bh * z.tiles + n) * dd;
   const Tile at = tile_of(z, bh, n);
   const int c = at.rows;
   LINA_DYNAMIC_SHARED(double, scan_shared);
   SharedCarve carve{reinterpret_cast<char*>(scan_shared)};
-  const GradientShared t(carve, z.rows, d, w, kGate);
+  const GradientShared t(carve, z.rows, d, w, kLearned);
 
   load_rows(t.Q, q, at, d);
   load_rows(t.K, k, at, d);
@@ -627,10 +627,10 @@ __global__ void __launch_bounds__(kScanThreads)
   const TileDecay<kDecay> decay{t.lambda, w, c - 1};
   gradients_dPG(t, decay, c, d);                                                  // B3: dP ⊙ Γ
   __syncthreads();
-  gradients_dq_dk<kDecay, kDelta>(t, decay, at, c, d, gate_extra, dq, dk);        // B3: dq, dk
-  if (!kGate) return;
+  gradients_dq_dk<kDecay, kDelta>(t, decay, at, c, d, dlambda_extra, dq, dk);        // B3: dq, dk
+  if (!kLearned) return;
   __syncthreads();
-  gate_sums_from_end(t, decay, c, d);                                             // B4–B5
+  dlambda_sums_from_end(t, decay, c, d);                                             // B4–B5
   __syncthreads();
   store_dlog_alpha<kDecay>(t, at, c, d, dlog_alpha);
 }
@@ -713,7 +713,7 @@ void chunked_forward(const ScanShape& s, int64_t C, const ScanInputs<float>& in,
 template <DecayKind kDecay, bool kDelta>
 void chunked_backward(const ScanShape& s, int64_t C, const ScanInputs<float>& in, const float* chunk_states,
                       const float* dout, const float* dfinal_state, const ScanInputGrads<float>& grads) {
-  constexpr bool kGate = learned_gate<kDecay>();
+  constexpr bool kLearned = learned_decay<kDecay>();
   const ScanLaunch launch = scan_launch<kDecay>(s, C);
   const int64_t act = launch.activation();
   // The forward again from the saved chunk-start states, where the backward
@@ -745,21 +745,21 @@ void chunked_backward(const ScanShape& s, int64_t C, const ScanInputs<float>& in
       s, launch.z, launch.rows, in.q, in.k, in.log_alpha, dout, W.get(), dfinal_state, dU, tile_grads.get(), grads.dinitial_state);
   LINA_CHECK_LAUNCH("cuda::scan_chunked_backward (B1, B2: the pass over the tiles)");
 
-  Scratch<float> gate_extra(kDelta && kGate ? act : 0);  // [B, T, H, d]
+  Scratch<float> dlambda_extra(kDelta && kLearned ? act : 0);  // [B, T, H, d]
   if constexpr (kDelta) {
     auto* delta = scan_delta_backward_kernel<kDecay>;
     bytes = with_shared_memory(delta, shared_bytes<DeltaBackwardShared>(launch.z.rows, s.d, launch.w), kName);
     LINA_LAUNCH(delta, launch.per_tile(), kScanThreads, bytes, launch.stream)(
         s, launch.z, in.k, in.v, in.beta, in.log_alpha, entering, dU, Y.get(), W.get(), grads.dv, grads.dbeta,
-        grads.dk, gate_extra.get());
+        grads.dk, dlambda_extra.get());
     LINA_CHECK_LAUNCH("cuda::scan_chunked_backward (B5–B8)");
   }
   auto* gradients = scan_gradients_kernel<kDecay, kDelta>;
   bytes = with_shared_memory(
-      gradients, shared_bytes<GradientShared>(launch.z.rows, s.d, launch.w, kGate), kName);
+      gradients, shared_bytes<GradientShared>(launch.z.rows, s.d, launch.w, kLearned), kName);
   LINA_LAUNCH(gradients, launch.per_tile(), kScanThreads, bytes, launch.stream)(
       s, launch.z, in.q, in.k, in.log_alpha, dout, kDelta ? U.get() : in.v, entering, tile_grads.get(),
-      gate_extra.get(), grads.dq, grads.dk, grads.dlog_alpha);
+      dlambda_extra.get(), grads.dq, grads.dk, grads.dlog_alpha);
   LINA_CHECK_LAUNCH("cuda::scan_chunked_backward (B3, B9–B10)");
 }
 

@@ -26,7 +26,7 @@ ScanShape check_scan_inputs(const ScanOptions& c, const Tensor& q, const Tensor&
   check(c.form == ScanForm::Sequential || c.chunk > 0,
         "scan: chunk length must be positive, got " + std::to_string(c.chunk));
   const Shape head_shape{q.dim(0), q.dim(1), q.dim(2)};
-  auto check_gate = [&](const Tensor& x, bool used, const char* name, bool per_channel) {
+  auto check_optional_input = [&](const Tensor& x, bool used, const char* name, bool per_channel) {
     if (!used) {
       check(!x.defined(), "scan: the " + std::string(scan_rule_name(c.rule)) + " rule takes no " + name);
       return;
@@ -38,8 +38,8 @@ ScanShape check_scan_inputs(const ScanOptions& c, const Tensor& q, const Tensor&
               (x.defined() ? ", got " + shape_str(x.shape()) : ""));
     check_same_dtype_device(q, x, "scan");
   };
-  check_gate(beta, uses_beta(c.rule), "beta", false);
-  check_gate(log_alpha, learns_decay(c.rule), "log_alpha", decays_per_channel(c.rule));
+  check_optional_input(beta, uses_beta(c.rule), "beta", false);
+  check_optional_input(log_alpha, learns_decay(c.rule), "log_alpha", decays_per_channel(c.rule));
   ScanShape s;
   s.B = q.dim(0), s.T = q.dim(1), s.H = q.dim(2), s.d = q.dim(3);
   s.rule = c.rule;

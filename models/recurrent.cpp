@@ -82,13 +82,13 @@ Var RecurrentMixer::forward(const ModelConfig& c, const Var& x, const LayerNames
   k = named(k, n.k);
   v = named(v, n.v);
 
-  Var b_proj, a_proj;   // x W_bᵀ + b_b [B, T, H], x W_aᵀ + b_a [B, T, gates]
+  Var b_proj, a_proj;   // x W_bᵀ + b_b [B, T, H], x W_aᵀ + b_a [B, T, alphas]
   if (uses_beta(rule) && learns_decay(rule)) {
-    // Both from one product with the weights stacked, [W_b; W_a] [H + gates,
+    // Both from one product with the weights stacked, [W_b; W_a] [H + alphas,
     // C]: x is read once instead of twice, and its gradient is one product
     // where it would be two and their sum (a few outputs each).
-    Var w = concat({b_proj_w, a_proj_w}, 0);  // [H + gates, C]
-    Var b = concat({b_proj_b, a_proj_b}, 0);  // [H + gates]
+    Var w = concat({b_proj_w, a_proj_w}, 0);  // [H + alphas, C]
+    Var b = concat({b_proj_b, a_proj_b}, 0);  // [H + alphas]
     Var stacked = named(add(linear(x, w), b), n.ba_proj);
     std::vector<Var> parts = split(stacked, -1, {b_proj_w.dim(0), a_proj_w.dim(0)});
     b_proj = parts[0];

@@ -731,7 +731,7 @@ void add_optimiser_rows(std::vector<OpRow>& rows) {
 void add_scan_rows(std::vector<OpRow>& rows) {
   struct Size {
     int64_t B, T, H, d, chunk;
-    double gate_lo, gate_hi;
+    double log_alpha_lo, log_alpha_hi;
   };
   const Size sizes[] = {{2, 13, 2, 8, 4, -1.0, -0.01}, {2, 70, 4, 32, 64, -1.0, -0.01},
                         {1, 40, 2, 32, 16, -20.0, -5.0}, {4, 6, 40, 8, 4, -1.0, -0.01}};
@@ -739,17 +739,17 @@ void add_scan_rows(std::vector<OpRow>& rows) {
                         ScanRule::Gla})
     for (bool chunked : {false, true})
       for (const Size& z : sizes) {
-        if (z.gate_lo < -2 && !learns_decay(rule)) continue;
+        if (z.log_alpha_lo < -2 && !learns_decay(rule)) continue;
         const std::string what = std::string(scan_rule_name(rule)) +
                                  (chunked ? ", chunked C=" + std::to_string(z.chunk) : ", token by token") + " " +
-                                 shape_str({z.B, z.T, z.H, z.d}) + (z.gate_lo < -2 ? " strong decay" : "");
+                                 shape_str({z.B, z.T, z.H, z.d}) + (z.log_alpha_lo < -2 ? " strong decay" : "");
         const double k_scale = 1.0 / std::sqrt(double(z.d));
         const Shape qkv{z.B, z.T, z.H, z.d}, state{z.B, z.H, z.d, z.d};
-        const Shape gate_shape = decays_per_channel(rule) ? qkv : Shape{z.B, z.T, z.H};
+        const Shape log_alpha_shape = decays_per_channel(rule) ? qkv : Shape{z.B, z.T, z.H};
         std::vector<Input> inputs = {
             in::normal(qkv, k_scale), in::normal(qkv, k_scale), in::normal(qkv),
             uses_beta(rule) ? in::uniform({z.B, z.T, z.H}, 0.1, 0.9) : in::none(),
-            learns_decay(rule) ? in::uniform(gate_shape, z.gate_lo, z.gate_hi) : in::none(),
+            learns_decay(rule) ? in::uniform(log_alpha_shape, z.log_alpha_lo, z.log_alpha_hi) : in::none(),
             in::normal(state, 0.1),  // S_0
             in::normal(qkv),         // dout
             in::normal(state, 0.1),  // dS_T

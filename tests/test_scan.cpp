@@ -27,7 +27,7 @@ std::string rule_name(ScanRule r) { return scan_rule_name(r); }
 
 // Inputs in the model's regime (docs/recurrence.md §5.1), float64: q scaled by
 // 1/√d, unit-norm keys for the delta rules, β = σ(N(0, 1)),
-// g = log σ(z) = −softplus(−z) with z ~ U(−3, 6), a random nonzero S_0.
+// log α = log σ(z) = −softplus(−z) with z ~ U(−3, 6), a random nonzero S_0.
 struct ScanCase {
   Tensor q, k, v, beta, log_alpha, initial_state;
 };
@@ -53,8 +53,8 @@ ScanCase make_case(ScanRule rule, int64_t B, int64_t T, int64_t H, int64_t d, Rn
   if (learns_decay(rule)) {
     c.log_alpha = Tensor::rand(decays_per_channel(rule) ? Shape{B, T, H, d} : Shape{B, T, H}, rng,
                                -3.0, 6.0, f64);
-    double* g = c.log_alpha.data<double>();
-    for (int64_t i = 0; i < c.log_alpha.numel(); ++i) g[i] = -std::log1p(std::exp(-g[i]));
+    double* log_alpha = c.log_alpha.data<double>();
+    for (int64_t i = 0; i < c.log_alpha.numel(); ++i) log_alpha[i] = -std::log1p(std::exp(-log_alpha[i]));
   }
   return c;
 }
@@ -90,10 +90,10 @@ ScanRun run_kernels(const ScanOptions& config, const ScanCase& c, const Tensor& 
                     const Tensor& R2, DType dtype = DType::F64) {
   ScanRun run;
   Tensor q = cast(c.q, dtype), k = cast(c.k, dtype), v = cast(c.v, dtype);
-  Tensor beta = cast(c.beta, dtype), g = cast(c.log_alpha, dtype);
-  run.o = dispatch::scan_forward(config, q, k, v, beta, g, cast(c.initial_state, dtype), run.final_state,
+  Tensor beta = cast(c.beta, dtype), log_alpha = cast(c.log_alpha, dtype);
+  run.o = dispatch::scan_forward(config, q, k, v, beta, log_alpha, cast(c.initial_state, dtype), run.final_state,
                                 &run.saved);
-  run.grads = dispatch::scan_backward(config, q, k, v, beta, g, run.saved, cast(R1, dtype),
+  run.grads = dispatch::scan_backward(config, q, k, v, beta, log_alpha, run.saved, cast(R1, dtype),
                                      cast(R2, dtype));
   return run;
 }
@@ -158,9 +158,9 @@ GradcheckRow scan_row(ScanRule rule, ScanForm form) {
               Tensor initial_state = c.initial_state;
               check_gradients(
                   [=](const std::vector<Var>& x) {
-                    const size_t gate = uses_beta(rule) ? 4 : 3;  // g follows β when both
+                    const size_t alpha = uses_beta(rule) ? 4 : 3;  // log α follows β when both
                     return scan(options, x[0], x[1], x[2], uses_beta(rule) ? x[3] : Var(),
-                                learns_decay(rule) ? x[gate] : Var(), initial_state);
+                                learns_decay(rule) ? x[alpha] : Var(), initial_state);
                   },
                   inputs);
             }
@@ -264,17 +264,17 @@ TEST_CASE("scan: the chunked form agrees with the sequential reference, float64 
       }
 }
 
-TEST_CASE("scan: strongly forgetting gates stay finite and accurate in float32") {
-  // g = log σ(z), z ~ U(−30, 0): the decay over a 64-token chunk underflows
-  // float32 many times over (docs/recurrence.md §5.3); for the per-channel gate
+TEST_CASE("scan: a strong decay stays finite and accurate in float32") {
+  // log α = log σ(z), z ~ U(−30, 0): the decay over a 64-token chunk underflows
+  // float32 many times over (docs/recurrence.md §5.3); for the per-channel decay
   // every key channel forgets at its own rate (docs/recurrence-gated.md §4).
   for (ScanRule rule : {ScanRule::Gdn, ScanRule::Mamba2, ScanRule::Gla}) {
     INFO(rule_name(rule));
     Rng rng(77);
     ScanCase c = make_case(rule, 2, 100, 2, 32, rng);
     c.log_alpha = Tensor::rand(c.log_alpha.shape(), rng, -30.0, 0.0, DType::F64);
-    double* g = c.log_alpha.data<double>();
-    for (int64_t i = 0; i < c.log_alpha.numel(); ++i) g[i] = -std::log1p(std::exp(-g[i]));
+    double* log_alpha = c.log_alpha.data<double>();
+    for (int64_t i = 0; i < c.log_alpha.numel(); ++i) log_alpha[i] = -std::log1p(std::exp(-log_alpha[i]));
     Tensor R1 = Tensor::randn(c.q.shape(), rng, 1.0, 0.0, DType::F64);
     Tensor R2 = Tensor::randn(c.initial_state.shape(), rng, 1.0, 0.0, DType::F64);
     const ScanRun reference = run_kernels(kernel_config(rule, false, 64), c, R1, R2);
@@ -331,9 +331,9 @@ TEST_CASE("scan: hand-computed values") {
         Var k(Tensor::from_vector<double>({0.6, 0.8}, {1, 1, 1, 2}));
         Var v(Tensor::from_vector<double>({2, -4}, {1, 1, 1, 2}));
         Var beta(Tensor::from_vector<double>({0.5}, {1, 1, 1}));
-        Var g = learns_decay(rule) ? Var(Tensor::from_vector<double>({-0.3}, {1, 1, 1})) : Var();
+        Var log_alpha = learns_decay(rule) ? Var(Tensor::from_vector<double>({-0.3}, {1, 1, 1})) : Var();
         Tensor final_state;
-        Var o = scan({rule, form, 2}, q, k, v, beta, g, Tensor(), &final_state);
+        Var o = scan({rule, form, 2}, q, k, v, beta, log_alpha, Tensor(), &final_state);
         std::vector<double> s = final_state.to_vector<double>();
         std::vector<double> expected{0.6, 0.8, -1.2, -1.6};
         for (int i = 0; i < 4; ++i) CHECK(s[size_t(i)] == doctest::Approx(expected[size_t(i)]));
@@ -341,16 +341,16 @@ TEST_CASE("scan: hand-computed values") {
         CHECK(o.data().at(1) == doctest::Approx(-1.2));
       }
     }
-    SUBCASE("gated delta rule with β = 0: pure decay S_t = exp(g_1 + … + g_t) S_0") {
+    SUBCASE("gdn with β = 0: pure decay S_t = exp(log α_1 + … + log α_t) S_0") {
       Rng rng(3);
       Var q(Tensor::randn({1, 3, 1, 2}, rng, 1.0, 0.0, DType::F64));
       Var k(Tensor::randn({1, 3, 1, 2}, rng, 1.0, 0.0, DType::F64));
       Var v(Tensor::randn({1, 3, 1, 2}, rng, 1.0, 0.0, DType::F64));
       Var beta(Tensor::zeros({1, 3, 1}, DType::F64));
-      Var g(Tensor::from_vector<double>({-0.1, -0.5, -2.0}, {1, 3, 1}));
+      Var log_alpha(Tensor::from_vector<double>({-0.1, -0.5, -2.0}, {1, 3, 1}));
       Tensor initial_state = Tensor::from_vector<double>({1, 2, 3, 4}, {1, 1, 2, 2});
       Tensor final_state;
-      Var o = scan({ScanRule::Gdn, form, 2}, q, k, v, beta, g, initial_state, &final_state);
+      Var o = scan({ScanRule::Gdn, form, 2}, q, k, v, beta, log_alpha, initial_state, &final_state);
       const double decay = std::exp(-2.6);
       for (int i = 0; i < 4; ++i) CHECK(final_state.at(i) == doctest::Approx(decay * initial_state.at(i)));
       // o_3 = γ_3 S_0 q_3
@@ -380,11 +380,11 @@ TEST_CASE("scan: hand-computed values of the decaying rules") {
       CHECK(final_state.at(4) == doctest::Approx(std::pow(0.984375, 3)));
       CHECK(final_state.at(1) == 0.0);
     }
-    SUBCASE("channel-gated linear: key channel j decays by its own a_tj") {
+    SUBCASE("gla: key channel j decays by its own a_tj") {
       // log a: channel 0 by −0.1 per token, channel 1 by −1.
-      Var g(Tensor::from_vector<double>({-0.1, -1, -0.1, -1, -0.1, -1}, {1, 3, 1, 2}));
+      Var log_alpha(Tensor::from_vector<double>({-0.1, -1, -0.1, -1, -0.1, -1}, {1, 3, 1, 2}));
       Tensor final_state;
-      Var o = scan({ScanRule::Gla, form, 2}, q, k, v, Var(), g, initial_state, &final_state);
+      Var o = scan({ScanRule::Gla, form, 2}, q, k, v, Var(), log_alpha, initial_state, &final_state);
       // S_3 = S_0 diag(e^{−0.3}, e^{−3}): the columns (key channels) decay apart.
       CHECK(final_state.at(0) == doctest::Approx(std::exp(-0.3)));
       CHECK(final_state.at(3) == doctest::Approx(std::exp(-3.0)));
@@ -392,11 +392,11 @@ TEST_CASE("scan: hand-computed values of the decaying rules") {
       CHECK(o.data().at(0) == doctest::Approx(std::exp(-0.1)));  // o_1 = S_1 q_1, row 0
       CHECK(o.data().at(1) == doctest::Approx(std::exp(-1.0)));
     }
-    SUBCASE("gated linear: v k^T written after the decay, one α for the head") {
+    SUBCASE("mamba2: v k^T written after the decay, one α for the head") {
       Var v1(Tensor::from_vector<double>({0, 0, 2, 0, 0, 0}, {1, 3, 1, 2}));
-      Var g(Tensor::from_vector<double>({-0.5, -0.5, -0.5}, {1, 3, 1}));
+      Var log_alpha(Tensor::from_vector<double>({-0.5, -0.5, -0.5}, {1, 3, 1}));
       Tensor final_state;
-      scan({ScanRule::Mamba2, form, 2}, q, k, v1, Var(), g, initial_state, &final_state);
+      scan({ScanRule::Mamba2, form, 2}, q, k, v1, Var(), log_alpha, initial_state, &final_state);
       // S_3 = e^{−1.5} I + e^{−0.5} · (2, 0)ᵀ (0, 1)
       CHECK(final_state.at(0) == doctest::Approx(std::exp(-1.5)));
       CHECK(final_state.at(1) == doctest::Approx(2 * std::exp(-0.5)));
@@ -411,8 +411,8 @@ TEST_CASE("scan: only the inputs the rule reads are recorded") {
     ScanCase c = make_case(rule, 1, 3, 2, 4, rng);
     Var q(c.q, true), k(c.k, true), v(c.v, true);
     Var beta = c.beta.defined() ? Var(c.beta, true) : Var();
-    Var g = c.log_alpha.defined() ? Var(c.log_alpha, true) : Var();
-    Var o = scan({rule, ScanForm::Chunked, 2}, q, k, v, beta, g, c.initial_state);
+    Var log_alpha = c.log_alpha.defined() ? Var(c.log_alpha, true) : Var();
+    Var o = scan({rule, ScanForm::Chunked, 2}, q, k, v, beta, log_alpha, c.initial_state);
     REQUIRE(o.grad_fn() != nullptr);
     CHECK(o.grad_fn()->kind == OpKind::Scan);
     CHECK(o.grad_fn()->inputs.size() == size_t(3 + uses_beta(rule) + learns_decay(rule)));
@@ -422,7 +422,7 @@ TEST_CASE("scan: only the inputs the rule reads are recorded") {
 TEST_CASE("scan errors name the problem") {
   auto zeros = [](const Shape& s) { return Var(Tensor::zeros(s, DType::F64)); };
   Var x = zeros({2, 5, 2, 4});
-  Var gate = zeros({2, 5, 2});
+  Var per_head = zeros({2, 5, 2});
   const ScanOptions linear{ScanRule::Linear, ScanForm::Sequential, 4};
   const ScanOptions delta{ScanRule::Delta, ScanForm::Chunked, 4};
   const ScanOptions gated{ScanRule::Gdn, ScanForm::Chunked, 4};
@@ -435,25 +435,25 @@ TEST_CASE("scan errors name the problem") {
   CHECK_THROWS_WITH_AS(scan(delta, x, x, x, Var(), Var()),
                        doctest::Contains("scan: the delta rule needs beta [B, T, H] = [2, 5, 2]"),
                        Error);
-  CHECK_THROWS_WITH_AS(scan(gated, x, x, x, gate, Var()),
+  CHECK_THROWS_WITH_AS(scan(gated, x, x, x, per_head, Var()),
                        doctest::Contains("scan: the gdn rule needs log_alpha [B, T, H]"),
                        Error);
-  CHECK_THROWS_WITH_AS(scan(gated, x, x, x, gate, zeros({2, 5})),
+  CHECK_THROWS_WITH_AS(scan(gated, x, x, x, per_head, zeros({2, 5})),
                        doctest::Contains("log_alpha [B, T, H] = [2, 5, 2], got [2, 5]"), Error);
-  CHECK_THROWS_WITH_AS(scan(linear, x, x, x, gate, Var()),
+  CHECK_THROWS_WITH_AS(scan(linear, x, x, x, per_head, Var()),
                        doctest::Contains("scan: the linear rule takes no beta"), Error);
   const ScanOptions channel{ScanRule::Gla, ScanForm::Chunked, 4};
-  CHECK_THROWS_WITH_AS(scan(channel, x, x, x, Var(), gate),
+  CHECK_THROWS_WITH_AS(scan(channel, x, x, x, Var(), per_head),
                        doctest::Contains("scan: the gla rule needs log_alpha "
                                          "[B, T, H, d] = [2, 5, 2, 4], got [2, 5, 2]"),
                        Error);
-  CHECK_THROWS_WITH_AS(scan({ScanRule::Retnet, ScanForm::Chunked, 4}, x, x, x, Var(), gate),
+  CHECK_THROWS_WITH_AS(scan({ScanRule::Retnet, ScanForm::Chunked, 4}, x, x, x, Var(), per_head),
                        doctest::Contains("scan: the retnet rule takes no log_alpha"), Error);
   Tensor bad_state = Tensor::zeros({2, 2, 4, 3}, DType::F64);
-  CHECK_THROWS_WITH_AS(scan(delta, x, x, x, gate, Var(), bad_state),
+  CHECK_THROWS_WITH_AS(scan(delta, x, x, x, per_head, Var(), bad_state),
                        doctest::Contains("initial_state must be [2, 2, 4, 4], got [2, 2, 4, 3]"),
                        Error);
-  CHECK_THROWS_WITH_AS(scan({ScanRule::Delta, ScanForm::Chunked, 0}, x, x, x, gate, Var()),
+  CHECK_THROWS_WITH_AS(scan({ScanRule::Delta, ScanForm::Chunked, 0}, x, x, x, per_head, Var()),
                        doctest::Contains("scan: chunk length must be positive, got 0"), Error);
   CHECK_THROWS_WITH_AS(scan(linear, x, Var(Tensor::zeros({2, 5, 2, 4})), x, Var(), Var()),
                        doctest::Contains("scan: dtype mismatch"), Error);

@@ -7,7 +7,7 @@
 //   G += dO_t q_tᵀ;  e = G k_t;  dv_t = β e;  dβ_t = eᵀ r_t;  dq_t = S_tᵀ dO_t
 //   dk_t = Gᵀ u_t − αβ S_{t−1}ᵀ e;  dα_t = ⟨G, S_{t−1}⟩ − β eᵀ S_{t−1} k_t
 //   G ← α (G − β e k_tᵀ)
-// or chunk by chunk with matrix products (§3.4). The gate gradient is taken
+// or chunk by chunk with matrix products (§3.4). The decay's gradient is taken
 // with respect to g = log α: dg = α dα.
 #include "autograd/functions.h"
 #include "dispatch/dispatch.h"

@@ -31,12 +31,12 @@ constexpr double kRel = 2e-4, kFloor = 2e-5;
 
 struct ScanCase {
   int64_t B, T, H, d, chunk;
-  bool with_s0 = true, with_ds_final = true;
-  double gate_lo = -1.0, gate_hi = -0.01;  // log a, for the rules with a learned gate
+  bool with_initial_state = true, with_dfinal_state = true;
+  double log_alpha_lo = -1.0, log_alpha_hi = -0.01;  // log α, for the rules with a learned decay
   std::string name() const {
     return "[B " + std::to_string(B) + ", T " + std::to_string(T) + ", H " + std::to_string(H) + ", d " +
-           std::to_string(d) + "] C = " + std::to_string(chunk) + (with_s0 ? "" : ", no S_0") +
-           (with_ds_final ? "" : ", no dS_T") + (gate_lo < -2 ? ", strong decay" : "");
+           std::to_string(d) + "] C = " + std::to_string(chunk) + (with_initial_state ? "" : ", no S_0") +
+           (with_dfinal_state ? "" : ", no dS_T") + (log_alpha_lo < -2 ? ", strong decay" : "");
   }
 };
 
@@ -50,7 +50,7 @@ const ScanCase kCases[] = {
     {1, 9, 1, 8, 1},                         // chunks of one token
     {1, 20, 1, 8, 4096},                     // one chunk, shorter than C
     {1, 33, 2, 64, 64},                      // d = 64: over 48 KB of shared memory
-    {1, 40, 2, 32, 16, true, true, -20.0, -5.0},  // strong decay (learned gates only)
+    {1, 40, 2, 32, 16, true, true, -20.0, -5.0},  // strong decay (learned decay only)
 };
 
 // What one scan returns, forward and backward, as float64 on the host.
@@ -76,14 +76,16 @@ ScanResult run_scan(const ScanCase& c, ScanRule rule, ScanForm form, Device devi
   const double key_scale = 1.0 / std::sqrt(double(c.d));
   Tensor q = normal(act, key_scale), k = normal(act, key_scale), v = normal(act, 1.0);
   Tensor beta = uses_beta(rule) ? uniform(heads, 0.1, 0.9) : Tensor();
-  Tensor g = learns_decay(rule) ? uniform(decays_per_channel(rule) ? act : heads, c.gate_lo, c.gate_hi) : Tensor();
+  Tensor log_alpha = learns_decay(rule)
+                         ? uniform(decays_per_channel(rule) ? act : heads, c.log_alpha_lo, c.log_alpha_hi)
+                         : Tensor();
   Tensor initial_state = normal(state, 0.1), dout = normal(act, 1.0), dfinal_state = normal(state, 0.1);
 
   ScanOptions options{rule, form, int(c.chunk)};
   Tensor final_state, saved;
-  Tensor o = dispatch::scan_forward(options, q, k, v, beta, g, c.with_s0 ? initial_state : Tensor(), final_state, &saved);
+  Tensor o = dispatch::scan_forward(options, q, k, v, beta, log_alpha, c.with_initial_state ? initial_state : Tensor(), final_state, &saved);
   dispatch::ScanGrads gr =
-      dispatch::scan_backward(options, q, k, v, beta, g, saved, dout, c.with_ds_final ? dfinal_state : Tensor());
+      dispatch::scan_backward(options, q, k, v, beta, log_alpha, saved, dout, c.with_dfinal_state ? dfinal_state : Tensor());
   return {host(o),     host(final_state), host(saved), host(gr.dq),         host(gr.dk),
           host(gr.dv), host(gr.dbeta), host(gr.dlog_alpha), host(gr.dinitial_state)};
 }
@@ -120,7 +122,7 @@ const ScanRule kRules[] = {ScanRule::Linear, ScanRule::Delta,  ScanRule::Gdn,
 TEST_CASE("cuda scan: both forms against the CPU in float64 and each other, every rule") {
   for (const ScanCase& c : kCases)
     for (ScanRule rule : kRules) {
-      if (c.gate_lo < -2 && !learns_decay(rule)) continue;
+      if (c.log_alpha_lo < -2 && !learns_decay(rule)) continue;
       const std::string what = std::string(scan_rule_name(rule)) + " " + c.name();
       INFO(what);
       const ScanResult want = run_scan(c, rule, ScanForm::Sequential, Device::Cpu, DType::F64);
