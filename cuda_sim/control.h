@@ -12,4 +12,14 @@ enum class ThreadOrder { Forward, Reverse, Shuffle };
 void set_thread_order(ThreadOrder order, uint64_t seed = 1);
 ThreadOrder thread_order();
 
+// Counted since the process started. A kernel (or cuBLAS call) counts when
+// it is queued to run: at its launch, or at each launch of a graph that
+// holds it (a captured launch counts only when replayed). A graph launch is
+// one graph_launches. Allocations are successful cudaMalloc and
+// cudaMallocAsync calls; read-backs are device→host copies, eager or replayed.
+struct Counters {
+  int64_t kernel_launches = 0, graph_launches = 0, allocations = 0, device_to_host_copies = 0;
+};
+Counters counters();
+
 }  // namespace cuda_sim

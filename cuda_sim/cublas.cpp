@@ -75,11 +75,15 @@ cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t handle, cublasOperation_
     return CUBLAS_STATUS_INVALID_VALUE;
   if (m == 0 || n == 0 || batch == 0) return CUBLAS_STATUS_SUCCESS;
   if (sticky_error()) return CUBLAS_STATUS_EXECUTION_FAILED;
-  if (!operand_ok(A, strideA, batch, a_rows, a_cols, lda) || !operand_ok(B, strideB, batch, b_rows, b_cols, ldb) ||
-      !operand_ok(C, strideC, batch, m, n, ldc))
-    return CUBLAS_STATUS_INVALID_VALUE;  // not device memory, or past an allocation's end
+  auto operands_ok = [=] {
+    return operand_ok(A, strideA, batch, a_rows, a_cols, lda) && operand_ok(B, strideB, batch, b_rows, b_cols, ldb) &&
+           operand_ok(C, strideC, batch, m, n, ldc);
+  };
+  if (!operands_ok()) return CUBLAS_STATUS_INVALID_VALUE;  // not device memory, or past an allocation's end
   const float a_scale = *alpha, c_scale = *beta;  // host scalars, read at the call as cuBLAS does
-  enqueue([=] {
+  Work work;  // a kernel, as cuBLAS's own
+  work.check = [operands_ok] { return operands_ok() ? cudaSuccess : cudaErrorInvalidValue; };
+  work.run = [=] {
     for (int i = 0; i < batch; ++i) {
       ConstMatrix a(A + i * strideA, a_rows, a_cols, Eigen::OuterStride<>(lda));
       ConstMatrix b(B + i * strideB, b_rows, b_cols, Eigen::OuterStride<>(ldb));
@@ -93,6 +97,7 @@ cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t handle, cublasOperation_
       if (c_scale == 0.0f) c = a_scale * product;  // C is not read: NaN there does not survive
       else c = a_scale * product + c_scale * c;
     }
-  });
+  };
+  submit(handle->stream, std::move(work));
   return CUBLAS_STATUS_SUCCESS;
 }

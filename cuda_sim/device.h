@@ -107,6 +107,9 @@ namespace cuda_sim {
 struct KernelBody {
   virtual ~KernelBody() = default;
   virtual void run() = 0;
+  // The pointer arguments still point into live allocations (checked again
+  // when a graph replays the launch).
+  virtual bool check_arguments(const char* kernel) const = 0;
 };
 
 // Checks an argument the kernel receives: a pointer must be null or point
@@ -131,11 +134,14 @@ struct Launch {
     struct Body final : KernelBody {
       Body(void (*k)(P...), Params p) : kernel(k), params(std::move(p)) {}
       void run() override { std::apply(kernel, params); }
+      bool check_arguments(const char* name) const override {
+        return check_pointers(name, params, std::index_sequence_for<P...>{});
+      }
       void (*kernel)(P...);
       Params params;
     };
     auto* body = new Body(kernel_, Params(std::forward<A>(args)...));
-    if (!check_pointers(body->params, std::index_sequence_for<P...>{})) {
+    if (!body->check_arguments(name_)) {
       delete body;
       return;
     }
@@ -160,8 +166,8 @@ struct Launch {
     }
   }
   template <class Tuple, size_t... I>
-  bool check_pointers(const Tuple& params, std::index_sequence<I...>) const {
-    return (check_one(name_, int(I) + 1, std::get<I>(params)) && ...);
+  static bool check_pointers(const char* name, const Tuple& params, std::index_sequence<I...>) {
+    return (check_one(name, int(I) + 1, std::get<I>(params)) && ...);
   }
 
   const char* name_;

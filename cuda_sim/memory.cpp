@@ -226,12 +226,16 @@ using namespace cuda_sim;
 cudaError_t cudaMalloc(void** ptr, size_t bytes) {
   if (ptr == nullptr) return cudaErrorInvalidValue;
   if (cudaError_t err = sticky_error()) return err;
+  if (cudaError_t err = refuse_during_capture(CaptureRule::UnsafeInGlobalMode, nullptr,
+                                              "cudaMalloc of " + std::to_string(bytes) + " bytes"))
+    return err;
   Allocation block;
   char* base = map_block(bytes, block);
   if (base == nullptr) return cudaErrorMemoryAllocation;
   Allocation& a = registry()[uintptr_t(base)];
   a = Allocation{base, bytes, block.mapping, block.region, true, false, !protect_pages()};
   poison(a);
+  count_allocation();
   *ptr = base;
   return cudaSuccess;
 }
@@ -239,6 +243,7 @@ cudaError_t cudaMalloc(void** ptr, size_t bytes) {
 cudaError_t cudaFree(void* ptr) {
   if (ptr == nullptr) return cudaSuccess;
   if (cudaError_t err = sticky_error()) return err;
+  if (cudaError_t err = refuse_during_capture(CaptureRule::WaitsForDevice, nullptr, "cudaFree")) return err;
   flush();  // cudaFree waits for the device
   auto it = registry().find(uintptr_t(ptr));
   if (it == registry().end() || !it->second.live || it->second.pooled) return cudaErrorInvalidValue;
@@ -247,9 +252,15 @@ cudaError_t cudaFree(void* ptr) {
   return cudaSuccess;
 }
 
-cudaError_t cudaMallocAsync(void** ptr, size_t bytes, cudaStream_t) {
+// Graph-owned memory (an allocation node in a captured graph) is not
+// simulated: on a capturing stream this is refused; allocate before the capture.
+cudaError_t cudaMallocAsync(void** ptr, size_t bytes, cudaStream_t stream) {
   if (ptr == nullptr) return cudaErrorInvalidValue;
   if (cudaError_t err = sticky_error()) return err;
+  if (cudaError_t err = refuse_during_capture(
+          CaptureRule::OnCapturingStream, stream,
+          "cudaMallocAsync of " + std::to_string(bytes) + " bytes (graph-owned memory is not simulated)"))
+    return err;
   Allocation* a = nullptr;
   auto cached = pool_free().find(bytes);
   if (cached != pool_free().end()) {
@@ -269,15 +280,19 @@ cudaError_t cudaMallocAsync(void** ptr, size_t bytes, cudaStream_t) {
     g_pool_reserved += bytes;
   }
   g_pool_used += bytes;
+  count_allocation();
   *ptr = a->base;
   return cudaSuccess;
 }
 
 // The block goes back to the pool at once: every later use of it is queued
 // after the work queued so far (one FIFO for all streams).
-cudaError_t cudaFreeAsync(void* ptr, cudaStream_t) {
+cudaError_t cudaFreeAsync(void* ptr, cudaStream_t stream) {
   if (ptr == nullptr) return cudaSuccess;
   if (cudaError_t err = sticky_error()) return err;
+  if (cudaError_t err = refuse_during_capture(CaptureRule::OnCapturingStream, stream,
+                                              "cudaFreeAsync (graph-owned memory is not simulated)"))
+    return err;
   auto it = registry().find(uintptr_t(ptr));
   if (it == registry().end() || !it->second.live || !it->second.pooled) return cudaErrorInvalidValue;
   Allocation& a = it->second;

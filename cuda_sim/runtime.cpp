@@ -49,6 +49,8 @@ std::deque<std::function<void()>>& queue() {
 }
 bool g_flushing = false;
 
+Counters g_counters;
+
 bool launch_blocking() {
   static const bool on = [] {
     const char* env = std::getenv("CUDA_LAUNCH_BLOCKING");
@@ -61,9 +63,6 @@ bool launch_blocking() {
 
 }  // namespace cuda_sim
 
-struct CUstream_st {
-  int id;
-};
 struct CUevent_st {
   std::chrono::steady_clock::time_point when{};
   bool recorded = false;
@@ -93,6 +92,18 @@ void enqueue(std::function<void()> work) {
   if (launch_blocking()) flush();
 }
 
+void submit(CUstream_st* stream, Work work) {
+  if (capturing(stream)) return record(stream, std::move(work));
+  if (work.on_queue) work.on_queue();
+  if (work.type == cudaGraphNodeTypeKernel) g_counters.kernel_launches++;
+  if (work.device_to_host) g_counters.device_to_host_copies++;
+  enqueue(std::move(work.run));
+}
+
+void count_allocation() { g_counters.allocations++; }
+void count_graph_launch() { g_counters.graph_launches++; }
+Counters counters() { return g_counters; }
+
 void flush() {
   if (g_flushing) return;
   g_flushing = true;
@@ -121,7 +132,7 @@ bool check_pointer_argument(const char* kernel, int index, const void* ptr) {
 }
 
 void enqueue_launch(const char* kernel, const void* func, dim3 grid, dim3 block, size_t shared_bytes,
-                    CUstream_st*, KernelBody* body) {
+                    CUstream_st* stream, KernelBody* body) {
   std::unique_ptr<KernelBody> owned(body);
   const std::string name = std::string("kernel '") + kernel + "'";
   const uint64_t threads = uint64_t(block.x) * block.y * block.z;
@@ -147,7 +158,10 @@ void enqueue_launch(const char* kernel, const void* func, dim3 grid, dim3 block,
                                      : " allowed by cudaFuncSetAttribute"));
   if (g_sticky != cudaSuccess) return;
   std::shared_ptr<KernelBody> shared(owned.release());
-  enqueue([kernel, grid, block, shared_bytes, shared] { run_grid(kernel, grid, block, shared_bytes, *shared); });
+  Work work;
+  work.run = [kernel, grid, block, shared_bytes, shared] { run_grid(kernel, grid, block, shared_bytes, *shared); };
+  work.check = [kernel, shared] { return shared->check_arguments(kernel) ? cudaSuccess : cudaErrorInvalidValue; };
+  submit(stream, std::move(work));
 }
 
 cudaError_t func_set_attribute(const void* func, cudaFuncAttribute attr, int value) {
@@ -190,6 +204,9 @@ const char* cudaGetErrorName(cudaError_t err) {
     CUDA_SIM_NAME(cudaErrorIllegalInstruction)
     CUDA_SIM_NAME(cudaErrorMisalignedAddress)
     CUDA_SIM_NAME(cudaErrorLaunchFailure)
+    CUDA_SIM_NAME(cudaErrorIllegalState)
+    CUDA_SIM_NAME(cudaErrorStreamCaptureUnsupported)
+    CUDA_SIM_NAME(cudaErrorStreamCaptureInvalidated)
     CUDA_SIM_NAME(cudaErrorUnknown)
 #undef CUDA_SIM_NAME
   }
@@ -260,12 +277,15 @@ cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int device) 
 }
 
 cudaError_t cudaDeviceSynchronize() {
+  if (cudaError_t err = refuse_during_capture(CaptureRule::WaitsForDevice, nullptr, "cudaDeviceSynchronize"))
+    return err;
   flush();
   return g_sticky;
 }
 
 cudaError_t cudaDeviceReset() {
   queue().clear();
+  end_all_captures();
   release_all_memory();
   dynamic_shared_limits().clear();
   g_sticky = g_last = cudaSuccess;
@@ -280,11 +300,15 @@ cudaError_t cudaStreamCreate(cudaStream_t* stream) {
   return cudaSuccess;
 }
 cudaError_t cudaStreamDestroy(cudaStream_t stream) {
+  if (cudaError_t err = refuse_during_capture(CaptureRule::OnCapturingStream, stream, "cudaStreamDestroy"))
+    return err;
   flush();
   delete stream;
   return g_sticky;
 }
-cudaError_t cudaStreamSynchronize(cudaStream_t) {
+cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
+  if (cudaError_t err = refuse_during_capture(CaptureRule::OnCapturingStream, stream, "cudaStreamSynchronize"))
+    return err;
   flush();
   return g_sticky;
 }
@@ -297,13 +321,19 @@ cudaError_t cudaEventDestroy(cudaEvent_t event) {
   delete event;
   return cudaSuccess;
 }
-cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t) {
+cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
   if (g_sticky) return g_sticky;
+  if (cudaError_t err = refuse_during_capture(CaptureRule::OnCapturingStream, stream,
+                                              "cudaEventRecord (captured events are not simulated)"))
+    return err;
   event->recorded = false;
-  enqueue([event] {
+  Work work;
+  work.type = cudaGraphNodeTypeEventRecord;
+  work.run = [event] {
     event->when = std::chrono::steady_clock::now();
     event->recorded = true;
-  });
+  };
+  submit(stream, std::move(work));
   return cudaSuccess;
 }
 cudaError_t cudaEventSynchronize(cudaEvent_t) {
@@ -335,7 +365,35 @@ cudaError_t check_device_range(const void* ptr, size_t bytes, const char* what) 
   return cudaErrorInvalidValue;
 }
 
-cudaError_t queue_copy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) {
+// The work of one copy whose ranges have been checked.
+Work copy_work(CUstream_st* stream, void* dst, const void* src, size_t bytes, bool src_device, bool dst_device) {
+  Work work;
+  work.type = cudaGraphNodeTypeMemcpy;
+  work.check = [=] {
+    if (src_device)
+      if (cudaError_t err = check_device_range(src, bytes, "cudaMemcpy source")) return err;
+    return dst_device ? check_device_range(dst, bytes, "cudaMemcpy destination") : cudaSuccess;
+  };
+  if (!src_device && !capturing(stream)) {
+    // From the host: the data is taken now (the host may reuse its buffer).
+    auto staged = std::make_shared<std::vector<char>>(static_cast<const char*>(src),
+                                                      static_cast<const char*>(src) + bytes);
+    work.run = [dst, staged] { std::memcpy(dst, staged->data(), staged->size()); };
+  } else {
+    // A captured copy from the host keeps the pointer, as CUDA's graph node
+    // does: each replay reads the buffer as it is when the copy runs.
+    work.run = [dst, src, bytes] { std::memmove(dst, src, bytes); };
+  }
+  if (src_device && !dst_device) {
+    // To the host: written when the stream runs. Until then the host buffer
+    // holds NaN bytes, so a read before the synchronisation is visibly wrong.
+    work.on_queue = [dst, bytes] { std::memset(dst, 0xFF, bytes); };
+    work.device_to_host = true;
+  }
+  return work;
+}
+
+cudaError_t queue_copy(CUstream_st* stream, void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) {
   if (g_sticky) return g_sticky;
   if (bytes == 0) return cudaSuccess;
   if (kind == cudaMemcpyDefault)
@@ -353,41 +411,39 @@ cudaError_t queue_copy(void* dst, const void* src, size_t bytes, cudaMemcpyKind 
   } else if (find_allocation(dst)) {
     return cudaErrorInvalidValue;
   }
-  if (!src_device) {
-    // From the host: the data is taken now (the host may reuse its buffer).
-    auto staged = std::make_shared<std::vector<char>>(static_cast<const char*>(src),
-                                                      static_cast<const char*>(src) + bytes);
-    enqueue([dst, staged] { std::memcpy(dst, staged->data(), staged->size()); });
-  } else {
-    // To the host: written when the stream runs. Until then the host buffer
-    // holds NaN bytes, so a read before the synchronisation is visibly wrong.
-    if (!dst_device) std::memset(dst, 0xFF, bytes);
-    enqueue([dst, src, bytes] { std::memmove(dst, src, bytes); });
-  }
+  submit(stream, copy_work(stream, dst, src, bytes, src_device, dst_device));
   return cudaSuccess;
 }
 
 }  // namespace
 
-cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind, cudaStream_t) {
-  return queue_copy(dst, src, bytes, kind);
+cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind, cudaStream_t stream) {
+  return queue_copy(stream, dst, src, bytes, kind);
 }
 
 cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) {
-  if (cudaError_t err = queue_copy(dst, src, bytes, kind)) return err;
+  if (cudaError_t err = refuse_during_capture(CaptureRule::WaitsForDevice, nullptr, "cudaMemcpy (synchronous)"))
+    return err;
+  if (cudaError_t err = queue_copy(nullptr, dst, src, bytes, kind)) return err;
   flush();
   return g_sticky;
 }
 
-cudaError_t cudaMemsetAsync(void* ptr, int value, size_t bytes, cudaStream_t) {
+cudaError_t cudaMemsetAsync(void* ptr, int value, size_t bytes, cudaStream_t stream) {
   if (g_sticky) return g_sticky;
   if (bytes == 0) return cudaSuccess;
   if (cudaError_t err = check_device_range(ptr, bytes, "cudaMemset")) return err;
-  enqueue([ptr, value, bytes] { std::memset(ptr, value, bytes); });
+  Work work;
+  work.type = cudaGraphNodeTypeMemset;
+  work.run = [ptr, value, bytes] { std::memset(ptr, value, bytes); };
+  work.check = [ptr, bytes] { return check_device_range(ptr, bytes, "cudaMemset"); };
+  submit(stream, std::move(work));
   return cudaSuccess;
 }
 
 cudaError_t cudaMemset(void* ptr, int value, size_t bytes) {
+  if (cudaError_t err = refuse_during_capture(CaptureRule::WaitsForDevice, nullptr, "cudaMemset (synchronous)"))
+    return err;
   if (cudaError_t err = cudaMemsetAsync(ptr, value, bytes, nullptr)) return err;
   flush();
   return g_sticky;

@@ -9,6 +9,10 @@
 
 #include "cuda_sim/include/cuda_runtime.h"
 
+struct CUstream_st {
+  int id;  // 1, 2, … in order of creation: names it in messages
+};
+
 namespace cuda_sim {
 
 // ---- errors ----
@@ -42,6 +46,37 @@ void release_all_memory();     // cudaDeviceReset
 // ---- the queue: all streams' work in one FIFO, run at synchronisation ----
 void enqueue(std::function<void()> work);
 void flush();  // runs everything queued, device memory accessible meanwhile
+
+// One piece of a stream's work. submit() queues it (and counts it), or, on a
+// capturing stream, records it as a graph node; each launch of the graph
+// checks it again and queues it as submit() would.
+struct Work {
+  cudaGraphNodeType type = cudaGraphNodeTypeKernel;
+  std::function<void()> run;                // in the queue, device memory accessible
+  std::function<cudaError_t()> check;       // at a graph launch: its device memory still live (empty: nothing to check)
+  std::function<void()> on_queue;           // on the host as it is queued (empty: nothing)
+  bool device_to_host = false;              // a read-back, counted
+};
+void submit(CUstream_st* stream, Work work);
+
+// ---- capture (graph.cpp) ----
+bool capturing(CUstream_st* stream);
+void record(CUstream_st* stream, Work work);  // appends to the stream's capture
+// What CUDA refuses while a capture is active. A refused call invalidates the
+// captures it concerns (their cudaStreamEndCapture then fails) and returns
+// cudaErrorStreamCaptureUnsupported, its message naming the call; an allowed
+// one returns cudaSuccess.
+enum class CaptureRule {
+  WaitsForDevice,      // refused while any stream captures: cudaDeviceSynchronize, cudaMemcpy, cudaFree, …
+  UnsafeInGlobalMode,  // refused while a capture not begun in relaxed mode is active: cudaMalloc
+  OnCapturingStream,   // refused when its stream captures: cudaStreamSynchronize, cudaMallocAsync, …
+};
+cudaError_t refuse_during_capture(CaptureRule rule, CUstream_st* stream, const std::string& call);
+void end_all_captures();  // cudaDeviceReset
+
+// ---- counters (control.h) ----
+void count_allocation();
+void count_graph_launch();
 
 // ---- the scheduler (block.cpp) ----
 void run_grid(const char* kernel, dim3 grid, dim3 block, size_t shared_bytes, KernelBody& body);

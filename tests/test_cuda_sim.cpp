@@ -2,7 +2,8 @@
 // must catch (a missing barrier, a host pointer given to a kernel, a read
 // before the synchronisation, a deadlock, bad launches) and what it must do
 // as CUDA does (barriers, shared memory, warp shuffles, streams, the pool,
-// cuBLAS). Built in the cuda-sim preset as cuda_sim_tests.
+// cuBLAS, stream capture and graph launches). Built in the cuda-sim preset
+// as cuda_sim_tests.
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #define DOCTEST_CONFIG_NO_POSIX_SIGNALS  // the simulator's own SIGSEGV handler must stay in place
 #include <doctest/doctest.h>
@@ -15,6 +16,7 @@
 #include <array>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -23,6 +25,7 @@
 namespace {
 
 #define LAUNCH(kernel, grid, block, shared) ::cuda_sim::Launch(#kernel, kernel, grid, block, shared, nullptr)
+#define LAUNCH_ON(stream, kernel, grid, block) ::cuda_sim::Launch(#kernel, kernel, grid, block, 0, stream)
 
 constexpr int kN = 256;
 
@@ -112,6 +115,15 @@ struct CopyArgs {
 __global__ void copy_by_struct(CopyArgs args) { args.dst[threadIdx.x] = args.src[threadIdx.x]; }
 
 __global__ void read_past_end(const float* in, float* out) { out[0] = in[64]; }  // byte 256 of 64
+
+__global__ void add_half(float* acc, const float* in) {
+  const int i = int(blockIdx.x * blockDim.x + threadIdx.x);
+  acc[i] += 0.5f * in[i];
+}
+__global__ void scale_add(float* x, const float* y, float scale) {
+  const int i = int(blockIdx.x * blockDim.x + threadIdx.x);
+  x[i] = scale * x[i] + y[i];
+}
 
 // Runs `body` in a child process and returns what it wrote on stderr and
 // whether it died (by a signal or a non-zero exit).
@@ -379,4 +391,273 @@ TEST_CASE("cuBLAS: the strided batched product equals the host's, and beta = 0 i
   CHECK(cublasSgemmStridedBatched(handle, CUBLAS_OP_N, CUBLAS_OP_N, 2, 2, 1, &one, host.data(), 2, 0, d_b, 1, 0,
                                   &zero, d_c, 2, 0, 1) == CUBLAS_STATUS_INVALID_VALUE);  // a host operand
   cublasDestroy(handle);
+}
+
+// ---- stream capture and graphs ----
+namespace {
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+bool mentions(cudaError_t err, const std::string& words) {
+  return std::string(cudaGetErrorString(err)).find(words) != std::string::npos;
+}
+
+// One "update" on kN floats: new input from the host, a zeroed accumulator,
+// two kernels and a cuBLAS product, all on `stream`.
+struct Update {
+  static constexpr int kSide = 16;  // kN = kSide²: x as a kSide × kSide matrix
+  float *x = device_array<float>(kN), *input = device_array<float>(kN), *acc = device_array<float>(kN),
+        *product = device_array<float>(kN);
+  std::vector<float> host_input = std::vector<float>(kN);
+  cublasHandle_t handle = nullptr;
+
+  explicit Update(cudaStream_t stream) {
+    REQUIRE(cublasCreate(&handle) == CUBLAS_STATUS_SUCCESS);
+    REQUIRE(cublasSetStream(handle, stream) == CUBLAS_STATUS_SUCCESS);
+    std::vector<float> start(kN);
+    for (int i = 0; i < kN; ++i) start[size_t(i)] = std::sin(float(i)), host_input[size_t(i)] = std::cos(float(i));
+    REQUIRE(cudaMemcpy(x, start.data(), kN * sizeof(float), cudaMemcpyHostToDevice) == cudaSuccess);
+  }
+  ~Update() { cublasDestroy(handle); }
+
+  void enqueue(cudaStream_t stream) {
+    REQUIRE(cudaMemcpyAsync(input, host_input.data(), kN * sizeof(float), cudaMemcpyHostToDevice, stream) ==
+            cudaSuccess);
+    REQUIRE(cudaMemsetAsync(acc, 0, kN * sizeof(float), stream) == cudaSuccess);
+    LAUNCH_ON(stream, add_half, 2, kN / 2)(acc, input);
+    LAUNCH_ON(stream, scale_add, 4, kN / 4)(x, acc, 1.1f);
+    const float one = 1.0f, zero = 0.0f;
+    REQUIRE(cublasSgemmStridedBatched(handle, CUBLAS_OP_N, CUBLAS_OP_T, kSide, kSide, kSide, &one, x, kSide, 0, acc,
+                                      kSide, 0, &zero, product, kSide, 0, 1) == CUBLAS_STATUS_SUCCESS);
+    REQUIRE(cudaGetLastError() == cudaSuccess);
+  }
+};
+
+cudaGraphExec_t capture_and_instantiate(cudaStream_t stream, const std::function<void()>& work) {
+  REQUIRE(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal) == cudaSuccess);
+  work();
+  cudaGraph_t graph = nullptr;
+  REQUIRE(cudaStreamEndCapture(stream, &graph) == cudaSuccess);
+  REQUIRE(graph != nullptr);
+  cudaGraphExec_t exec = nullptr;
+  REQUIRE(cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess);
+  REQUIRE(cudaGraphDestroy(graph) == cudaSuccess);  // the executable graph stands alone
+  return exec;
+}
+
+}  // namespace
+
+TEST_CASE("a captured update replayed 3 times equals 3 eager runs bit for bit: one graph launch each, no allocation") {
+  Fresh fresh;
+  cudaStream_t stream;
+  REQUIRE(cudaStreamCreate(&stream) == cudaSuccess);
+  std::vector<float> eager_x, eager_product;
+  {
+    Update eager(stream);
+    for (int step = 0; step < 3; ++step) eager.enqueue(stream);
+    REQUIRE(cudaStreamSynchronize(stream) == cudaSuccess);
+    eager_x = to_host(eager.x, kN), eager_product = to_host(eager.product, kN);
+  }
+  Update replayed(stream);
+  REQUIRE(cudaStreamSynchronize(stream) == cudaSuccess);
+  cudaGraph_t graph = nullptr;
+  REQUIRE(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal) == cudaSuccess);
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  REQUIRE(cudaStreamIsCapturing(stream, &status) == cudaSuccess);
+  CHECK(status == cudaStreamCaptureStatusActive);
+  replayed.enqueue(stream);
+  REQUIRE(cudaStreamEndCapture(stream, &graph) == cudaSuccess);
+
+  size_t count = 0;
+  REQUIRE(cudaGraphGetNodes(graph, nullptr, &count) == cudaSuccess);
+  REQUIRE(count == 5);
+  std::vector<cudaGraphNode_t> nodes(count);
+  REQUIRE(cudaGraphGetNodes(graph, nodes.data(), &count) == cudaSuccess);
+  std::vector<cudaGraphNodeType> types;
+  for (cudaGraphNode_t node : nodes) REQUIRE(cudaGraphNodeGetType(node, &types.emplace_back()) == cudaSuccess);
+  CHECK(types == std::vector<cudaGraphNodeType>{cudaGraphNodeTypeMemcpy, cudaGraphNodeTypeMemset,
+                                                 cudaGraphNodeTypeKernel, cudaGraphNodeTypeKernel,
+                                                 cudaGraphNodeTypeKernel});
+  cudaGraphExec_t exec = nullptr;
+  REQUIRE(cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess);
+
+  const cuda_sim::Counters before = cuda_sim::counters();
+  for (int step = 0; step < 3; ++step) REQUIRE(cudaGraphLaunch(exec, stream) == cudaSuccess);
+  REQUIRE(cudaStreamSynchronize(stream) == cudaSuccess);
+  const cuda_sim::Counters after = cuda_sim::counters();
+  CHECK(after.graph_launches - before.graph_launches == 3);
+  CHECK(after.kernel_launches - before.kernel_launches == 3 * 3);  // two kernels and cuBLAS per replay
+  CHECK(after.allocations == before.allocations);
+  CHECK(after.device_to_host_copies == before.device_to_host_copies);
+
+  CHECK(same_bits(to_host(replayed.x, kN), eager_x));
+  CHECK(same_bits(to_host(replayed.product, kN), eager_product));
+  CHECK(cudaGraphExecDestroy(exec) == cudaSuccess);
+  CHECK(cudaGraphDestroy(graph) == cudaSuccess);
+  CHECK(cudaStreamDestroy(stream) == cudaSuccess);
+}
+
+TEST_CASE("a captured copy from the host reads the host buffer at each replay, not at the capture") {
+  Fresh fresh;
+  cudaStream_t stream;
+  REQUIRE(cudaStreamCreate(&stream) == cudaSuccess);
+  float* input = device_array<float>(kN);
+  float* acc = device_array<float>(kN);
+  std::vector<float> host(kN, 1.0f);
+  cudaGraphExec_t exec = capture_and_instantiate(stream, [&] {
+    REQUIRE(cudaMemcpyAsync(input, host.data(), kN * sizeof(float), cudaMemcpyHostToDevice, stream) == cudaSuccess);
+    REQUIRE(cudaMemsetAsync(acc, 0, kN * sizeof(float), stream) == cudaSuccess);
+    LAUNCH_ON(stream, add_half, 1, kN)(acc, input);
+  });
+  for (float value : {2.0f, 6.0f, -4.0f}) {  // written after the capture: each replay sees it
+    std::fill(host.begin(), host.end(), value);
+    REQUIRE(cudaGraphLaunch(exec, stream) == cudaSuccess);
+    REQUIRE(cudaStreamSynchronize(stream) == cudaSuccess);
+    CHECK(to_host(acc, kN) == std::vector<float>(kN, 0.5f * value));
+  }
+  cudaGraphExecDestroy(exec);
+  cudaStreamDestroy(stream);
+}
+
+TEST_CASE("nothing captured runs at the capture: buffers stay as they were until the graph is launched") {
+  Fresh fresh;
+  cudaStream_t stream;
+  REQUIRE(cudaStreamCreate(&stream) == cudaSuccess);
+  float* d = device_array<float>(64);
+  float* zeroed = device_array<float>(64);
+  const std::vector<float> ones(64, 1.0f);
+  REQUIRE(cudaMemcpy(d, ones.data(), 64 * sizeof(float), cudaMemcpyHostToDevice) == cudaSuccess);
+  REQUIRE(cudaMemcpy(zeroed, ones.data(), 64 * sizeof(float), cudaMemcpyHostToDevice) == cudaSuccess);
+  std::vector<float> read_back(64, 42.0f);
+  const cuda_sim::Counters before = cuda_sim::counters();
+  cudaGraphExec_t exec = capture_and_instantiate(stream, [&] {
+    LAUNCH_ON(stream, write_index, 1, 64)(d, 64);
+    REQUIRE(cudaMemsetAsync(zeroed, 0, 64 * sizeof(float), stream) == cudaSuccess);
+    REQUIRE(cudaMemcpyAsync(read_back.data(), d, 64 * sizeof(float), cudaMemcpyDeviceToHost, stream) == cudaSuccess);
+  });
+  CHECK(cuda_sim::counters().kernel_launches == before.kernel_launches);  // a capture launches nothing
+  CHECK(to_host(d, 64) == ones);
+  CHECK(to_host(zeroed, 64) == ones);
+  CHECK(read_back == std::vector<float>(64, 42.0f));  // not even poisoned: the copy is not queued
+
+  const cuda_sim::Counters before_launch = cuda_sim::counters();
+  REQUIRE(cudaGraphLaunch(exec, stream) == cudaSuccess);
+  REQUIRE(cudaStreamSynchronize(stream) == cudaSuccess);
+  CHECK(cuda_sim::counters().device_to_host_copies - before_launch.device_to_host_copies == 1);  // replayed
+  std::vector<float> indices(64);
+  for (int i = 0; i < 64; ++i) indices[size_t(i)] = float(i);
+  CHECK(read_back == indices);
+  CHECK(to_host(zeroed, 64) == std::vector<float>(64, 0.0f));
+  cudaGraphExecDestroy(exec);
+  cudaStreamDestroy(stream);
+}
+
+TEST_CASE("waiting for the device during a capture is refused, naming the call, and invalidates the capture") {
+  Fresh fresh;
+  cudaStream_t stream;
+  REQUIRE(cudaStreamCreate(&stream) == cudaSuccess);
+  float* d = device_array<float>(64);
+  std::vector<float> host(64);
+  const std::vector<std::pair<std::string, std::function<cudaError_t()>>> waits = {
+      {"cudaStreamSynchronize", [&] { return cudaStreamSynchronize(stream); }},
+      {"cudaDeviceSynchronize", [&] { return cudaDeviceSynchronize(); }},
+      {"cudaMemcpy (synchronous)",
+       [&] { return cudaMemcpy(host.data(), d, 64 * sizeof(float), cudaMemcpyDeviceToHost); }},
+      {"cudaFree", [&] { return cudaFree(d); }},
+  };
+  for (const auto& [call, wait] : waits) {
+    INFO(call);
+    REQUIRE(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal) == cudaSuccess);
+    LAUNCH_ON(stream, write_index, 1, 64)(d, 64);
+    CHECK(wait() == cudaErrorStreamCaptureUnsupported);
+    CHECK(mentions(cudaErrorStreamCaptureUnsupported, call + " while stream "));
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    CHECK(cudaStreamIsCapturing(stream, &status) == cudaSuccess);
+    CHECK(status == cudaStreamCaptureStatusInvalidated);
+
+    cudaGraph_t graph = reinterpret_cast<cudaGraph_t>(&host);
+    CHECK(cudaStreamEndCapture(stream, &graph) == cudaErrorStreamCaptureInvalidated);
+    CHECK(graph == nullptr);
+    CHECK(mentions(cudaErrorStreamCaptureInvalidated, "invalidated by " + call));
+    CHECK(cudaStreamIsCapturing(stream, &status) == cudaSuccess);
+    CHECK(status == cudaStreamCaptureStatusNone);
+    CHECK(cudaGetLastError() == cudaErrorStreamCaptureUnsupported);  // reported once, then cleared
+    CHECK(cudaGetLastError() == cudaSuccess);
+  }
+  // The stream works eagerly again, and the refused captures left nothing queued.
+  LAUNCH_ON(stream, fill_value, 1, 64)(d, 5.0f);
+  REQUIRE(cudaStreamSynchronize(stream) == cudaSuccess);
+  CHECK(to_host(d, 64) == std::vector<float>(64, 5.0f));
+  CHECK(cudaStreamDestroy(stream) == cudaSuccess);
+}
+
+TEST_CASE("allocating during a capture is refused, naming the call; a relaxed capture allows cudaMalloc") {
+  Fresh fresh;
+  cudaStream_t stream;
+  REQUIRE(cudaStreamCreate(&stream) == cudaSuccess);
+  float* pooled = nullptr;
+  REQUIRE(cudaMallocAsync(&pooled, 256, stream) == cudaSuccess);
+  const cuda_sim::Counters before = cuda_sim::counters();
+  const std::vector<std::pair<std::string, std::function<cudaError_t()>>> allocations = {
+      {"cudaMalloc of 256 bytes", [] { float* p = nullptr; return cudaMalloc(&p, 256); }},
+      {"cudaMallocAsync of 256 bytes (graph-owned memory is not simulated)",
+       [&] { float* p = nullptr; return cudaMallocAsync(&p, 256, stream); }},
+      {"cudaFreeAsync (graph-owned memory is not simulated)", [&] { return cudaFreeAsync(pooled, stream); }},
+  };
+  for (const auto& [call, allocate] : allocations) {
+    INFO(call);
+    REQUIRE(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal) == cudaSuccess);
+    CHECK(allocate() == cudaErrorStreamCaptureUnsupported);
+    CHECK(mentions(cudaErrorStreamCaptureUnsupported, call + " while stream "));
+    cudaGraph_t graph = nullptr;
+    CHECK(cudaStreamEndCapture(stream, &graph) == cudaErrorStreamCaptureInvalidated);
+    CHECK(graph == nullptr);
+    cudaGetLastError();
+  }
+  CHECK(cuda_sim::counters().allocations == before.allocations);
+
+  REQUIRE(cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed) == cudaSuccess);
+  float* p = nullptr;
+  CHECK(cudaMalloc(&p, 256) == cudaSuccess);
+  cudaGraph_t graph = nullptr;
+  CHECK(cudaStreamEndCapture(stream, &graph) == cudaSuccess);
+  CHECK(cudaGraphDestroy(graph) == cudaSuccess);
+  cudaStreamDestroy(stream);
+}
+
+TEST_CASE("a graph launch refuses a node whose device memory was freed since the capture, naming the kernel") {
+  Fresh fresh;
+  cudaStream_t stream;
+  REQUIRE(cudaStreamCreate(&stream) == cudaSuccess);
+  float* d = nullptr;
+  REQUIRE(cudaMallocAsync(&d, 64 * sizeof(float), stream) == cudaSuccess);
+  cudaGraphExec_t exec = capture_and_instantiate(stream, [&] { LAUNCH_ON(stream, write_index, 1, 64)(d, 64); });
+  REQUIRE(cudaFreeAsync(d, stream) == cudaSuccess);
+  const cuda_sim::Counters before = cuda_sim::counters();
+  CHECK(cudaGraphLaunch(exec, stream) == cudaErrorInvalidValue);
+  CHECK(mentions(cudaErrorInvalidValue, "cudaGraphLaunch, node 0 (kernel): kernel 'write_index', argument 1"));
+  CHECK(cuda_sim::counters().graph_launches == before.graph_launches);
+  cudaGetLastError();
+  cudaGraphExecDestroy(exec);
+  cudaStreamDestroy(stream);
+}
+
+TEST_CASE("capture misuse: the default stream, twice on one stream, an end without a begin") {
+  Fresh fresh;
+  cudaStream_t stream;
+  REQUIRE(cudaStreamCreate(&stream) == cudaSuccess);
+  CHECK(cudaStreamBeginCapture(nullptr, cudaStreamCaptureModeGlobal) == cudaErrorStreamCaptureUnsupported);
+  cudaGraph_t graph = nullptr;
+  CHECK(cudaStreamEndCapture(stream, &graph) == cudaErrorIllegalState);
+  REQUIRE(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal) == cudaSuccess);
+  CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal) == cudaErrorIllegalState);
+  CHECK(cudaStreamEndCapture(stream, &graph) == cudaSuccess);  // the first capture is untouched: empty
+  size_t count = 1;
+  CHECK(cudaGraphGetNodes(graph, nullptr, &count) == cudaSuccess);
+  CHECK(count == 0);
+  cudaGraphDestroy(graph);
+  cudaGetLastError();
+  cudaStreamDestroy(stream);
 }

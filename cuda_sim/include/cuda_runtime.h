@@ -9,7 +9,9 @@
 //   - device memory comes from a registry, starts as NaN bytes (0xFF), and
 //     every pointer a kernel is given must point into a live allocation;
 //   - work queued on a stream runs when the host synchronises; device
-//     memory cannot be read by host code (a read faults with a message).
+//     memory cannot be read by host code (a read faults with a message);
+//   - a capturing stream records its work as a graph instead of queuing it;
+//     a graph launch queues the recorded work again (cuda_sim/graph.cpp).
 // This header declares the host API; cuda_sim/device.h the device side
 // (threadIdx, __syncthreads, shuffles) and the launch.
 #pragma once
@@ -28,6 +30,7 @@ enum cudaError_t {
   cudaErrorInvalidConfiguration = 9,
   cudaErrorInvalidDevicePointer = 17,
   cudaErrorInvalidResourceHandle = 400,
+  cudaErrorIllegalState = 401,  // e.g. ending a capture that was never begun
   cudaErrorDevicesUnavailable = 46,
   cudaErrorNoDevice = 100,
   cudaErrorInvalidDevice = 101,
@@ -41,6 +44,8 @@ enum cudaError_t {
   cudaErrorIllegalInstruction = 715,
   cudaErrorMisalignedAddress = 716,
   cudaErrorLaunchFailure = 719,
+  cudaErrorStreamCaptureUnsupported = 900,  // not permitted while the stream captures
+  cudaErrorStreamCaptureInvalidated = 901,  // the capture saw an error: cudaStreamEndCapture returns this
   cudaErrorUnknown = 999,
 };
 
@@ -71,12 +76,37 @@ enum cudaMemPoolAttr {
   cudaMemPoolAttrUsedMemCurrent = 7,
 };
 
+enum cudaStreamCaptureMode {
+  cudaStreamCaptureModeGlobal = 0,
+  cudaStreamCaptureModeThreadLocal = 1,
+  cudaStreamCaptureModeRelaxed = 2,
+};
+
+enum cudaStreamCaptureStatus {
+  cudaStreamCaptureStatusNone = 0,
+  cudaStreamCaptureStatusActive = 1,
+  cudaStreamCaptureStatusInvalidated = 2,
+};
+
+enum cudaGraphNodeType {
+  cudaGraphNodeTypeKernel = 0x00,
+  cudaGraphNodeTypeMemcpy = 0x01,
+  cudaGraphNodeTypeMemset = 0x02,
+  cudaGraphNodeTypeEventRecord = 0x07,
+};
+
 struct CUstream_st;  // a stream: an ordered queue of work
 struct CUevent_st;   // a marker in a stream's queue
 struct CUmemPool_st;
+struct CUgraph_st;      // work captured from a stream
+struct CUgraphNode_st;  // one piece of it: a kernel, a copy, a memset
+struct CUgraphExec_st;  // a graph made launchable
 typedef CUstream_st* cudaStream_t;
 typedef CUevent_st* cudaEvent_t;
 typedef CUmemPool_st* cudaMemPool_t;
+typedef CUgraph_st* cudaGraph_t;
+typedef CUgraphNode_st* cudaGraphNode_t;
+typedef CUgraphExec_st* cudaGraphExec_t;
 
 struct cudaDeviceProp {
   char name[256];
@@ -127,6 +157,17 @@ cudaError_t cudaEventDestroy(cudaEvent_t event);
 cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream = nullptr);
 cudaError_t cudaEventSynchronize(cudaEvent_t event);
 cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end);
+
+// ---- capture and graphs: work queued on a capturing stream is recorded, not run ----
+cudaError_t cudaStreamBeginCapture(cudaStream_t stream, cudaStreamCaptureMode mode);
+cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t* pGraph);
+cudaError_t cudaStreamIsCapturing(cudaStream_t stream, cudaStreamCaptureStatus* pCaptureStatus);
+cudaError_t cudaGraphGetNodes(cudaGraph_t graph, cudaGraphNode_t* nodes, size_t* numNodes);
+cudaError_t cudaGraphNodeGetType(cudaGraphNode_t node, cudaGraphNodeType* pType);
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t* pGraphExec, cudaGraph_t graph, unsigned long long flags = 0);
+cudaError_t cudaGraphLaunch(cudaGraphExec_t graphExec, cudaStream_t stream);
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t graphExec);
+cudaError_t cudaGraphDestroy(cudaGraph_t graph);
 
 namespace cuda_sim {
 cudaError_t func_set_attribute(const void* func, cudaFuncAttribute attr, int value);
