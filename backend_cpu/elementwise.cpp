@@ -1,5 +1,6 @@
 // Elementwise CPU kernels, and dropout. The per-element maths lives in
 // core/elementwise_math.h, shared with the CUDA kernels.
+#include <algorithm>
 #include <type_traits>
 #include <vector>
 
@@ -83,19 +84,49 @@ void add_inplace(T* dst, const T* src, int64_t n, T alpha) {
   for (int64_t i = 0; i < n; ++i) dst[i] += alpha * src[i];
 }
 
-// y = silu(gate) ⊙ up, the SwiGLU product; its backward in the same loop shape.
-template <class T>
-void swiglu_forward(const T* gate, const T* up, T* y, int64_t n) {
-  LINA_PARALLEL_FOR_IF(n > kParallelMin)
-  for (int64_t i = 0; i < n; ++i) y[i] = math::Silu::forward(gate[i], T(0)) * up[i];
+// ---- swiglu: y = silu(gate) ⊙ up --------------------------------------------------------
+// In blocks of kSwigluBlock elements, each block on one thread: float's SiLU
+// runs on Eigen's packet math (backend_cpu/unary_fast.h), double's is the
+// scalar reference of core/elementwise_math.h.
+namespace {
+
+constexpr int64_t kSwigluBlock = 4096;
+
+void silu_block(const float* x, float* y, int64_t m) { silu_forward_serial(x, y, m); }
+void silu_block(const double* x, double* y, int64_t m) {
+  for (int64_t i = 0; i < m; ++i) y[i] = math::Silu::forward(x[i], 0.0);
+}
+void silu_grad_block(const float* x, const float* dy, float* dx, int64_t m) {
+  silu_backward_serial(x, dy, dx, m);
+}
+void silu_grad_block(const double* x, const double* dy, double* dx, int64_t m) {
+  for (int64_t i = 0; i < m; ++i) dx[i] = math::Silu::backward(x[i], 0.0, dy[i], 0.0);
 }
 
+}  // namespace
+
+template <class T>
+void swiglu_forward(const T* gate, const T* up, T* y, int64_t n) {
+  const int64_t blocks = (n + kSwigluBlock - 1) / kSwigluBlock;
+  LINA_PARALLEL_FOR_IF(n > kParallelMin)
+  for (int64_t b = 0; b < blocks; ++b) {
+    const int64_t o = b * kSwigluBlock, m = std::min(kSwigluBlock, n - o);
+    silu_block(gate + o, y + o, m);                      // y = silu(gate)
+    for (int64_t i = o; i < o + m; ++i) y[i] *= up[i];   // ⊙ up
+  }
+}
+
+// dgate = dy ⊙ up ⊙ silu'(gate), dup = dy ⊙ silu(gate); dup holds dy ⊙ up first.
 template <class T>
 void swiglu_backward(const T* gate, const T* up, const T* dy, T* dgate, T* dup, int64_t n) {
+  const int64_t blocks = (n + kSwigluBlock - 1) / kSwigluBlock;
   LINA_PARALLEL_FOR_IF(n > kParallelMin)
-  for (int64_t i = 0; i < n; ++i) {
-    dgate[i] = math::Silu::backward(gate[i], T(0), dy[i] * up[i], T(0));  // dy·up·silu'(gate)
-    dup[i] = dy[i] * math::Silu::forward(gate[i], T(0));
+  for (int64_t b = 0; b < blocks; ++b) {
+    const int64_t o = b * kSwigluBlock, m = std::min(kSwigluBlock, n - o);
+    for (int64_t i = o; i < o + m; ++i) dup[i] = dy[i] * up[i];
+    silu_grad_block(gate + o, dup + o, dgate + o, m);
+    silu_block(gate + o, dup + o, m);
+    for (int64_t i = o; i < o + m; ++i) dup[i] *= dy[i];
   }
 }
 
