@@ -426,6 +426,43 @@ TEST_CASE("cuda: after the first training step, a step reads back 2 numbers and 
   }
 }
 
+// The launch budget: kernels launched and pool allocations made by one
+// training step (forward with dropout, backward, clip, AdamW) after the
+// first, per preset, at B 4 × T 33. Each ceiling is today's count: a change
+// that launches more fails here, and a fusion that launches fewer lowers the
+// ceiling with it (the goal for a CUDA-graph step is about 150 for gdn).
+TEST_CASE("cuda: a training step stays within its launch and allocation budget, every preset") {
+  struct Budget { const char* preset; int64_t launches, allocations; };
+  const Budget budgets[] = {{"attn", 217, 178},   {"linear", 401, 330}, {"delta", 445, 382},
+                            {"gdn", 525, 442},    {"hybrid", 448, 376}, {"retnet", 393, 330},
+                            {"mamba2", 429, 354}, {"gla", 429, 354}};
+  for (const Budget& budget : budgets) {
+    LanguageModel model(make_config(budget.preset, kVocab), 7, DType::F32, Device::Cuda);
+    AdamW opt(model.params());
+    auto [x_host, y_host] = random_batch(4, 33, 7);
+    Tensor x = x_host.to(Device::Cuda), y = y_host.to(Device::Cuda);
+    auto train_step = [&](int64_t update) {
+      model.params().zero_grad();
+      model.set_dropout({0.1, 1337, update});
+      Var loss = cross_entropy(model.forward(x), y);
+      model.set_dropout({});
+      loss.backward(Graph::Free);
+      clip_grad_norm(model.params(), 1.0);
+      CHECK(std::isfinite(loss.item()));
+      opt.step(1e-3);
+    };
+    train_step(0);  // fills the memory pool
+    const dispatch::DeviceCounters before = dispatch::cuda_counters();
+    train_step(1);
+    const dispatch::DeviceCounters after = dispatch::cuda_counters();
+    const int64_t launches = after.launches - before.launches;
+    const int64_t allocations = after.allocations - before.allocations;
+    MESSAGE(std::string(budget.preset) << ": " << launches << " launches, " << allocations << " pool allocations per step");
+    CHECK(launches <= budget.launches);
+    CHECK(allocations <= budget.allocations);
+  }
+}
+
 int main(int argc, char** argv) {
   if (!dispatch::cuda_available()) {
     std::printf("SKIPPED: no CUDA GPU available\n");

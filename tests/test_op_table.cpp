@@ -47,8 +47,8 @@ TEST_CASE("op table: float64 gradients of every autograd op's row match central 
 
 TEST_CASE("op table: cuda agrees with the CPU on every row: outputs, saved tensors, input gradients") {
   if (!dispatch::cuda_available()) {
-    MESSAGE("SKIPPED: " << (std::string(dispatch::cuda_runtime()) == "none" ? "built without CUDA"
-                                                                          : "no CUDA GPU here")
+    const std::string why = std::string(dispatch::cuda_runtime()) == "none" ? "built without CUDA" : "no CUDA GPU here";
+    MESSAGE("SKIPPED: " << why
                         << "; scripts/test.sh's cuda-sim stage runs the table on lina's CUDA runtime on the CPU");
     return;
   }
