@@ -22,7 +22,7 @@ struct LayerNames {
   const char* scores, *weights;           // attention: q kᵀ/√d and softmax(scores)
   const char* o;                          // the read-out: o_t = S_t q_t, or weights · v
   const char* o_norm;                     // recurrent: per-head RMSNorm of o
-  const char* g_proj, *gated;             // recurrent: silu(x W_gᵀ), o_norm(o) ⊙ that
+  const char* g_proj, *gated;             // recurrent: x W_gᵀ, silu(x W_gᵀ) ⊙ o_norm(o)
   const char* mix;                        // the mixer's output, dropout((...) W_oᵀ)
   const char* residual;                   // x + mix
   const char* n2;                         // n2(x), the MLP's input

@@ -122,8 +122,8 @@ Var RecurrentMixer::forward(const ModelConfig& c, const Var& x, const LayerNames
   Tensor initial_state = cache ? cache->state : Tensor();
   Var o = named(scan(options, q, k, v, beta, log_alpha, initial_state, cache ? &cache->state : nullptr), n.o);
   o = named(rms_norm(o, o_norm, c.norm_eps), n.o_norm);  // per head: the last dim is one head's d
-  Var gate = named(silu(linear(x, g_proj)), n.g_proj);     // [B, T, C], from the mixer's input
-  Var gated = named(mul(reshape(o, {B, T, H * d}), gate), n.gated);
+  Var gate = named(linear(x, g_proj), n.g_proj);  // [B, T, C] = x W_gᵀ, from the mixer's input
+  Var gated = named(swiglu(gate, reshape(o, {B, T, H * d})), n.gated);  // silu(x W_gᵀ) ⊙ o
   return named(dropout(linear(gated, o_proj), drop), n.mix);
 }
 
