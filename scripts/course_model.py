@@ -134,7 +134,7 @@ def feature(x, kind):
     raise ValueError(f"unknown feature map '{kind}' (one of {', '.join(FEATURE_MAPS)})")
 
 
-def retnet_log_decay(dtype, device):
+def retnet_log_alpha(dtype, device):
     """log γ_h for RetNet's fixed decays γ_h = 1 − 2^(−5−h), h = 0..3."""
     return torch.log1p(-torch.tensor([2.0 ** (-5 - h) for h in range(N_HEAD)], dtype=torch.float64,
                                      device=device)).to(dtype)
@@ -183,7 +183,7 @@ class RecurrentMixer(nn.Module):
         B, T, _ = x.shape
         beta = torch.sigmoid(self.b_proj(x)).transpose(1, 2) if hasattr(self, "b_proj") else None
         if self.rule == "retnet":
-            return beta, retnet_log_decay(x.dtype, x.device)[None, :, None].expand(B, N_HEAD, T)
+            return beta, retnet_log_alpha(x.dtype, x.device)[None, :, None].expand(B, N_HEAD, T)
         if not hasattr(self, "a_proj"):
             return beta, None
         log_a = -F.softplus(-self.a_proj(x))  # log sigmoid(z), computed stably

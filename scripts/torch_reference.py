@@ -201,7 +201,7 @@ def random_gates(rule, B, H, T, d):
     if rule == "gla":
         return beta, -F.softplus(-torch.randn(B, H, T, d, **f64) * 2.0)
     if rule == "retnet":
-        return beta, cm.retnet_log_decay(torch.float64, "cpu")[None, :H, None].expand(B, H, T)
+        return beta, cm.retnet_log_alpha(torch.float64, "cpu")[None, :H, None].expand(B, H, T)
     return beta, None
 
 
