@@ -12,9 +12,9 @@
 // tile Bk = 32 rows; kAttentionThreads threads per block.
 //
 // Forward, attention_forward_kernel: grid (B·H, ⌈Tq / Bq⌉), a block per
-// (batch, head, query tile). Shared: Q [Bq][d] (the block's queries),
-// K, V [Bk][d] (one key tile), P [Bq][Bk] (its scores, then weights),
-// O [Bq][d] (the output so far) and per row m, l, rescale [Bq]. Over the key
+// (batch, head, query tile). Shared: Q [Bq][d] (the block's queries), K, V
+// [Bk][d + 1] (one key tile), P [Bq][Bk] (its scores, then weights), O
+// [Bq][d] (the output so far) and per row m, l, rescale [Bq]. Over the key
 // tiles the block's last row sees, an online softmax:
 //   S = scale · Q Kᵀ                   (each score also parked in probs)
 //   m' = max(m, max_j S_j),  rescale = e^{m − m'},  P = e^{S − m'}
@@ -23,22 +23,25 @@
 // last pass over the row's probs: e^{S − m} / l where seen, 0 beyond.
 //
 // Backward, attention_backward_query_kernel: the same grid. Shared: dO
-// [Bq][d], one tile of V (first sweep) or K (second) [Bk][d], dS [Bq][Bk],
-// dQ [Bq][d], D [Bq]. First sweep over the key tiles: dP = M ⊙ dO Vᵀ (kept
-// in dscores) and D = Σ_j P_j dP_j; second sweep: dscores = scale · P ⊙
-// (dP − D) and dQ += dscores K.
+// [Bq][d], one tile of V (first sweep) or K (second) [Bk][d + 1], dS
+// [Bq][Bk], dQ [Bq][d], D [Bq]. First sweep over the key tiles: dP = M ⊙
+// dO Vᵀ (kept in dscores) and D = Σ_j P_j dP_j; second sweep: dscores =
+// scale · P ⊙ (dP − D) and dQ += dscores K.
 // attention_backward_key_kernel: grid (B·Hkv, ⌈Tk / Bk⌉), a block per
 // (batch, KV head, key tile). Shared: Q, dO [Bq][d] (one query tile of one
 // head), P [Bq][Bk] (probs ⊙ M), dS [Bq][Bk] (dscores), dK, dV [Bk][d]. Over
 // the heads of the group in order, then the query tiles that see the
 // block's keys: dK += dSᵀ Q, dV += Pᵀ dO.
 //
+// The key tiles' rows are padded to an odd stride (d + 1): the 32 threads
+// of a warp that each take one key of a score row read 32 different banks.
 // Each output element is summed by one thread in a fixed order (no atomics,
 // the same bits every run); the backward's sums run in the reference's
 // order, so dscores, dq, dk and dv equal its bits wherever the compiler
-// fuses the same multiply-adds in both (g++ with -ffp-contract=off). Shared memory per block at d = 32: forward 21 KB, query
-// backward 17 KB, key backward 25 KB; at d = 128: 70, 66 and 74 KB (over
-// 48 KB a kernel asks for it: with_shared_memory).
+// fuses the same multiply-adds in both (g++ with -ffp-contract=off).
+// Shared memory per block at d = 32: forward 21 KB, query backward 17 KB,
+// key backward 25 KB; at d = 128: 70, 53 and 74 KB (over 48 KB a kernel
+// asks for it: with_shared_memory).
 #include <cmath>
 
 #include "backend_cuda/cuda_context.h"
@@ -108,9 +111,15 @@ LINA_HD int seen_in_tile(const AttentionShape& s, const QueryBlock& qb, int r, i
 
 // ---- block-wide loops over shared tiles (every thread calls them; the caller syncs) ----
 
-// tile [rows][d] = rows first … first + rows − 1 of one head of x.
+// tile [rows][stride] = rows first … first + rows − 1 of one head of x,
+// each row's d values first.
+__device__ void load_tile(float* tile, const float* x, HeadRows at, int64_t first, int rows, int d,
+                          int stride) {
+  for (int e = threadIdx.x; e < rows * d; e += blockDim.x)
+    tile[e / d * stride + e % d] = x[at.row(first + e / d) + e % d];
+}
 __device__ void load_tile(float* tile, const float* x, HeadRows at, int64_t first, int rows, int d) {
-  for (int e = threadIdx.x; e < rows * d; e += blockDim.x) tile[e] = x[at.row(first + e / d) + e % d];
+  load_tile(tile, x, at, first, rows, d, d);
 }
 __device__ void store_tile(float* x, const float* tile, HeadRows at, int64_t first, int rows, int d) {
   for (int e = threadIdx.x; e < rows * d; e += blockDim.x) x[at.row(first + e / d) + e % d] = tile[e];
@@ -118,6 +127,10 @@ __device__ void store_tile(float* x, const float* tile, HeadRows at, int64_t fir
 __device__ void fill(float* x, int n, float value) {
   for (int e = threadIdx.x; e < n; e += blockDim.x) x[e] = value;
 }
+// The row stride of the key tiles in shared memory: odd, so the threads of
+// a warp that read one entry of each of 32 key rows (a tile's scores) hit
+// 32 different banks.
+LINA_HD int padded(int64_t d) { return int(d) + 1; }
 // a · b over d entries, in index order (the reference's order).
 __device__ float dot(const float* a, const float* b, int d) {
   float acc = 0.0f;
@@ -137,18 +150,19 @@ __device__ void zero_hidden(float* x, const AttentionShape& s, const QueryBlock&
 // ---- forward ----------------------------------------------------------------------
 
 struct ForwardShared {
-  float* Q;        // [Bq][d]   the block's queries
-  float* K;        // [Bk][d]   one tile of keys
-  float* V;        // [Bk][d]   and their values
-  float* P;        // [Bq][Bk]  the tile's scores, then e^{S − m} ⊙ M
-  float* O;        // [Bq][d]   Σ_j e^{S_j − m} M_j v_j over the tiles so far
-  float* m;        // [Bq]      the row's largest score so far
-  float* l;        // [Bq]      Σ_j e^{S_j − m} so far (undropped)
-  float* rescale;  // [Bq]      e^{m_before − m} of the last tile
+  float* Q;        // [Bq][d]      the block's queries
+  float* K;        // [Bk][d + 1]  one tile of keys (rows padded)
+  float* V;        // [Bk][d + 1]  and their values
+  float* P;        // [Bq][Bk]     the tile's scores, then e^{S − m} ⊙ M
+  float* O;        // [Bq][d]      Σ_j e^{S_j − m} M_j v_j over the tiles so far
+  float* m;        // [Bq]         the row's largest score so far
+  float* l;        // [Bq]         Σ_j e^{S_j − m} so far (undropped)
+  float* rescale;  // [Bq]         e^{m_before − m} of the last tile
   LINA_HD ForwardShared(SharedCarve& c, int64_t d)
-      : Q(c.take<float>(kQueryTile * d)), K(c.take<float>(kKeyTile * d)), V(c.take<float>(kKeyTile * d)),
-        P(c.take<float>(kQueryTile * kKeyTile)), O(c.take<float>(kQueryTile * d)),
-        m(c.take<float>(kQueryTile)), l(c.take<float>(kQueryTile)), rescale(c.take<float>(kQueryTile)) {}
+      : Q(c.take<float>(kQueryTile * d)), K(c.take<float>(kKeyTile * padded(d))),
+        V(c.take<float>(kKeyTile * padded(d))), P(c.take<float>(kQueryTile * kKeyTile)),
+        O(c.take<float>(kQueryTile * d)), m(c.take<float>(kQueryTile)), l(c.take<float>(kQueryTile)),
+        rescale(c.take<float>(kQueryTile)) {}
 };
 
 // P = scale · Q Kᵀ for the pairs that see each other (−∞ for the others),
@@ -161,7 +175,7 @@ __device__ void tile_scores(const ForwardShared& t, const AttentionShape& s, con
     const int r = e / cols, c = e % cols;
     float score = -INFINITY;
     if (c < seen_in_tile(s, qb, r, j0, cols)) {
-      score = float(s.scale) * dot(t.Q + r * d, t.K + c * d, d);
+      score = float(s.scale) * dot(t.Q + r * d, t.K + c * padded(d), d);
       probs[qb.probs_row(r) + j0 + c] = score;
     }
     t.P[r * kKeyTile + c] = score;
@@ -197,7 +211,7 @@ __device__ void accumulate_output(const ForwardShared& t, int rows, int cols, in
   for (int e = threadIdx.x; e < rows * d; e += blockDim.x) {
     const int r = e / d, x = e % d;
     float acc = t.O[e] * t.rescale[r];
-    for (int c = 0; c < cols; ++c) acc += t.P[r * kKeyTile + c] * t.V[c * d + x];
+    for (int c = 0; c < cols; ++c) acc += t.P[r * kKeyTile + c] * t.V[c * padded(d) + x];
     t.O[e] = acc;
   }
 }
@@ -229,8 +243,8 @@ __global__ void __launch_bounds__(kAttentionThreads)
   for (int64_t j0 = 0; j0 < qb.keys; j0 += kKeyTile) {
     const int cols = int(min64(kKeyTile, qb.keys - j0));
     __syncthreads();  // the last tile's products are done with K, V and P
-    load_tile(t.K, k, qb.kv, j0, cols, d);
-    load_tile(t.V, v, qb.kv, j0, cols, d);
+    load_tile(t.K, k, qb.kv, j0, cols, d, padded(d));
+    load_tile(t.V, v, qb.kv, j0, cols, d, padded(d));
     __syncthreads();
     tile_scores(t, s, qb, j0, cols, probs);
     __syncthreads();
@@ -247,13 +261,13 @@ __global__ void __launch_bounds__(kAttentionThreads)
 // ---- backward: dscores and dq -----------------------------------------------------
 
 struct QueryBackwardShared {
-  float* dO;  // [Bq][d]   the block's output gradients
-  float* KV;  // [Bk][d]   one tile of values (first sweep) or keys (second)
-  float* dS;  // [Bq][Bk]  the tile's dP, then its dscores
-  float* dQ;  // [Bq][d]   Σ_j dscores_j k_j over the tiles so far
-  float* D;   // [Bq]      Σ_j P_j dP_j over the tiles so far
+  float* dO;  // [Bq][d]      the block's output gradients
+  float* KV;  // [Bk][d + 1]  one tile of values (first sweep) or keys (second), rows padded
+  float* dS;  // [Bq][Bk]     the tile's dP, then its dscores
+  float* dQ;  // [Bq][d]      Σ_j dscores_j k_j over the tiles so far
+  float* D;   // [Bq]         Σ_j P_j dP_j over the tiles so far
   LINA_HD QueryBackwardShared(SharedCarve& c, int64_t d)
-      : dO(c.take<float>(kQueryTile * d)), KV(c.take<float>(kKeyTile * d)),
+      : dO(c.take<float>(kQueryTile * d)), KV(c.take<float>(kKeyTile * padded(d))),
         dS(c.take<float>(kQueryTile * kKeyTile)), dQ(c.take<float>(kQueryTile * d)),
         D(c.take<float>(kQueryTile)) {}
 };
@@ -266,7 +280,7 @@ __device__ void tile_dprobs(const QueryBackwardShared& t, const AttentionShape& 
     const int r = e / cols, c = e % cols;
     if (c >= seen_in_tile(s, qb, r, j0, cols)) continue;
     const int64_t at = qb.probs_row(r) + j0 + c;
-    const float dP = dropout_factor<float>(s.dropout, at) * dot(t.dO + r * d, t.KV + c * d, d);
+    const float dP = dropout_factor<float>(s.dropout, at) * dot(t.dO + r * d, t.KV + c * padded(d), d);
     t.dS[r * kKeyTile + c] = dP;
     dscores[at] = dP;
   }
@@ -304,7 +318,7 @@ __device__ void accumulate_dq(const QueryBackwardShared& t, const AttentionShape
   for (int e = threadIdx.x; e < qb.rows * d; e += blockDim.x) {
     const int r = e / d, x = e % d, seen = seen_in_tile(s, qb, r, j0, cols);
     float acc = t.dQ[e];
-    for (int c = 0; c < seen; ++c) acc += t.dS[r * kKeyTile + c] * t.KV[c * d + x];
+    for (int c = 0; c < seen; ++c) acc += t.dS[r * kKeyTile + c] * t.KV[c * padded(d) + x];
     t.dQ[e] = acc;
   }
 }
@@ -326,7 +340,7 @@ __global__ void __launch_bounds__(kAttentionThreads)
   for (int64_t j0 = 0; j0 < qb.keys; j0 += kKeyTile) {  // dP, D
     const int cols = int(min64(kKeyTile, qb.keys - j0));
     __syncthreads();  // the last tile is done with V and dS
-    load_tile(t.KV, v, qb.kv, j0, cols, d);
+    load_tile(t.KV, v, qb.kv, j0, cols, d, padded(d));
     __syncthreads();
     tile_dprobs(t, s, qb, j0, cols, dscores);
     __syncthreads();
@@ -335,7 +349,7 @@ __global__ void __launch_bounds__(kAttentionThreads)
   for (int64_t j0 = 0; j0 < qb.keys; j0 += kKeyTile) {  // dscores, dq
     const int cols = int(min64(kKeyTile, qb.keys - j0));
     __syncthreads();  // D is complete; the last tile is done with K and dS
-    load_tile(t.KV, k, qb.kv, j0, cols, d);
+    load_tile(t.KV, k, qb.kv, j0, cols, d, padded(d));
     tile_dscores(t, s, qb, probs, j0, cols, dscores);
     __syncthreads();
     accumulate_dq(t, s, qb, j0, cols);

@@ -70,7 +70,9 @@ struct Inputs {
 };
 Inputs make_inputs(const AttentionCase& c) {
   Rng rng(2026);
-  auto normal = [&](const Shape& shape) { return Tensor::randn(shape, rng, 1.0, 0.0, DType::F32).to(Device::Cuda); };
+  auto normal = [&](const Shape& shape) {
+    return Tensor::randn(shape, rng, 1.0, 0.0, DType::F32).to(Device::Cuda);
+  };
   Inputs in;
   in.s = AttentionShape{c.B, c.Tq, c.Tk, c.H, c.Hkv, c.d, 1.0 / std::sqrt(double(c.d)), {}};
   in.s.dropout = DropoutKey{c.dropout, 1234, 5, 2};
@@ -92,7 +94,8 @@ Forward run_forward(const Inputs& in, bool reference) {
   const AttentionShape& s = in.s;
   Tensor out = nan_buffer(in.q.shape()), probs = nan_buffer({s.B, s.H, s.Tq, s.Tk});
   auto forward = reference ? cuda::attention_forward_reference : cuda::attention_forward;
-  forward(s, in.q.data<float>(), in.k.data<float>(), in.v.data<float>(), probs.data<float>(), out.data<float>());
+  forward(s, in.q.data<float>(), in.k.data<float>(), in.v.data<float>(), probs.data<float>(),
+          out.data<float>());
   return {host(out), host(probs), probs};
 }
 
