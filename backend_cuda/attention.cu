@@ -1,59 +1,498 @@
-// CUDA causal attention (float32), the GPU twin of backend_cpu/attention.cpp:
-// one thread per query row for the forward and for dscores / dq, one thread
-// per key row for dk / dv. The per-thread work is in
-// backend_cuda/attention_device.h.
-#include "backend_cuda/attention_device.h"
+// CUDA causal attention (float32), tiled in the manner of FlashAttention:
+// each block keeps a tile of rows in shared memory and streams the other
+// side's rows through it one tile at a time. Shapes and maths: core/kernel_args.h
+// (AttentionShape) and backend_cpu/attention.cpp. The one-thread-per-row
+// kernels of attention_reference.cu are the simple reference these are
+// tested against (tests/cuda/test_attention.cpp); head sizes over
+// kMaxTiledHeadSize go to them.
+//
+// Layouts: q, out, dout, dq [B, Tq, H, d]; k, v, dk, dv [B, Tk, Hkv, d];
+// probs, dscores [B, H, Tq, Tk]. Query i sees keys j ≤ i + (Tk − Tq); query
+// head h reads KV head h / (H / Hkv). A query tile is Bq = 32 rows, a key
+// tile Bk = 32 rows; kAttentionThreads threads per block.
+//
+// Forward, attention_forward_kernel: grid (B·H, ⌈Tq / Bq⌉), a block per
+// (batch, head, query tile). Shared: Q [Bq][d] (the block's queries), K, V
+// [Bk][d + 1] (one key tile), P [Bq][Bk] (its scores, then weights), O
+// [Bq][d] (the output so far) and per row m, l, rescale [Bq]. Over the key
+// tiles the block's last row sees, an online softmax:
+//   S = scale · Q Kᵀ                   (each score also parked in probs)
+//   m' = max(m, max_j S_j),  rescale = e^{m − m'},  P = e^{S − m'}
+//   l = l · rescale + Σ_j P_j,  O = O · rescale + (P ⊙ M) V,  m = m'
+// (M the dropout factors, all 1 without dropout), then out = O / l, and a
+// last pass over the row's probs: e^{S − m} / l where seen, 0 beyond.
+//
+// Backward, attention_backward_query_kernel: the same grid. Shared: dO
+// [Bq][d], one tile of V (first sweep) or K (second) [Bk][d + 1], dS
+// [Bq][Bk], dQ [Bq][d], D [Bq]. First sweep over the key tiles: dP = M ⊙
+// dO Vᵀ (kept in dscores) and D = Σ_j P_j dP_j; second sweep: dscores =
+// scale · P ⊙ (dP − D) and dQ += dscores K.
+// attention_backward_key_kernel: grid (B·Hkv, ⌈Tk / Bk⌉), a block per
+// (batch, KV head, key tile). Shared: Q, dO [Bq][d] (one query tile of one
+// head), P [Bq][Bk] (probs ⊙ M), dS [Bq][Bk] (dscores), dK, dV [Bk][d]. Over
+// the heads of the group in order, then the query tiles that see the
+// block's keys: dK += dSᵀ Q, dV += Pᵀ dO.
+//
+// The key tiles' rows are padded to an odd stride (d + 1): the 32 threads
+// of a warp that each take one key of a score row read 32 different banks.
+// Each output element is summed by one thread in a fixed order (no atomics,
+// the same bits every run); the backward's sums run in the reference's
+// order, so dscores, dq, dk and dv equal its bits wherever the compiler
+// fuses the same multiply-adds in both (g++ with -ffp-contract=off).
+// Shared memory per block at d = 32: forward 21 KB, query backward 17 KB,
+// key backward 25 KB; at d = 128: 70, 53 and 74 KB (over 48 KB a kernel
+// asks for it: with_shared_memory).
+#include <cmath>
+
 #include "backend_cuda/cuda_context.h"
 #include "backend_cuda/cuda_kernels.h"
+#include "backend_cuda/scratch.h"
+#include "backend_cuda/shared_carve.cuh"
+#include "core/kernel_args.h"
 
 namespace lina::cuda {
 
 namespace {
 
-__global__ void attention_forward_kernel(AttentionShape s, const float* q, const float* k,
-                                         const float* v, float* probs, float* out, int64_t rows) {
-  for (int64_t r = first_index(); r < rows; r += index_stride())
-    attention_forward_thread(r, s, q, k, v, probs, out);
+constexpr int kQueryTile = 32;          // Bq: query rows per tile
+constexpr int kKeyTile = 32;            // Bk: key rows per tile
+constexpr int kAttentionThreads = 128;  // threads of every attention block
+// The largest head size the tiled kernels take: the key backward keeps
+// 4·Bq·d + 2·Bq·Bk floats, 74 KB at d = 128 (a block may have 227 KB).
+constexpr int64_t kMaxTiledHeadSize = 128;
+constexpr int kMaxGridY = 65535;
+
+// The rows of one head in x [B, T, heads, d]: row t starts at row(t).
+struct HeadRows {
+  int64_t first, stride;
+  LINA_HD int64_t row(int64_t t) const { return first + t * stride; }
+};
+LINA_HD HeadRows head_rows(int64_t T, int64_t heads, int64_t d, int64_t b, int64_t h) {
+  return HeadRows{(b * T * heads + h) * d, heads * d};
 }
 
-__global__ void attention_backward_query_kernel(AttentionShape s, const float* k, const float* v,
-                                                const float* probs, const float* dout,
-                                                float* dscores, float* dq, int64_t rows) {
-  for (int64_t r = first_index(); r < rows; r += index_stride())
-    attention_backward_query_thread(r, s, k, v, probs, dout, dscores, dq);
+LINA_HD int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+// Keys query i sees: 0 … visible_keys − 1.
+LINA_HD int64_t visible_keys(const AttentionShape& s, int64_t i) { return i + (s.Tk - s.Tq) + 1; }
+// The first query that sees key j.
+LINA_HD int64_t first_query_seeing(const AttentionShape& s, int64_t j) {
+  const int64_t i = j - (s.Tk - s.Tq);
+  return i > 0 ? i : 0;
 }
 
-__global__ void attention_backward_key_kernel(AttentionShape s, const float* q, const float* probs,
-                                              const float* dout, const float* dscores, float* dk,
-                                              float* dv, int64_t rows) {
-  for (int64_t r = first_index(); r < rows; r += index_stride())
-    attention_backward_key_thread(r, s, q, probs, dout, dscores, dk, dv);
+// A block of the forward and of the dq backward: batch b, query head h,
+// query rows i0 … i0 + rows − 1.
+struct QueryBlock {
+  int64_t bh, i0, keys;  // keys: those the block's last row sees
+  int rows;
+  HeadRows q, kv;        // its rows of q / out / dout / dq, and of k / v
+  int64_t Tq, Tk;
+  // Where row r's probabilities start in probs [B, H, Tq, Tk].
+  LINA_HD int64_t probs_row(int r) const { return (bh * Tq + i0 + r) * Tk; }
+};
+__device__ QueryBlock query_block(const AttentionShape& s) {
+  QueryBlock qb;
+  qb.bh = blockIdx.x;
+  qb.i0 = int64_t(blockIdx.y) * kQueryTile;
+  qb.rows = int(min64(kQueryTile, s.Tq - qb.i0));
+  qb.keys = visible_keys(s, qb.i0 + qb.rows - 1);
+  const int64_t b = qb.bh / s.H, h = qb.bh % s.H;
+  qb.q = head_rows(s.Tq, s.H, s.d, b, h);
+  qb.kv = head_rows(s.Tk, s.Hkv, s.d, b, h / (s.H / s.Hkv));
+  qb.Tq = s.Tq;
+  qb.Tk = s.Tk;
+  return qb;
+}
+// Keys of row r in the key tile from j0 that it sees: 0 … seen − 1 of cols.
+LINA_HD int seen_in_tile(const AttentionShape& s, const QueryBlock& qb, int r, int64_t j0, int cols) {
+  const int64_t seen = visible_keys(s, qb.i0 + r) - j0;
+  return int(seen < 0 ? 0 : seen > cols ? cols : seen);
+}
+
+// ---- block-wide loops over shared tiles (every thread calls them; the caller syncs) ----
+
+// tile [rows][stride] = rows first … first + rows − 1 of one head of x,
+// each row's d values first.
+__device__ void load_tile(float* tile, const float* x, HeadRows at, int64_t first, int rows, int d,
+                          int stride) {
+  for (int e = threadIdx.x; e < rows * d; e += blockDim.x)
+    tile[e / d * stride + e % d] = x[at.row(first + e / d) + e % d];
+}
+__device__ void load_tile(float* tile, const float* x, HeadRows at, int64_t first, int rows, int d) {
+  load_tile(tile, x, at, first, rows, d, d);
+}
+__device__ void store_tile(float* x, const float* tile, HeadRows at, int64_t first, int rows, int d) {
+  for (int e = threadIdx.x; e < rows * d; e += blockDim.x) x[at.row(first + e / d) + e % d] = tile[e];
+}
+__device__ void fill(float* x, int n, float value) {
+  for (int e = threadIdx.x; e < n; e += blockDim.x) x[e] = value;
+}
+// The row stride of the key tiles in shared memory: odd, so the threads of
+// a warp that read one entry of each of 32 key rows (a tile's scores) hit
+// 32 different banks.
+LINA_HD int padded(int64_t d) { return int(d) + 1; }
+// a · b over d entries, in index order (the reference's order).
+__device__ float dot(const float* a, const float* b, int d) {
+  float acc = 0.0f;
+  for (int c = 0; c < d; ++c) acc += a[c] * b[c];
+  return acc;
+}
+// Every probs / dscores entry of the block's rows past the keys the row
+// sees: 0.
+__device__ void zero_hidden(float* x, const AttentionShape& s, const QueryBlock& qb) {
+  for (int64_t e = threadIdx.x; e < qb.rows * s.Tk; e += blockDim.x) {
+    const int r = int(e / s.Tk);
+    const int64_t j = e % s.Tk;
+    if (j >= visible_keys(s, qb.i0 + r)) x[qb.probs_row(r) + j] = 0.0f;
+  }
+}
+
+// ---- forward ----------------------------------------------------------------------
+
+struct ForwardShared {
+  float* Q;        // [Bq][d]      the block's queries
+  float* K;        // [Bk][d + 1]  one tile of keys (rows padded)
+  float* V;        // [Bk][d + 1]  and their values
+  float* P;        // [Bq][Bk]     the tile's scores, then e^{S − m} ⊙ M
+  float* O;        // [Bq][d]      Σ_j e^{S_j − m} M_j v_j over the tiles so far
+  float* m;        // [Bq]         the row's largest score so far
+  float* l;        // [Bq]         Σ_j e^{S_j − m} so far (undropped)
+  float* rescale;  // [Bq]         e^{m_before − m} of the last tile
+  LINA_HD ForwardShared(SharedCarve& c, int64_t d)
+      : Q(c.take<float>(kQueryTile * d)), K(c.take<float>(kKeyTile * padded(d))),
+        V(c.take<float>(kKeyTile * padded(d))), P(c.take<float>(kQueryTile * kKeyTile)),
+        O(c.take<float>(kQueryTile * d)), m(c.take<float>(kQueryTile)), l(c.take<float>(kQueryTile)),
+        rescale(c.take<float>(kQueryTile)) {}
+};
+
+// P = scale · Q Kᵀ for the pairs that see each other (−∞ for the others),
+// each score also written to its place in probs until the row's softmax is
+// known.
+__device__ void tile_scores(const ForwardShared& t, const AttentionShape& s, const QueryBlock& qb, int64_t j0,
+                            int cols, float* probs) {
+  const int d = int(s.d);
+  for (int e = threadIdx.x; e < qb.rows * cols; e += blockDim.x) {
+    const int r = e / cols, c = e % cols;
+    float score = -INFINITY;
+    if (c < seen_in_tile(s, qb, r, j0, cols)) {
+      score = float(s.scale) * dot(t.Q + r * d, t.K + c * padded(d), d);
+      probs[qb.probs_row(r) + j0 + c] = score;
+    }
+    t.P[r * kKeyTile + c] = score;
+  }
+}
+
+// The online softmax over one key tile, a thread per row: the new running
+// max m, the weights P = e^{S − m} (times the dropout factors), and the
+// running sum l, both P and l rescaled to the new max.
+__device__ void online_softmax_step(const ForwardShared& t, const AttentionShape& s, const QueryBlock& qb,
+                                    int64_t j0, int cols) {
+  for (int r = threadIdx.x; r < qb.rows; r += blockDim.x) {
+    float* P = t.P + r * kKeyTile;
+    const int seen = seen_in_tile(s, qb, r, j0, cols);
+    float m = t.m[r];
+    for (int c = 0; c < seen; ++c) m = P[c] > m ? P[c] : m;
+    // equal maxima (a tile the row does not see) keep the scale at 1: no −∞ − −∞
+    const float rescale = m == t.m[r] ? 1.0f : expf(t.m[r] - m);
+    float sum = 0.0f;
+    for (int c = 0; c < cols; ++c) {
+      const float p = c < seen ? expf(P[c] - m) : 0.0f;
+      sum += p;
+      P[c] = p * dropout_factor<float>(s.dropout, qb.probs_row(r) + j0 + c);
+    }
+    t.l[r] = t.l[r] * rescale + sum;
+    t.m[r] = m;
+    t.rescale[r] = rescale;
+  }
+}
+
+// O = O · rescale + P V, one element of O per thread (always the same thread).
+__device__ void accumulate_output(const ForwardShared& t, int rows, int cols, int d) {
+  for (int e = threadIdx.x; e < rows * d; e += blockDim.x) {
+    const int r = e / d, x = e % d;
+    float acc = t.O[e] * t.rescale[r];
+    for (int c = 0; c < cols; ++c) acc += t.P[r * kKeyTile + c] * t.V[c * padded(d) + x];
+    t.O[e] = acc;
+  }
+}
+
+// The row's parked scores in probs become e^{S − m} / l; past its keys, 0.
+__device__ void normalise_probs(float* probs, const ForwardShared& t, const AttentionShape& s,
+                                const QueryBlock& qb) {
+  for (int64_t e = threadIdx.x; e < qb.rows * s.Tk; e += blockDim.x) {
+    const int r = int(e / s.Tk);
+    const int64_t at = qb.probs_row(r) + e % s.Tk;
+    probs[at] = e % s.Tk < visible_keys(s, qb.i0 + r) ? expf(probs[at] - t.m[r]) / t.l[r] : 0.0f;
+  }
+}
+
+// A block per (batch, head, query tile): grid (B·H, ⌈Tq / Bq⌉).
+__global__ void __launch_bounds__(kAttentionThreads)
+    attention_forward_kernel(AttentionShape s, const float* q, const float* k, const float* v, float* probs,
+                             float* out) {
+  const int d = int(s.d);
+  const QueryBlock qb = query_block(s);
+  LINA_DYNAMIC_SHARED(float, attention_shared);
+  SharedCarve carve{reinterpret_cast<char*>(attention_shared)};
+  const ForwardShared t(carve, d);
+
+  load_tile(t.Q, q, qb.q, qb.i0, qb.rows, d);
+  fill(t.O, qb.rows * d, 0.0f);
+  fill(t.m, qb.rows, -INFINITY);
+  fill(t.l, qb.rows, 0.0f);
+  for (int64_t j0 = 0; j0 < qb.keys; j0 += kKeyTile) {
+    const int cols = int(min64(kKeyTile, qb.keys - j0));
+    __syncthreads();  // the last tile's products are done with K, V and P
+    load_tile(t.K, k, qb.kv, j0, cols, d, padded(d));
+    load_tile(t.V, v, qb.kv, j0, cols, d, padded(d));
+    __syncthreads();
+    tile_scores(t, s, qb, j0, cols, probs);
+    __syncthreads();
+    online_softmax_step(t, s, qb, j0, cols);
+    __syncthreads();
+    accumulate_output(t, qb.rows, cols, d);
+  }
+  __syncthreads();  // the final m and l, and the scores other threads parked in probs
+  for (int e = threadIdx.x; e < qb.rows * d; e += blockDim.x)
+    out[qb.q.row(qb.i0 + e / d) + e % d] = t.O[e] / t.l[e / d];
+  normalise_probs(probs, t, s, qb);
+}
+
+// ---- backward: dscores and dq -----------------------------------------------------
+
+struct QueryBackwardShared {
+  float* dO;  // [Bq][d]      the block's output gradients
+  float* KV;  // [Bk][d + 1]  one tile of values (first sweep) or keys (second), rows padded
+  float* dS;  // [Bq][Bk]     the tile's dP, then its dscores
+  float* dQ;  // [Bq][d]      Σ_j dscores_j k_j over the tiles so far
+  float* D;   // [Bq]         Σ_j P_j dP_j over the tiles so far
+  LINA_HD QueryBackwardShared(SharedCarve& c, int64_t d)
+      : dO(c.take<float>(kQueryTile * d)), KV(c.take<float>(kKeyTile * padded(d))),
+        dS(c.take<float>(kQueryTile * kKeyTile)), dQ(c.take<float>(kQueryTile * d)),
+        D(c.take<float>(kQueryTile)) {}
+};
+
+// dP = M ⊙ dO Vᵀ of the pairs that see each other, into dS and dscores.
+__device__ void tile_dprobs(const QueryBackwardShared& t, const AttentionShape& s, const QueryBlock& qb,
+                            int64_t j0, int cols, float* dscores) {
+  const int d = int(s.d);
+  for (int e = threadIdx.x; e < qb.rows * cols; e += blockDim.x) {
+    const int r = e / cols, c = e % cols;
+    if (c >= seen_in_tile(s, qb, r, j0, cols)) continue;
+    const int64_t at = qb.probs_row(r) + j0 + c;
+    const float dP = dropout_factor<float>(s.dropout, at) * dot(t.dO + r * d, t.KV + c * padded(d), d);
+    t.dS[r * kKeyTile + c] = dP;
+    dscores[at] = dP;
+  }
+}
+
+// D += Σ_j P_j dP_j over the tile, a thread per row, keys in order.
+__device__ void add_to_D(const QueryBackwardShared& t, const AttentionShape& s, const QueryBlock& qb,
+                         const float* probs, int64_t j0, int cols) {
+  for (int r = threadIdx.x; r < qb.rows; r += blockDim.x) {
+    const int seen = seen_in_tile(s, qb, r, j0, cols);
+    float D = t.D[r];
+    for (int c = 0; c < seen; ++c) D += probs[qb.probs_row(r) + j0 + c] * t.dS[r * kKeyTile + c];
+    t.D[r] = D;
+  }
+}
+
+// dscores = scale · P ⊙ (dP − D) of the pairs that see each other, into dS
+// and dscores (dP read back from dscores).
+__device__ void tile_dscores(const QueryBackwardShared& t, const AttentionShape& s, const QueryBlock& qb,
+                             const float* probs, int64_t j0, int cols, float* dscores) {
+  for (int e = threadIdx.x; e < qb.rows * cols; e += blockDim.x) {
+    const int r = e / cols, c = e % cols;
+    if (c >= seen_in_tile(s, qb, r, j0, cols)) continue;
+    const int64_t at = qb.probs_row(r) + j0 + c;
+    const float ds = float(s.scale) * probs[at] * (dscores[at] - t.D[r]);
+    t.dS[r * kKeyTile + c] = ds;
+    dscores[at] = ds;
+  }
+}
+
+// dQ += dS K over the keys each row sees, one element of dQ per thread.
+__device__ void accumulate_dq(const QueryBackwardShared& t, const AttentionShape& s, const QueryBlock& qb,
+                              int64_t j0, int cols) {
+  const int d = int(s.d);
+  for (int e = threadIdx.x; e < qb.rows * d; e += blockDim.x) {
+    const int r = e / d, x = e % d, seen = seen_in_tile(s, qb, r, j0, cols);
+    float acc = t.dQ[e];
+    for (int c = 0; c < seen; ++c) acc += t.dS[r * kKeyTile + c] * t.KV[c * padded(d) + x];
+    t.dQ[e] = acc;
+  }
+}
+
+// A block per (batch, head, query tile): grid (B·H, ⌈Tq / Bq⌉). Two sweeps
+// over the key tiles: D needs every dP of the row before any dscores.
+__global__ void __launch_bounds__(kAttentionThreads)
+    attention_backward_query_kernel(AttentionShape s, const float* k, const float* v, const float* probs,
+                                    const float* dout, float* dscores, float* dq) {
+  const int d = int(s.d);
+  const QueryBlock qb = query_block(s);
+  LINA_DYNAMIC_SHARED(float, attention_shared);
+  SharedCarve carve{reinterpret_cast<char*>(attention_shared)};
+  const QueryBackwardShared t(carve, d);
+
+  load_tile(t.dO, dout, qb.q, qb.i0, qb.rows, d);
+  fill(t.dQ, qb.rows * d, 0.0f);
+  fill(t.D, qb.rows, 0.0f);
+  for (int64_t j0 = 0; j0 < qb.keys; j0 += kKeyTile) {  // dP, D
+    const int cols = int(min64(kKeyTile, qb.keys - j0));
+    __syncthreads();  // the last tile is done with V and dS
+    load_tile(t.KV, v, qb.kv, j0, cols, d, padded(d));
+    __syncthreads();
+    tile_dprobs(t, s, qb, j0, cols, dscores);
+    __syncthreads();
+    add_to_D(t, s, qb, probs, j0, cols);
+  }
+  for (int64_t j0 = 0; j0 < qb.keys; j0 += kKeyTile) {  // dscores, dq
+    const int cols = int(min64(kKeyTile, qb.keys - j0));
+    __syncthreads();  // D is complete; the last tile is done with K and dS
+    load_tile(t.KV, k, qb.kv, j0, cols, d, padded(d));
+    tile_dscores(t, s, qb, probs, j0, cols, dscores);
+    __syncthreads();
+    accumulate_dq(t, s, qb, j0, cols);
+  }
+  store_tile(dq, t.dQ, qb.q, qb.i0, qb.rows, d);  // each thread its own elements of dQ
+  zero_hidden(dscores, s, qb);
+}
+
+// ---- backward: dk and dv ----------------------------------------------------------
+
+// A block of the dk / dv backward: batch b, KV head kvh, keys j0 … j0 + cols − 1.
+struct KeyBlock {
+  int64_t b, kvh, j0, first_query;  // first_query: the first that sees key j0
+  int cols;
+  HeadRows kv;
+};
+__device__ KeyBlock key_block(const AttentionShape& s) {
+  KeyBlock kb;
+  kb.b = blockIdx.x / s.Hkv;
+  kb.kvh = blockIdx.x % s.Hkv;
+  kb.j0 = int64_t(blockIdx.y) * kKeyTile;
+  kb.cols = int(min64(kKeyTile, s.Tk - kb.j0));
+  kb.first_query = first_query_seeing(s, kb.j0);
+  kb.kv = head_rows(s.Tk, s.Hkv, s.d, kb.b, kb.kvh);
+  return kb;
+}
+
+struct KeyBackwardShared {
+  float* Q;   // [Bq][d]   one tile of queries of one head of the group
+  float* dO;  // [Bq][d]   their output gradients
+  float* P;   // [Bq][Bk]  probs ⊙ M of those queries and the block's keys (0 where unseen)
+  float* dS;  // [Bq][Bk]  dscores likewise
+  float* dK;  // [Bk][d]   Σ dscores_ij q_i so far
+  float* dV;  // [Bk][d]   Σ probs_ij M_ij dout_i so far
+  LINA_HD KeyBackwardShared(SharedCarve& c, int64_t d)
+      : Q(c.take<float>(kQueryTile * d)), dO(c.take<float>(kQueryTile * d)),
+        P(c.take<float>(kQueryTile * kKeyTile)), dS(c.take<float>(kQueryTile * kKeyTile)),
+        dK(c.take<float>(kKeyTile * d)), dV(c.take<float>(kKeyTile * d)) {}
+};
+
+// P, dS of query rows i0 … i0 + rows − 1 of head h and the block's keys.
+__device__ void load_weights(const KeyBackwardShared& t, const AttentionShape& s, const KeyBlock& kb,
+                             int64_t h, int64_t i0, int rows, const float* probs, const float* dscores) {
+  for (int e = threadIdx.x; e < rows * kb.cols; e += blockDim.x) {
+    const int r = e / kb.cols, c = e % kb.cols;
+    const int64_t i = i0 + r, j = kb.j0 + c, at = ((kb.b * s.H + h) * s.Tq + i) * s.Tk + j;
+    const bool seen = j < visible_keys(s, i);
+    t.P[r * kKeyTile + c] = seen ? probs[at] * dropout_factor<float>(s.dropout, at) : 0.0f;
+    t.dS[r * kKeyTile + c] = seen ? dscores[at] : 0.0f;
+  }
+}
+
+// dK += dSᵀ Q, dV += Pᵀ dO over the tile's rows in order, one element of
+// each per thread. Unseen pairs add exact zeros: the sums keep the
+// reference's bits.
+__device__ void accumulate_dk_dv(const KeyBackwardShared& t, int rows, int cols, int d) {
+  for (int e = threadIdx.x; e < cols * d; e += blockDim.x) {
+    const int c = e / d, x = e % d;
+    float dk = t.dK[e], dv = t.dV[e];
+    for (int r = 0; r < rows; ++r) {
+      dk += t.dS[r * kKeyTile + c] * t.Q[r * d + x];
+      dv += t.P[r * kKeyTile + c] * t.dO[r * d + x];
+    }
+    t.dK[e] = dk;
+    t.dV[e] = dv;
+  }
+}
+
+// A block per (batch, KV head, key tile): grid (B·Hkv, ⌈Tk / Bk⌉). The
+// heads of the group in order, each over the query tiles that see the
+// block's keys: a fixed order, no atomics.
+__global__ void __launch_bounds__(kAttentionThreads)
+    attention_backward_key_kernel(AttentionShape s, const float* q, const float* probs, const float* dout,
+                                  const float* dscores, float* dk, float* dv) {
+  const int d = int(s.d);
+  const int64_t group = s.H / s.Hkv;
+  const KeyBlock kb = key_block(s);
+  LINA_DYNAMIC_SHARED(float, attention_shared);
+  SharedCarve carve{reinterpret_cast<char*>(attention_shared)};
+  const KeyBackwardShared t(carve, d);
+
+  fill(t.dK, kb.cols * d, 0.0f);
+  fill(t.dV, kb.cols * d, 0.0f);
+  for (int64_t g = 0; g < group; ++g) {
+    const int64_t h = kb.kvh * group + g;
+    const HeadRows qh = head_rows(s.Tq, s.H, s.d, kb.b, h);
+    for (int64_t i0 = kb.first_query; i0 < s.Tq; i0 += kQueryTile) {
+      const int rows = int(min64(kQueryTile, s.Tq - i0));
+      __syncthreads();  // the last tile's products are done with Q, dO, P and dS
+      load_tile(t.Q, q, qh, i0, rows, d);
+      load_tile(t.dO, dout, qh, i0, rows, d);
+      load_weights(t, s, kb, h, i0, rows, probs, dscores);
+      __syncthreads();
+      accumulate_dk_dv(t, rows, kb.cols, d);
+    }
+  }
+  store_tile(dk, t.dK, kb.kv, kb.j0, kb.cols, d);  // each thread its own elements
+  store_tile(dv, t.dV, kb.kv, kb.j0, kb.cols, d);
+}
+
+// ---- launches ---------------------------------------------------------------------
+
+int64_t tiles(int64_t n, int tile) { return (n + tile - 1) / tile; }
+
+// Shapes the tiles hold: a head of at most kMaxTiledHeadSize, and a grid
+// whose y (tiles per head) stays within CUDA's 65535.
+bool tiled(const AttentionShape& s) {
+  return s.d <= kMaxTiledHeadSize && tiles(s.Tq, kQueryTile) <= kMaxGridY && tiles(s.Tk, kKeyTile) <= kMaxGridY;
 }
 
 }  // namespace
 
 void attention_forward(const AttentionShape& s, const float* q, const float* k, const float* v,
                        float* probs, float* out) {
-  const int64_t rows = s.B * s.H * s.Tq;
-  if (rows == 0) return;
-  LINA_LAUNCH(attention_forward_kernel, blocks_for(rows), kThreads, 0, context().stream)(s, q, k, v, probs,
-                                                                              out, rows);
+  if (!tiled(s)) return attention_forward_reference(s, q, k, v, probs, out);
+  if (s.B * s.H * s.Tq == 0) return;
+  const dim3 grid(unsigned(s.B * s.H), unsigned(tiles(s.Tq, kQueryTile)));
+  const size_t bytes = with_shared_memory(attention_forward_kernel, shared_bytes<ForwardShared>(s.d),
+                                          "cuda::attention_forward");
+  LINA_LAUNCH(attention_forward_kernel, grid, kAttentionThreads, bytes, context().stream)(s, q, k, v, probs,
+                                                                                         out);
   LINA_CHECK_LAUNCH("cuda::attention_forward");
 }
 
 void attention_backward(const AttentionShape& s, const float* q, const float* k, const float* v,
                         const float* probs, const float* dout, float* dscores, float* dq,
                         float* dk, float* dv) {
-  const int64_t query_rows = s.B * s.H * s.Tq, key_rows = s.B * s.Hkv * s.Tk;
+  if (!tiled(s)) return attention_backward_reference(s, q, k, v, probs, dout, dscores, dq, dk, dv);
   cudaStream_t stream = context().stream;
-  if (query_rows > 0) {
-    LINA_LAUNCH(attention_backward_query_kernel, blocks_for(query_rows), kThreads, 0, stream)(
-        s, k, v, probs, dout, dscores, dq, query_rows);
+  if (s.B * s.H * s.Tq > 0) {
+    const dim3 grid(unsigned(s.B * s.H), unsigned(tiles(s.Tq, kQueryTile)));
+    const size_t bytes = with_shared_memory(attention_backward_query_kernel,
+                                            shared_bytes<QueryBackwardShared>(s.d), "cuda::attention_backward");
+    LINA_LAUNCH(attention_backward_query_kernel, grid, kAttentionThreads, bytes, stream)(s, k, v, probs, dout,
+                                                                                        dscores, dq);
     LINA_CHECK_LAUNCH("cuda::attention_backward (dscores, dq)");
   }
-  if (key_rows > 0) {  // after the first kernel on the same stream: reads its dscores
-    LINA_LAUNCH(attention_backward_key_kernel, blocks_for(key_rows), kThreads, 0, stream)(
-        s, q, probs, dout, dscores, dk, dv, key_rows);
+  if (s.B * s.Hkv * s.Tk > 0) {  // after the first kernel on the same stream: reads its dscores
+    const dim3 grid(unsigned(s.B * s.Hkv), unsigned(tiles(s.Tk, kKeyTile)));
+    const size_t bytes = with_shared_memory(attention_backward_key_kernel,
+                                            shared_bytes<KeyBackwardShared>(s.d), "cuda::attention_backward");
+    LINA_LAUNCH(attention_backward_key_kernel, grid, kAttentionThreads, bytes, stream)(s, q, probs, dout,
+                                                                                      dscores, dk, dv);
     LINA_CHECK_LAUNCH("cuda::attention_backward (dk, dv)");
   }
 }

@@ -1,6 +1,7 @@
-// The per-thread work of the CUDA causal attention (attention.cu), as LINA_HD
-// functions: the .cu launches them in grid-stride loops; the op × device
-// table checks them against the CPU kernel (backend_cpu/attention.cpp).
+// The per-thread work of the reference CUDA causal attention
+// (attention_reference.cu), as LINA_HD functions: the .cu launches them in
+// grid-stride loops; tests/cuda/test_attention.cpp checks the tiled kernels
+// (attention.cu) against them.
 // Shapes and maths: core/kernel_args.h
 // (AttentionShape) and backend_cpu/attention.cpp.
 //

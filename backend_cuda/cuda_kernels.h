@@ -36,4 +36,14 @@ LINA_KERNELS(LINA_DECLARE_CUDA_KERNEL, float)
 #undef LINA_DECLARE_CUDA_KERNEL
 void fill_i32(int32_t* x, int64_t n, int32_t value);  // token ids
 
+// ---- the simple references beside the fast kernels ----
+// attention_reference.cu: attention_forward / attention_backward one thread
+// per row, no shared memory; tests/cuda/test_attention.cpp compares the
+// tiled kernels of attention.cu against them.
+void attention_forward_reference(const AttentionShape& s, const float* q, const float* k, const float* v,
+                                 float* probs, float* out);
+void attention_backward_reference(const AttentionShape& s, const float* q, const float* k, const float* v,
+                                  const float* probs, const float* dout, float* dscores, float* dq,
+                                  float* dk, float* dv);
+
 }  // namespace lina::cuda

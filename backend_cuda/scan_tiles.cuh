@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "backend_cuda/shared_carve.cuh"
 #include "core/kernel_args.h"
 
 namespace lina::cuda {
@@ -63,26 +64,6 @@ struct Tile {
 // Tile n of (batch, head) pair bh = b·H + h.
 LINA_HD Tile tile_of(const ScanTiling& z, int64_t bh, int64_t n) {
   return Tile{((bh / z.H) * z.T + z.first_token(n)) * z.H + bh % z.H, z.H, z.rows_of(n)};
-}
-
-// A kernel's dynamic shared memory handed out piece by piece, in the order
-// of the kernel's layout struct (λ, float64, first, so it is aligned). The
-// host sizes a launch by running the same layout on a carve without memory.
-struct SharedCarve {
-  char* base = nullptr;  // the kernel's dynamic shared memory; null on the host, which only counts
-  size_t used = 0;       // bytes handed out so far
-  template <class T> LINA_HD T* take(int64_t n) {
-    T* piece = base ? reinterpret_cast<T*>(base + used) : nullptr;
-    used += size_t(n) * sizeof(T);
-    return piece;
-  }
-};
-
-// Bytes of dynamic shared memory of layout struct Layout at these sizes.
-template <class Layout, class... Sizes> size_t shared_bytes(Sizes... sizes) {
-  SharedCarve count;
-  Layout(count, sizes...);
-  return count.used;
 }
 
 // ---- a tile's rows in shared memory (block-wide loops; the caller syncs) ----

@@ -21,6 +21,14 @@ void copy(void*, const void*, size_t, CopyKind) { no_cuda("cuda::copy"); }
 void synchronize() {}
 Counters counters() { return {}; }
 void fill_i32(int32_t*, int64_t, int32_t) { no_cuda("cuda::fill_i32"); }
+void attention_forward_reference(const AttentionShape&, const float*, const float*, const float*, float*,
+                                 float*) {
+  no_cuda("cuda::attention_forward_reference");
+}
+void attention_backward_reference(const AttentionShape&, const float*, const float*, const float*,
+                                  const float*, const float*, float*, float*, float*, float*) {
+  no_cuda("cuda::attention_backward_reference");
+}
 
 // Every kernel of the list, each one the same clear error.
 #pragma GCC diagnostic push
