@@ -96,11 +96,23 @@ void silu_block(const float* x, float* y, int64_t m) { silu_forward_serial(x, y,
 void silu_block(const double* x, double* y, int64_t m) {
   for (int64_t i = 0; i < m; ++i) y[i] = math::Silu::forward(x[i], 0.0);
 }
-void silu_grad_block(const float* x, const float* dy, float* dx, int64_t m) {
-  silu_backward_serial(x, dy, dx, m);
+
+// dgate = dy ⊙ up ⊙ silu'(gate), dup = dy ⊙ silu(gate), σ(gate) formed once.
+void swiglu_backward_block(const float* gate, const float* up, const float* dy, float* dgate,
+                           float* dup, int64_t m) {
+  float logistic[kSwigluBlock], dy_up[kSwigluBlock];  // σ(gate), dy ⊙ up
+  silu_forward_keep_logistic_serial(gate, dup, logistic, m);  // dup = silu(gate)
+  for (int64_t i = 0; i < m; ++i) dy_up[i] = dy[i] * up[i];
+  silu_backward_from_logistic_serial(gate, logistic, dy_up, dgate, m);
+  for (int64_t i = 0; i < m; ++i) dup[i] *= dy[i];
 }
-void silu_grad_block(const double* x, const double* dy, double* dx, int64_t m) {
-  for (int64_t i = 0; i < m; ++i) dx[i] = math::Silu::backward(x[i], 0.0, dy[i], 0.0);
+
+void swiglu_backward_block(const double* gate, const double* up, const double* dy, double* dgate,
+                           double* dup, int64_t m) {
+  for (int64_t i = 0; i < m; ++i) {
+    dgate[i] = math::Silu::backward(gate[i], 0.0, dy[i] * up[i], 0.0);
+    dup[i] = dy[i] * math::Silu::forward(gate[i], 0.0);
+  }
 }
 
 }  // namespace
@@ -116,17 +128,13 @@ void swiglu_forward(const T* gate, const T* up, T* y, int64_t n) {
   }
 }
 
-// dgate = dy ⊙ up ⊙ silu'(gate), dup = dy ⊙ silu(gate); dup holds dy ⊙ up first.
 template <class T>
 void swiglu_backward(const T* gate, const T* up, const T* dy, T* dgate, T* dup, int64_t n) {
   const int64_t blocks = (n + kSwigluBlock - 1) / kSwigluBlock;
   LINA_PARALLEL_FOR_IF(n > kParallelMin)
   for (int64_t b = 0; b < blocks; ++b) {
     const int64_t o = b * kSwigluBlock, m = std::min(kSwigluBlock, n - o);
-    for (int64_t i = o; i < o + m; ++i) dup[i] = dy[i] * up[i];
-    silu_grad_block(gate + o, dup + o, dgate + o, m);
-    silu_block(gate + o, dup + o, m);
-    for (int64_t i = o; i < o + m; ++i) dup[i] *= dy[i];
+    swiglu_backward_block(gate + o, up + o, dy + o, dgate + o, dup + o, m);
   }
 }
 
