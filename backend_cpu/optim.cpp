@@ -1,5 +1,6 @@
 // Optimiser kernels: the AdamW update and the in-place scale used by
 // gradient clipping. Both run once over a whole contiguous run of parameters.
+#include <algorithm>
 #include <cmath>
 
 #include "backend_cpu/cpu_kernels.h"
@@ -14,11 +15,12 @@ namespace lina::cpu {
 //   p  ← p − lr·m̂ / (√v̂ + eps)               m̂ = m / bc1, v̂ = v / bc2
 // The last line is computed as (lr / bc1)·m / (√v / √bc2 + eps), as PyTorch does.
 template <class T>
-void adamw_step(T* p, const T* g, T* m, T* v, const T* decay_mask, int64_t n, T lr, T beta1,
-                T beta2, T eps, T weight_decay, T bias_correction1, T bias_correction2) {
-  const T decay_factor = T(1) - lr * weight_decay;  // where decay_mask is 1 (or null)
-  const T step_size = lr / bias_correction1;
-  const T bias_correction2_sqrt = std::sqrt(bias_correction2);
+void adamw_step(T* p, const T* g, T* m, T* v, const T* decay_mask, int64_t n, T beta1, T beta2,
+                T eps, const T* scalars, const int32_t* control) {
+  if (control != nullptr && control[2] != 0) return;  // a refused update (end_update)
+  const T decay_factor = scalars[0];           // 1 − lr·wd, where decay_mask is 1 (or null)
+  const T step_size = scalars[1];              // lr / bc1
+  const T bias_correction2_sqrt = scalars[2];  // √bc2
   LINA_PARALLEL_FOR_IF(n > kParallelMin)
   for (int64_t i = 0; i < n; ++i) {
     T gi = g[i];
@@ -28,6 +30,29 @@ void adamw_step(T* p, const T* g, T* m, T* v, const T* decay_mask, int64_t n, T 
     T decay = decay_mask == nullptr || decay_mask[i] != T(0) ? decay_factor : T(1);
     p[i] = p[i] * decay - step_size * m[i] / denom;
   }
+}
+
+// The update plan's bookkeeping (core/op_list.h): slot s's rows in, the
+// loss and Σ g² out. One update's worth of copying, on the host here.
+template <class T>
+void begin_update(const T* scalar_table, T* scalars, const int32_t* ids_table, int32_t* ids,
+                  int64_t ids_per_row, const T* mask_table, T* mask, int64_t mask_per_row,
+                  const int32_t* control) {
+  const int64_t s = control[0];
+  std::copy_n(scalar_table + 3 * s, 3, scalars);
+  std::copy_n(ids_table + s * ids_per_row, ids_per_row, ids);
+  if (mask != nullptr) std::copy_n(mask_table + s * mask_per_row, mask_per_row, mask);
+}
+
+template <class T>
+void end_update(const T* loss, const double* sum_of_squares, double* log, int32_t* control) {
+  const int64_t s = control[0];
+  log[2 * s] = double(*loss);
+  log[2 * s + 1] = *sum_of_squares;
+  if (control[2] == 0 && !(std::isfinite(log[2 * s]) && std::isfinite(log[2 * s + 1])))
+    control[2] = control[1] + 1;
+  control[0] += 1;
+  control[1] += 1;
 }
 
 template <class T>

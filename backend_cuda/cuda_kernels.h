@@ -26,8 +26,28 @@ void synchronize();
 // that reuses the pool's blocks leaves it unchanged).
 struct Counters {
   int64_t launches = 0, allocations = 0, device_to_host_copies = 0, pool_reserved_bytes = 0;
+  int64_t graph_launches = 0;  // replays of a captured graph (launch_graph)
 };
 Counters counters();
+void count_graph_launch();
+
+// ---- CUDA graphs (graph.cu) ----
+// One update recorded once and replayed. Between begin_graph_rehearsal and
+// end_graph_rehearsal the work runs as usual but allocates from graph
+// memory (which grows); between begin_capture and end_capture it is
+// recorded, not run, and allocates from graph memory, which must not grow.
+struct Graph;
+void begin_graph_rehearsal();
+void end_graph_rehearsal();
+void begin_capture();
+Graph* end_capture();  // throws, naming the refused call, when the capture failed
+void launch_graph(Graph* graph);
+int64_t graph_kernels(const Graph* graph);  // the kernel nodes one launch runs
+void destroy_graph(Graph* graph);
+// memory.cu's alloc and free ask graph memory first.
+bool graph_memory_serves();
+void* graph_memory_alloc(size_t bytes);
+bool graph_memory_release(void* ptr);  // false: not graph memory
 
 // ---- the compute kernels: float32 versions of core/op_list.h's list ----
 // (elementwise.cu, layout.cu, matmul.cu, ...)

@@ -84,6 +84,12 @@ static Context* create_context() {
   LINA_CUBLAS_CHECK(cublasSetStream(ctx->cublas, ctx->stream), "cuda: binding cuBLAS to the stream");
   // Plain float32 products (no TF32), so results match the CPU to ~1e-6.
   LINA_CUBLAS_CHECK(cublasSetMathMode(ctx->cublas, CUBLAS_DEFAULT_MATH), "cuda: cuBLAS math mode");
+  // cuBLAS's workspace, given once: a captured graph may hold no allocation
+  // cuBLAS would otherwise make for itself (32 MiB, what it asks on Hopper).
+  const size_t workspace_bytes = size_t(32) << 20;
+  void* workspace = nullptr;
+  LINA_CUDA_CHECK(cudaMalloc(&workspace, workspace_bytes), "cuda: cuBLAS workspace");
+  LINA_CUBLAS_CHECK(cublasSetWorkspace(ctx->cublas, workspace, workspace_bytes), "cuda: cuBLAS workspace");
   LINA_CUDA_CHECK(cudaMalloc(&ctx->reduction_scratch, (kMaxReductionBlocks + 1) * sizeof(double)),
              "cuda: reduction buffer");
   LINA_CUDA_CHECK(cudaMalloc(&ctx->index_error, sizeof(uint64_t)), "cuda: index error word");
@@ -144,9 +150,14 @@ Counters counters() {
   return c;
 }
 
+void count_graph_launch() { g_counters.graph_launches++; }
+
+// From graph memory while a graph is rehearsed or captured (graph.cu), else
+// from the stream-ordered pool.
 void* alloc(size_t bytes) {
   Context& ctx = context();
   g_counters.allocations++;
+  if (graph_memory_serves()) return graph_memory_alloc(bytes);
   void* ptr = nullptr;
   std::string what = "cuda::alloc of " + std::to_string(bytes) + " bytes";
   if (ctx.stream_ordered_memory) LINA_CUDA_CHECK(cudaMallocAsync(&ptr, bytes, ctx.stream), what.c_str());
@@ -159,6 +170,7 @@ void* alloc(size_t bytes) {
 // expected and stay silent.
 void free(void* ptr) {
   if (ptr == nullptr) return;
+  if (graph_memory_release(ptr)) return;  // graph memory is kept for the graph
   Context& ctx = context();
   cudaError_t err = ctx.stream_ordered_memory ? cudaFreeAsync(ptr, ctx.stream) : cudaFree(ptr);
   if (err == cudaSuccess) return;

@@ -1,5 +1,5 @@
-// CUDA optimiser kernels (float32): the AdamW step and the in-place scale,
-// the GPU twins of backend_cpu/optim.cpp. One element per thread in a
+// CUDA optimiser kernels (float32): the AdamW step, the in-place scale and
+// the update plan's bookkeeping, the GPU twins of backend_cpu/optim.cpp. One element per thread in a
 // grid-stride loop; the per-element maths is in backend_cuda/optim_device.h.
 #include "backend_cuda/cuda_context.h"
 #include "backend_cuda/cuda_kernels.h"
@@ -8,6 +8,7 @@
 namespace lina::cuda {
 
 __global__ void adamw_kernel(AdamWArgs args) {
+  if (args.control != nullptr && args.control[2] != 0) return;  // a refused update (end_update)
   for (int64_t i = first_index(); i < args.n; i += index_stride()) adamw_thread(i, args);
 }
 
@@ -21,13 +22,54 @@ __global__ void scale_inplace_kernel(float* x, int64_t n, float factor) {
 }
 
 void adamw_step(float* p, const float* g, float* m, float* v, const float* decay_mask, int64_t n,
-                float lr, float beta1, float beta2, float eps, float weight_decay,
-                float bias_correction1, float bias_correction2) {
+                float beta1, float beta2, float eps, const float* scalars, const int32_t* control) {
   if (n == 0) return;
-  AdamWArgs args = make_adamw_args(p, g, m, v, decay_mask, n, lr, beta1, beta2, eps, weight_decay,
-                                   bias_correction1, bias_correction2);
+  AdamWArgs args{p, g, m, v, decay_mask, n, beta1, beta2, eps, scalars, control};
   LINA_LAUNCH(adamw_kernel, blocks_for(n), kThreads, 0, context().stream)(args);
   LINA_CHECK_LAUNCH("cuda::adamw_step");
+}
+
+// ---- the update plan (core/op_list.h) ----
+
+// Slot s's rows of the window into the update's buffers; a grid-stride loop
+// over the longest row.
+__global__ void begin_update_kernel(const float* scalar_table, float* scalars, const int32_t* ids_table,
+                                    int32_t* ids, int64_t ids_per_row, const float* mask_table, float* mask,
+                                    int64_t mask_per_row, const int32_t* control) {
+  const int64_t s = control[0];
+  for (int64_t i = first_index(); i < ids_per_row; i += index_stride()) ids[i] = ids_table[s * ids_per_row + i];
+  if (mask != nullptr)
+    for (int64_t i = first_index(); i < mask_per_row; i += index_stride()) mask[i] = mask_table[s * mask_per_row + i];
+  if (first_index() < 3) scalars[first_index()] = scalar_table[3 * s + first_index()];
+}
+
+// x − x is 0 for every finite x, NaN for NaN and ±inf (one spelling for
+// nvcc and for the simulator's g++).
+__device__ inline bool is_finite(double x) { return x - x == 0.0; }
+
+// One thread: the log entry, the refusal, the next update.
+__global__ void end_update_kernel(const float* loss, const double* sum_of_squares, double* log, int32_t* control) {
+  if (threadIdx.x != 0 || blockIdx.x != 0) return;
+  const int64_t s = control[0];
+  log[2 * s] = double(*loss);
+  log[2 * s + 1] = *sum_of_squares;
+  if (control[2] == 0 && !(is_finite(log[2 * s]) && is_finite(log[2 * s + 1]))) control[2] = control[1] + 1;
+  control[0] += 1;
+  control[1] += 1;
+}
+
+void begin_update(const float* scalar_table, float* scalars, const int32_t* ids_table, int32_t* ids,
+                  int64_t ids_per_row, const float* mask_table, float* mask, int64_t mask_per_row,
+                  const int32_t* control) {
+  const int64_t longest = ids_per_row > mask_per_row ? ids_per_row : mask_per_row;
+  LINA_LAUNCH(begin_update_kernel, blocks_for(longest), kThreads, 0, context().stream)(
+      scalar_table, scalars, ids_table, ids, ids_per_row, mask_table, mask, mask_per_row, control);
+  LINA_CHECK_LAUNCH("cuda::begin_update");
+}
+
+void end_update(const float* loss, const double* sum_of_squares, double* log, int32_t* control) {
+  LINA_LAUNCH(end_update_kernel, 1, 1, 0, context().stream)(loss, sum_of_squares, log, control);
+  LINA_CHECK_LAUNCH("cuda::end_update");
 }
 
 void scale_inplace(float* x, int64_t n, float factor) {

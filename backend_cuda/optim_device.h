@@ -11,8 +11,9 @@
 
 namespace lina::cuda {
 
-// The scalars of one AdamW step, with the per-step constants computed once
-// on the host exactly as the CPU kernel computes them.
+// One AdamW step's arguments. Its per-update numbers stay in device memory
+// (scalars, control: core/op_list.h), so that a replayed graph reads each
+// update's own.
 struct AdamWArgs {
   float* p;        // [n] parameters, updated
   const float* g;  // [n] gradient
@@ -21,44 +22,24 @@ struct AdamWArgs {
   const float* decay_mask;  // [n] 1 where weight decay applies, 0 where not; null: everywhere
   int64_t n;
   float beta1, beta2, eps;
-  float decay_factor;           // 1 − lr·weight_decay
-  float step_size;              // lr / bias_correction1
-  float bias_correction2_sqrt;  // √bias_correction2
-  std::array<const void*, 5> device_pointers() const { return {p, g, m, v, decay_mask}; }
+  const float* scalars;    // [3] 1 − lr·weight_decay, lr / bias_correction1, √bias_correction2
+  const int32_t* control;  // null, or an update plan's [3]: no update while control[2] ≠ 0
+  std::array<const void*, 7> device_pointers() const { return {p, g, m, v, decay_mask, scalars, control}; }
 };
-
-inline AdamWArgs make_adamw_args(float* p, const float* g, float* m, float* v,
-                                 const float* decay_mask, int64_t n, float lr,
-                                 float beta1, float beta2, float eps, float weight_decay,
-                                 float bias_correction1, float bias_correction2) {
-  AdamWArgs a;
-  a.p = p;
-  a.g = g;
-  a.m = m;
-  a.v = v;
-  a.decay_mask = decay_mask;
-  a.n = n;
-  a.beta1 = beta1;
-  a.beta2 = beta2;
-  a.eps = eps;
-  a.decay_factor = 1.0f - lr * weight_decay;
-  a.step_size = lr / bias_correction1;
-  a.bias_correction2_sqrt = std::sqrt(bias_correction2);
-  return a;
-}
 
 // PyTorch's AdamW (single-tensor form) for element i:
 //   m ← β1 m + (1 − β1) g,  v ← β2 v + (1 − β2) g²
 //   p ← p·(1 − lr·wd) − (lr / bc1) · m / (√v / √bc2 + eps)
 LINA_HD void adamw_thread(int64_t i, const AdamWArgs& a) {
+  const float decay_factor = a.scalars[0], step_size = a.scalars[1], bias_correction2_sqrt = a.scalars[2];
   const float gi = a.g[i];
   const float mi = a.beta1 * a.m[i] + (1.0f - a.beta1) * gi;
   const float vi = a.beta2 * a.v[i] + (1.0f - a.beta2) * gi * gi;
   a.m[i] = mi;
   a.v[i] = vi;
-  const float denom = ::sqrtf(vi) / a.bias_correction2_sqrt + a.eps;
-  const float decay = a.decay_mask == nullptr || a.decay_mask[i] != 0.0f ? a.decay_factor : 1.0f;
-  a.p[i] = a.p[i] * decay - a.step_size * mi / denom;
+  const float denom = ::sqrtf(vi) / bias_correction2_sqrt + a.eps;
+  const float decay = a.decay_mask == nullptr || a.decay_mask[i] != 0.0f ? decay_factor : 1.0f;
+  a.p[i] = a.p[i] * decay - step_size * mi / denom;
 }
 
 // x[i] *= factor

@@ -21,6 +21,17 @@ void copy(void*, const void*, size_t, CopyKind) { no_cuda("cuda::copy"); }
 void synchronize() {}
 Counters counters() { return {}; }
 void fill_i32(int32_t*, int64_t, int32_t) { no_cuda("cuda::fill_i32"); }
+void count_graph_launch() {}
+void begin_graph_rehearsal() { no_cuda("cuda::begin_graph_rehearsal"); }
+void end_graph_rehearsal() {}
+void begin_capture() { no_cuda("cuda::begin_capture"); }
+Graph* end_capture() { no_cuda("cuda::end_capture"); }
+void launch_graph(Graph*) { no_cuda("cuda::launch_graph"); }
+int64_t graph_kernels(const Graph*) { return 0; }
+void destroy_graph(Graph*) {}
+bool graph_memory_serves() { return false; }
+void* graph_memory_alloc(size_t) { no_cuda("cuda::graph_memory_alloc"); }
+bool graph_memory_release(void*) { return false; }
 void attention_forward_reference(const AttentionShape&, const float*, const float*, const float*, float*,
                                  float*) {
   no_cuda("cuda::attention_forward_reference");

@@ -61,6 +61,19 @@
 //   applies and 0 where not (null: everywhere):
 //   p −= lr·weight_decay·p (where the mask is 1);  m = β1 m + (1 − β1) g;  v = β2 v + (1 − β2) g²;
 //   p −= (lr / bias_correction1) · m / (√v / √bias_correction2 + eps).
+//   The update's numbers are read from the backend's memory, so that a
+//   replayed CUDA graph sees each update's own: scalars [3] = {1 −
+//   lr·weight_decay, lr / bias_correction1, √bias_correction2}
+//   (dispatch::adamw_scalars); control null, or an update plan's [3] (below):
+//   no update while control[2] ≠ 0.
+// An update plan (experiments/update_plan.h) holds a window of updates in
+//   the backend's memory; control [3] = {slot in the window, update number
+//   (0-based), refused_at (0, or the 1-based update whose loss or gradient
+//   was not finite)}. begin_update copies slot s's rows: scalars [3] =
+//   scalar_table[s], ids [ids_per_row] = ids_table[s], mask [mask_per_row] =
+//   mask_table[s] (mask null: none). end_update writes log[s] = {loss,
+//   sum_of_squares} (double [2]), sets refused_at at the first non-finite
+//   one, and moves control to the next update.
 // scale_inplace: x *= factor.
 // dropout_apply: y[i] = x[i] · dropout_factor(key, i) (core/philox.h): 0 with
 //   probability p, else 1 / (1 − p). Linear in x, so the backward is the same
@@ -165,10 +178,12 @@
   KERNEL(void, causal_conv1d_silu_l2_norm_backward, (const T* x, const T* w, const T* norm, const T* dy, T* dx, T* dw, int64_t B, int64_t T_len, int64_t C, int64_t K, int64_t head, T eps, T scale)) \
   KERNEL(void, rope_apply, (const T* x, T* y, int64_t B, int64_t T_len, int64_t H, int64_t D, int64_t pos0, double base, bool inverse))
 
-// ---- the optimiser: AdamW, clipping, scaling ----
+// ---- the optimiser: AdamW, clipping, scaling, and the update plan's bookkeeping ----
 // backend_cpu/optim.cpp, backend_cuda/optim.cu
 #define LINA_OPTIM_LIST(OP, KERNEL, T) \
-  KERNEL(void, adamw_step, (T * p, const T* g, T* m, T* v, const T* decay_mask, int64_t n, T lr, T beta1, T beta2, T eps, T weight_decay, T bias_correction1, T bias_correction2)) \
+  KERNEL(void, adamw_step, (T * p, const T* g, T* m, T* v, const T* decay_mask, int64_t n, T beta1, T beta2, T eps, const T* scalars, const int32_t* control)) \
+  KERNEL(void, begin_update, (const T* scalar_table, T* scalars, const int32_t* ids_table, int32_t* ids, int64_t ids_per_row, const T* mask_table, T* mask, int64_t mask_per_row, const int32_t* control)) \
+  KERNEL(void, end_update, (const T* loss, const double* sum_of_squares, double* log, int32_t* control)) \
   KERNEL(void, scale_inplace, (T * x, int64_t n, T factor)) \
   KERNEL(void, clip_to_norm, (T * x, int64_t n, const double* sum_of_squares, double max_norm))
 

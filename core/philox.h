@@ -50,18 +50,26 @@ LINA_HD Philox4x32 philox4x32_10(Philox4x32 counter, uint32_t key0, uint32_t key
 
 // Which dropout mask: probability p of dropping, the run's seed, the update
 // (0-based) and the dropout site within the model (models/model.h
-// dropout_site). p = 0 is "no dropout".
+// dropout_site). p = 0 is "no dropout". A training run keeps the update
+// number in the backend's memory (update_on_device, the update counter of
+// experiments/update_plan.h), so that a captured CUDA graph's kernels read
+// each replay's own update there; null: `update`.
 struct DropoutKey {
   double p = 0.0;
   uint64_t seed = 0;
   uint32_t update = 0;
   uint32_t site = 0;
+  const int32_t* update_on_device = nullptr;
+
+  LINA_HD uint32_t update_number() const {
+    return update_on_device != nullptr ? uint32_t(*update_on_device) : update;
+  }
 };
 
 // A uniform number in [0, 1) for `element` (24 random bits, exact in float).
 LINA_HD float dropout_uniform(const DropoutKey& key, int64_t element) {
   const uint64_t block = uint64_t(element) >> 2;
-  const Philox4x32 counter = {{uint32_t(block), uint32_t(block >> 32), key.site, key.update}};
+  const Philox4x32 counter = {{uint32_t(block), uint32_t(block >> 32), key.site, key.update_number()}};
   const Philox4x32 bits = philox4x32_10(counter, uint32_t(key.seed), uint32_t(key.seed >> 32));
   return float(bits.v[element & 3] >> 8) * (1.0f / 16777216.0f);
 }

@@ -33,6 +33,13 @@ cublasStatus_t cublasSetMathMode(cublasHandle_t handle, cublasMath_t mode) {
   return CUBLAS_STATUS_SUCCESS;
 }
 
+// The simulated cuBLAS needs no workspace; the call is accepted and checked.
+cublasStatus_t cublasSetWorkspace(cublasHandle_t handle, void* workspace, size_t bytes) {
+  if (handle == nullptr) return CUBLAS_STATUS_NOT_INITIALIZED;
+  if (workspace == nullptr && bytes != 0) return CUBLAS_STATUS_INVALID_VALUE;
+  return CUBLAS_STATUS_SUCCESS;
+}
+
 const char* cublasGetStatusString(cublasStatus_t status) {
   switch (status) {
     case CUBLAS_STATUS_SUCCESS: return "the operation completed successfully";

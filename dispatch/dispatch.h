@@ -10,6 +10,8 @@
 // Rule for every function here: outputs are freshly allocated on the inputs'
 // device unless the name says `_inplace` / the argument is a `Tensor&` out.
 #pragma once
+#include <array>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -17,6 +19,10 @@
 #include "core/elementwise_math.h"
 #include "core/kernel_args.h"
 #include "core/tensor.h"
+
+namespace lina::cuda {
+struct Graph;  // backend_cuda/graph.cu
+}  // namespace lina::cuda
 
 namespace lina::dispatch {
 
@@ -28,13 +34,39 @@ const char* cuda_runtime();
 // The CPU's matrix products: "Eigen", or "OpenBLAS (SkylakeX kernels)" with the kernel set
 // OpenBLAS runs (backend_cpu/openblas.h).
 std::string cpu_gemm();
-// CUDA: kernel launches, allocation calls and device→host copies so far, and the bytes the
-// memory pool holds (zeros without CUDA). A training step after the first
-// makes two reads (loss and gradient norm) and grows no pool.
+// CUDA: kernel launches (counted as the host queues them: a replayed graph
+// is one graph launch and no kernel launch), allocation calls, device→host
+// copies and graph launches so far, and the bytes the memory pool holds
+// (zeros without CUDA). A replayed training update allocates nothing and
+// reads nothing back (experiments/update_plan.h).
 struct DeviceCounters {
   int64_t launches = 0, allocations = 0, device_to_host_copies = 0, pool_reserved_bytes = 0;
+  int64_t graph_launches = 0;
 };
 DeviceCounters cuda_counters();
+
+// CUDA work recorded once and replayed: a CUDA graph (backend_cuda/graph.cu).
+// rehearse() runs the work as usual, its allocations taken from memory kept
+// for the graph; capture() records the same work (which must allocate what
+// the rehearsal did, and may not wait for the device or copy from it: a
+// one-line error names the call) without running it; replay() queues it
+// again. Everything the work touches besides its own allocations must stay
+// allocated while the graph lives.
+class CudaGraph {
+ public:
+  CudaGraph() = default;
+  CudaGraph(const CudaGraph&) = delete;
+  CudaGraph& operator=(const CudaGraph&) = delete;
+  ~CudaGraph();
+  void rehearse(const std::function<void()>& work);
+  void capture(const std::function<void()>& work);
+  void replay();
+  bool captured() const { return graph_ != nullptr; }
+  int64_t kernels() const;  // the kernels one replay runs
+
+ private:
+  cuda::Graph* graph_ = nullptr;
+};
 // Calls so far, through the entry points below, of each entry of
 // core/op_list.h on CUDA, by name, in the list's order (what the op ×
 // device table checks it has covered).
@@ -163,9 +195,17 @@ Tensor rope_apply(const Tensor& x, int64_t pos0, double base, bool inverse);
 // moment): same shape, dtype and device. weight_decay 0 turns decay off.
 // decay_mask: like param, 1 where weight decay applies, 0 where not;
 // undefined: everywhere. One launch over the whole buffer.
+// (It uploads the update's numbers, adamw_scalars, and launches the kernel;
+// a training run keeps them in an update plan instead: models/optim.h.)
 void adamw_step(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, double lr, double beta1,
                 double beta2, double eps, double weight_decay, int64_t step,
                 const Tensor& decay_mask = Tensor());
+// The three numbers of update `step` the AdamW kernel reads (core/op_list.h):
+// {1 − lr·weight_decay, lr / bias_correction1, √bias_correction2}, each
+// computed in `dtype` as the kernel would (so a table of them gives the
+// same bits as computing them on the spot).
+std::array<double, 3> adamw_scalars(double lr, double beta1, double beta2, double weight_decay,
+                                    int64_t step, DType dtype);
 void scale_inplace(Tensor& x, double factor);  // x *= factor
 // x *= min(1, max_norm / (√sum_of_squares + 1e-6)), the factor computed on
 // x's device from the float64 scalar sum_of_squares (sum_squares_on_device).

@@ -1,13 +1,37 @@
 // Backend dispatch of the optimiser: the AdamW step, gradient clipping and scaling.
+#include <array>
 #include <cmath>
+#include <vector>
 #include <string>
 
 #include "dispatch/backends.h"
 #include "dispatch/dispatch.h"
+#include "dispatch/launch.h"
 
 namespace lina::dispatch {
 
 using detail::on_backend;
+
+// The numbers in T, as the CPU and CUDA kernels computed them before they
+// moved to a table (bit for bit the same).
+template <class T>
+static std::array<double, 3> adamw_scalars_in(double lr, double beta1, double beta2, double weight_decay,
+                                              int64_t step) {
+  // Bias corrections in double, whatever the parameters' dtype.
+  const double bias_correction1 = 1.0 - std::pow(beta1, double(step));
+  const double bias_correction2 = 1.0 - std::pow(beta2, double(step));
+  const T decay_factor = T(1) - T(lr) * T(weight_decay);
+  const T step_size = T(lr) / T(bias_correction1);
+  const T bias_correction2_sqrt = std::sqrt(T(bias_correction2));
+  return {double(decay_factor), double(step_size), double(bias_correction2_sqrt)};
+}
+
+std::array<double, 3> adamw_scalars(double lr, double beta1, double beta2, double weight_decay,
+                                    int64_t step, DType dtype) {
+  check(step >= 1, "adamw_step: step counts from 1, got " + std::to_string(step));
+  if (dtype == DType::F64) return adamw_scalars_in<double>(lr, beta1, beta2, weight_decay, step);
+  return adamw_scalars_in<float>(lr, beta1, beta2, weight_decay, step);
+}
 
 void adamw_step(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, double lr, double beta1,
                 double beta2, double eps, double weight_decay, int64_t step,
@@ -18,18 +42,11 @@ void adamw_step(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, double 
     check_same_shape(param, *t, "adamw_step");
     check_same_dtype_device(param, *t, "adamw_step");
   }
-  check(step >= 1, "adamw_step: step counts from 1, got " + std::to_string(step));
-  // Bias corrections in double, whatever the parameters' dtype.
-  double bias_correction1 = 1.0 - std::pow(beta1, double(step));
-  double bias_correction2 = 1.0 - std::pow(beta2, double(step));
-  on_backend(param, "adamw_step", [&](auto backend) {
-    using B = decltype(backend);
-    using T = typename B::type;
-    B::adamw_step(param.data<T>(), grad.data<T>(), m.data<T>(), v.data<T>(),
-                  decay_mask.defined() ? decay_mask.data<T>() : nullptr, param.numel(),
-                  T(lr), T(beta1), T(beta2), T(eps), T(weight_decay), T(bias_correction1),
-                  T(bias_correction2));
-  });
+  std::array<double, 3> numbers = adamw_scalars(lr, beta1, beta2, weight_decay, step, param.dtype());
+  Tensor scalars = Tensor::from_vector(std::vector<double>(numbers.begin(), numbers.end()), {3})
+                       .to(param.dtype())
+                       .to(param.device());
+  launch::adamw_step({param, grad, m, v, decay_mask, param.numel(), beta1, beta2, eps, scalars, Tensor()});
 }
 
 void clip_to_norm(Tensor& x, const Tensor& sum_of_squares, double max_norm) {

@@ -62,7 +62,7 @@ std::vector<std::pair<std::string, int64_t>> cuda_kernel_calls() {
 DeviceCounters cuda_counters() {
   if (!cuda_available()) return {};
   cuda::Counters c = cuda::counters();
-  return {c.launches, c.allocations, c.device_to_host_copies, c.pool_reserved_bytes};
+  return {c.launches, c.allocations, c.device_to_host_copies, c.pool_reserved_bytes, c.graph_launches};
 }
 
 // ---- fill & elementwise -------------------------------------------------------------

@@ -114,7 +114,7 @@ struct TrainCommand {
   lina::TrainOptions t;
   std::string device = "cpu";
   // The enum flags, parsed once after the command line (lina::parse_*).
-  std::string scan_form = "chunked", feature_map = "elu1", attention = "fused", conv = "fused";
+  std::string scan_form = "chunked", feature_map = "elu1", attention = "fused", conv = "fused", cuda_graph = "on";
   bool decay_all = false, dry_run = false;
 
   void add(CLI::App& lina_app) {
@@ -130,6 +130,7 @@ struct TrainCommand {
     app->add_option("--values", t.values, "recall: distinct value tokens (default 64)")->check(range("--values"));
     app->add_option("--attention", attention, "fused (default) | composed: attention as one op, or op by op (permute, expand, matmul, softmax) to step through");
     app->add_option("--conv", conv, "fused (default) | composed: recurrent layers' conv + SiLU (+ q's and k's L2 norm, all but linear) as one op, or as causal_conv1d, silu (, l2_norm) to step through");
+    app->add_option("--cuda-graph", cuda_graph, "on (default) | off: on cuda, each update captured once as a CUDA graph and replayed, or launched kernel by kernel (the same bits)");
     app->add_option("--scan-form", scan_form, "chunked (default) | sequential: the recurrence's training form; sequential runs the readable token-by-token backward");
     app->add_option("--scan-chunk", t.scan_chunk, "tokens per chunk of the chunked scan (default 16)")->check(range("--scan-chunk"));
     app->add_option("--feature-map", feature_map, "linear layers' feature map: elu1 (default, elu(x)+1) | relu (relu(x)+1e-5) | sigmoid (sigmoid(x)+1e-5)");
@@ -178,6 +179,9 @@ struct TrainCommand {
     t.feature_map = lina::parse_feature_map(feature_map);
     t.attention = lina::parse_fusion(attention, "--attention");
     t.conv = lina::parse_fusion(conv, "--conv");
+    if (cuda_graph != "on" && cuda_graph != "off")
+      throw lina::Error("unknown --cuda-graph '" + cuda_graph + "': use on or off");
+    t.cuda_graph = cuda_graph == "on";
     for (const CLI::Option* opt : app->get_options())
       if (opt->count() > 0) t.given.push_back(opt->get_name());
     if (decay_all) {  // --decay-all is --decay-matrices set to false

@@ -21,6 +21,7 @@
 #include "experiments/option_json.h"
 #include "experiments/progress.h"
 #include "experiments/resident_memory.h"
+#include "experiments/update_plan.h"
 #include "models/optim.h"
 
 #include "lina_git_commit.h"  // LINA_GIT_COMMIT, written at build time (third_party/GitCommit.cmake)
@@ -42,6 +43,10 @@ namespace {
 
 // Updates of --extend-to's fresh warm-up (cosine schedule; fewer when it adds fewer).
 constexpr int kExtensionWarmup = 100;
+// Updates per window (experiments/update_plan.h): on cuda the log is read
+// back once per window, so at most 0.01 reads per update; on the CPU a read
+// costs nothing and the log is read after every update.
+constexpr int kCudaWindow = 100;
 // recall: the capacity probe after training, accuracy at these numbers of
 // pairs (the course's), --probe-batches batches each.
 constexpr int kProbePairs[] = {8, 16, 24, 32};
@@ -55,9 +60,9 @@ struct Task {
   std::vector<Batch> heldout;         // recall: a fixed held-out set, the same in every run
   int vocab = 0;
 
-  Batch train_batch(const TrainOptions& o, Rng& rng) const {
-    if (text) return text->sample_batch(Split::Train, o.batch, o.context, rng, o.device);
-    return recall.sample_batch(o.batch, rng, o.device);
+  Batch train_batch(const TrainOptions& o, Rng& rng, Device device) const {
+    if (text) return text->sample_batch(Split::Train, o.batch, o.context, rng, device);
+    return recall.sample_batch(o.batch, rng, device);
   }
 };
 
@@ -154,30 +159,6 @@ json model_json(const ModelConfig& c) {
           {"fused_attention", c.attention == Fusion::Fused}, {"fused_conv", c.conv == Fusion::Fused}};
 }
 
-// On CUDA, what one whole training step launches, allocates and reads back
-// (the second step of the process: the first fills the memory pool), and
-// where its time goes: host_ms from the step's start until the forward and
-// backward are queued, wait_ms in the read-back of the gradient norm, which
-// waits for the GPU to finish them. A large host_ms and a small wait_ms say
-// the step is bound by the host's launching, the reverse by the GPU.
-struct CudaStepCount {
-  bool on;
-  dispatch::DeviceCounters start;
-  double host_ms = 0, wait_ms = 0;
-  explicit CudaStepCount(bool count) : on(count), start(count ? dispatch::cuda_counters() : dispatch::DeviceCounters{}) {}
-  void split(Clock::time_point step_start, Clock::time_point queued, Clock::time_point drained) {
-    host_ms = 1e3 * std::chrono::duration<double>(queued - step_start).count();
-    wait_ms = 1e3 * std::chrono::duration<double>(drained - queued).count();
-  }
-  json since_start() const {
-    const dispatch::DeviceCounters now = dispatch::cuda_counters();
-    return {{"launches", now.launches - start.launches},
-            {"allocations", now.allocations - start.allocations},
-            {"device_to_host_copies", now.device_to_host_copies - start.device_to_host_copies},
-            {"host_ms", host_ms}, {"wait_ms", wait_ms}};
-  }
-};
-
 // ---- one training run -----------------------------------------------------------------------
 
 class TrainingRun {
@@ -191,9 +172,13 @@ class TrainingRun {
   void make_model();
   void resume_from(const SafetensorsFile& file, const CheckpointInfo& info);
   void train_loop();
-  void train_one_step();
+  int next_window() const;
+  void train_window(int n);
+  bool run_update();
+  void update_on_device();
+  void count_cuda_updates(const dispatch::DeviceCounters& from, int updates, double seconds);
   void record_evaluation();
-  void save_batch(const Batch& b);
+  void save_batch(const Batch& b, int step);
   void save();
   void final_evaluations();
   void extrapolation();
@@ -207,6 +192,9 @@ class TrainingRun {
   Task task_;
   std::unique_ptr<LanguageModel> model_;
   std::unique_ptr<AdamW> optimizer_;
+  std::unique_ptr<UpdatePlan> plan_;  // the window of updates in the device's memory
+  dispatch::CudaGraph graph_;         // on cuda: the update, captured (run_update)
+  int updates_run_ = 0;               // by this process
   Rng rng_{0};
   std::string vocab_chars_, json_path_, ckpt_path_;
   json history_ = {{"loss_curve", json::array()}, {"eval", json::array()}};  // + "schedule", "train_seconds" when saved
@@ -218,7 +206,7 @@ class TrainingRun {
   int last_checkpoint_step_ = -1;
   bool interrupted_ = false;
   double previous_train_seconds_ = 0, train_seconds_ = 0;
-  json cuda_step_counts_;  // what one CUDA training step launched (train_one_step)
+  json cuda_step_counts_;  // what one CUDA update launched, allocated and read back (count_cuda_updates)
   Clock::time_point wall_start_ = Clock::now();
   std::unique_ptr<Progress> progress_;
   InjectedFault fault_ = InjectedFault::from_environment();
@@ -271,6 +259,8 @@ void TrainingRun::make_model() {
   model_ = std::make_unique<LanguageModel>(config, o_.seed, DType::F32, o_.device);
   optimizer_ = std::make_unique<AdamW>(
       model_->params(), AdamWConfig{o_.lr, 0.9, o_.beta2, 1e-8, o_.weight_decay, !o_.decay_matrices});
+  const int window = o_.device == Device::Cuda ? kCudaWindow : 1;
+  plan_ = std::make_unique<UpdatePlan>(window, o_.batch, o_.context, !task_.text, DType::F32, o_.device);
   rng_ = Rng(o_.seed);
   vocab_chars_ = task_.text ? task_.text->vocab() : std::string();
   schedule_.add(0, o_.steps, o_.lr, o_.warmup, min_lr(o_));
@@ -311,7 +301,7 @@ void TrainingRun::train_loop() {
       interrupted_ = true;
       break;
     }
-    train_one_step();
+    train_window(next_window());
     bool last = step_ == o_.steps;
     if (step_ % o_.eval_every == 0 || last) record_evaluation();
     if (interrupted_) break;  // a stop during the evaluation
@@ -320,39 +310,123 @@ void TrainingRun::train_loop() {
   progress_->finish();
 }
 
-// One update, as in any training loop: a batch, forward, backward, clip,
-// step. Around it only what a run records: its loss curve and timing.
-void TrainingRun::train_one_step() {
-  CudaStepCount counted(o_.device == Device::Cuda && step_ - first_step_ == 1);
-  auto t0 = Clock::now();
-  Batch b = task_.train_batch(o_, rng_);
-  if (!o_.save_batches.empty()) save_batch(b);
+// How many updates the next window holds: up to the plan's window, never
+// past the next evaluation, checkpoint, --stop-at or the last update.
+int TrainingRun::next_window() const {
+  int n = std::min(plan_->window(), o_.steps - step_);
+  n = std::min(n, o_.eval_every - step_ % o_.eval_every);
+  n = std::min(n, o_.checkpoint_every - step_ % o_.checkpoint_every);
+  if (o_.stop_at > step_) n = std::min(n, o_.stop_at - step_);
+  return n;
+}
+
+// n updates: their batches and AdamW numbers drawn on the host in update
+// order and uploaded at once (experiments/update_plan.h), the updates run,
+// then their log read back in one go and recorded. A stop request ends the
+// window early; the batch generator then goes back to where the first
+// update not run drew its batch, so a resumed run draws the same batches.
+void TrainingRun::train_window(int n) {
+  const auto t0 = Clock::now();
+  std::vector<Batch> batches;
+  std::vector<std::array<uint64_t, 4>> rng_before;
+  std::vector<std::array<double, 3>> adamw;
+  std::vector<double> lrs;
+  const int64_t updates_before = optimizer_->step_count();
+  for (int i = 0; i < n; ++i) {
+    rng_before.push_back(rng_.state());
+    batches.push_back(task_.train_batch(o_, rng_, Device::Cpu));
+    lrs.push_back(schedule_.lr(step_ + i));
+    adamw.push_back(optimizer_->scalars(lrs.back(), updates_before + 1 + i));
+  }
+  plan_->load(batches, adamw, step_);
+
+  std::optional<dispatch::DeviceCounters> counted_from;  // the updates count_cuda_updates sees
+  auto t_counted = t0;
+  int done = 0, counted = 0;
+  for (; done < n && !(done > 0 && stop_requested()); ++done) {
+    if (o_.device == Device::Cuda && cuda_step_counts_.is_null() && !counted_from &&
+        updates_run_ >= (o_.cuda_graph ? 3 : 1)) {  // past the eager, rehearsed and captured ones
+      counted_from = dispatch::cuda_counters();
+      t_counted = Clock::now();
+    }
+    run_update();
+    counted += counted_from.has_value();
+    fault_.fail_if_due(step_ + done + 1);  // LINA_INJECT_CUDA_STATUS (tests only)
+  }
+  if (done < n) rng_.set_state(rng_before[size_t(done)]);
+  optimizer_->set_step_count(updates_before + done);
+  const UpdatePlan::Log log = plan_->read(done);  // on cuda the window's one read back: it waits for the updates
+  if (counted > 0) count_cuda_updates(*counted_from, counted, seconds_since(t_counted));
+  train_seconds_ += seconds_since(t0);
+
+  for (int i = 0; i < done; ++i) {
+    const double loss = log.loss[size_t(i)], grad_norm = std::sqrt(log.sum_of_squares[size_t(i)]);
+    if (!o_.save_batches.empty()) save_batch(batches[size_t(i)], step_ + 1);
+    if (!std::isfinite(loss) || !std::isfinite(grad_norm)) {  // this update (and the window's rest) was refused
+      char numbers[96];
+      std::snprintf(numbers, sizeof numbers, "loss %g, gradient norm %g", loss, grad_norm);
+      diverged(step_ + 1, numbers, {{"loss", json_number(loss)}, {"grad_norm", json_number(grad_norm)}});
+    }
+    ++step_;
+    history_["loss_curve"].push_back({{"step", step_}, {"loss", loss}, {"lr", lrs[size_t(i)]},
+                                      {"grad_norm", grad_norm}});
+    const double tokens_per_step = double(o_.batch) * o_.context;
+    progress_->update(step_, loss, lrs[size_t(i)], tokens_per_step * (step_ - first_step_) / train_seconds_);
+  }
+}
+
+// One update. On cuda (unless --cuda-graph off) the process's second update
+// rehearses the graph's memory, its third is captured, and every later one
+// replays that graph: the same kernels on the same buffers, one launch.
+// Returns whether it was a replay.
+bool TrainingRun::run_update() {
+  const int phase = updates_run_++;
+  if (o_.device != Device::Cuda || !o_.cuda_graph || phase == 0) {
+    update_on_device();
+    return false;
+  }
+  if (phase == 1) {
+    graph_.rehearse([&] { update_on_device(); });
+    return false;
+  }
+  const bool replay = graph_.captured();
+  if (!replay) graph_.capture([&] { update_on_device(); });
+  graph_.replay();
+  return replay;
+}
+
+// One update from the plan's buffers, as in any training loop: a batch,
+// forward, backward, clip, step. Nothing is read back: the loss and Σ g² go
+// to the plan's log, and the AdamW kernel skips an update they refused.
+void TrainingRun::update_on_device() {
+  plan_->begin();  // this update's batch and AdamW numbers, from the window
   model_->params().zero_grad();
-  trace::Scope tracing(o_.trace && step_ == first_step_);  // --trace: the first update, op by op
+  trace::Scope tracing(o_.trace && updates_run_ == 1);  // --trace: the first update, op by op
   ReleaseUnreadOutputs release_unread;  // the forward keeps only what some backward reads
-  model_->set_dropout({o_.dropout, o_.seed, step_});  // this update's masks (core/philox.h)
-  Var loss = named(cross_entropy(model_->forward(b.x), b.y, b.mask), "loss");
+  model_->set_dropout({o_.dropout, o_.seed, 0, plan_->update_counter()});  // this update's masks (core/philox.h)
+  Var loss = named(cross_entropy(model_->forward(plan_->x()), plan_->y(), plan_->mask()), "loss");
   model_->set_dropout({});  // evaluations see no dropout
   loss.backward(Graph::Free);  // each op's saved tensors go as soon as its backward has run
-  fault_.fail_if_due(step_ + 1);  // LINA_INJECT_CUDA_STATUS (tests only)
-  double lr = schedule_.lr(step_);
-  const auto queued = Clock::now();  // on cuda the forward and backward may still be running
-  double grad_norm = clip_grad_norm(model_->params(), o_.clip);  // clip 0: the norm only; on cuda: reads back, so waits
-  if (counted.on) counted.split(t0, queued, Clock::now());
-  double loss_value = loss.item();
-  if (!std::isfinite(loss_value) || !std::isfinite(grad_norm)) {
-    char numbers[96];
-    std::snprintf(numbers, sizeof numbers, "loss %g, gradient norm %g", loss_value, grad_norm);
-    diverged(step_ + 1, numbers, {{"loss", json_number(loss_value)}, {"grad_norm", json_number(grad_norm)}});
-  }
-  optimizer_->step(lr);
-  train_seconds_ += seconds_since(t0);
-  if (counted.on) cuda_step_counts_ = counted.since_start();
-  ++step_;
-  history_["loss_curve"].push_back({{"step", step_}, {"loss", loss_value}, {"lr", lr},
-                                    {"grad_norm", grad_norm}});
-  const double tokens_per_step = double(o_.batch) * o_.context;
-  progress_->update(step_, loss_value, lr, tokens_per_step * (step_ - first_step_) / train_seconds_);
+  Tensor sum_of_squares = clip_grad_norm_on_device(model_->params(), o_.clip);  // clip 0: the norm only
+  plan_->end(loss.data(), sum_of_squares);
+  optimizer_->step(plan_->scalars(), plan_->control());
+}
+
+// On cuda, what one update launched, allocated and read back, per update,
+// over `updates` updates after the first three (replays of the graph, or
+// with --cuda-graph off eager updates), the window's read back included.
+void TrainingRun::count_cuda_updates(const dispatch::DeviceCounters& from, int updates, double seconds) {
+  const dispatch::DeviceCounters now = dispatch::cuda_counters();
+  auto per_update = [&](int64_t a, int64_t b) { return double(b - a) / updates; };
+  cuda_step_counts_ = {
+      {"graph", o_.cuda_graph},
+      {"updates", updates},
+      {"kernels", o_.cuda_graph ? double(graph_.kernels()) : per_update(from.launches, now.launches)},
+      {"launches", per_update(from.launches, now.launches)},
+      {"graph_launches", per_update(from.graph_launches, now.graph_launches)},
+      {"allocations", per_update(from.allocations, now.allocations)},
+      {"device_to_host_copies", per_update(from.device_to_host_copies, now.device_to_host_copies)},
+      {"ms", 1e3 * seconds / updates}};
 }
 
 // lm: train and val loss on fresh random batches (the course's estimate);
@@ -399,7 +473,7 @@ void TrainingRun::record_evaluation() {
 }
 
 // --save-batches: one json line per update (1-based step, x, y, mask or null).
-void TrainingRun::save_batch(const Batch& b) {
+void TrainingRun::save_batch(const Batch& b, int step) {
   const int64_t B = b.x.dim(0), T = b.x.dim(1);
   auto rows = [&](const auto& flat) {  // [B·T] -> B rows of T
     using V = typename std::decay_t<decltype(flat)>::value_type;
@@ -407,7 +481,7 @@ void TrainingRun::save_batch(const Batch& b) {
     for (int64_t i = 0; i < B; ++i) out.push_back(std::vector<V>(flat.begin() + i * T, flat.begin() + (i + 1) * T));
     return out;
   };
-  json line = {{"step", step_ + 1}, {"x", rows(b.x.to_vector<int32_t>())}, {"y", rows(b.y.to_vector<int32_t>())},
+  json line = {{"step", step}, {"x", rows(b.x.to_vector<int32_t>())}, {"y", rows(b.y.to_vector<int32_t>())},
                {"mask", b.mask.defined() ? rows(b.mask.to_vector<float>()) : json()}};
   std::ofstream f(o_.save_batches, std::ios::app);
   check(bool(f << line.dump() << "\n"), "--save-batches: cannot write " + o_.save_batches);
@@ -540,6 +614,7 @@ void TrainingRun::write_json() {
   j["ms_per_step"] = done_here > 0 ? 1000.0 * train_seconds_ / done_here : 0.0;
   j["tokens_per_s"] = train_seconds_ > 0 ? double(o_.batch) * o_.context * done_here / train_seconds_ : 0.0;
   j["peak_rss_mb"] = resident_memory().peak_mb;
+  if (o_.device == Device::Cuda) j["cuda_graph"] = o_.cuda_graph;
   if (!cuda_step_counts_.is_null()) j["cuda_step"] = cuda_step_counts_;
   write_json_atomically(json_path_, j);
 }

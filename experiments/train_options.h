@@ -27,6 +27,9 @@ struct TrainOptions {
   FeatureMap feature_map = FeatureMap::Elu1;  // linear layers' feature map
   Fusion attention = Fusion::Fused;           // attention layers: one op, or op by op
   Fusion conv = Fusion::Fused;                // recurrent layers' conv + SiLU: one op, or op by op
+  // On cuda: each update captured once as a CUDA graph and replayed (else
+  // launched kernel by kernel; the same bits). Not part of a checkpoint.
+  bool cuda_graph = true;
   // The recipe (docs/spec.md §2.3): the course's values by default; each a
   // flag so that one run can change one thing.
   double lr = 1e-3;    // constant; with the cosine schedule the peak, ending at lr / 10

@@ -45,8 +45,9 @@ struct Dropout {
   double p = 0.0;
   uint64_t seed = 0;
   int64_t update = 0;
+  const int32_t* update_on_device = nullptr;  // when set, the update number is read there (core/philox.h)
   DropoutKey key(int layer, DropoutSite where) const {
-    return {p, seed, uint32_t(update), uint32_t(4 * layer + int(where))};
+    return {p, seed, uint32_t(update), uint32_t(4 * layer + int(where)), update_on_device};
   }
 };
 

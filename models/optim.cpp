@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "dispatch/dispatch.h"
+#include "dispatch/launch.h"
 
 namespace lina {
 
@@ -34,6 +35,18 @@ void AdamW::step(double lr) {
   step_count_ = t;
 }
 
+void AdamW::step(const Tensor& scalars, const Tensor& control) {
+  params_.check_grads_in_buffer("AdamW::step");
+  Tensor p = params_.data(), g = params_.grad();
+  dispatch::launch::adamw_step({p, g, m_, v_, decay_mask_, p.numel(), config_.beta1, config_.beta2,
+                                config_.eps, scalars, control});
+  step_count_ += 1;
+}
+
+std::array<double, 3> AdamW::scalars(double lr, int64_t t) const {
+  return dispatch::adamw_scalars(lr, config_.beta1, config_.beta2, config_.weight_decay, t, params_.dtype());
+}
+
 void AdamW::set_step_count(int64_t t) {
   check(t >= 0, "AdamW::set_step_count: negative step count " + std::to_string(t));
   step_count_ = t;
@@ -48,16 +61,19 @@ Tensor AdamW::second_moment(const std::string& name) const { return moment_view(
 
 // ---- gradient clipping --------------------------------------------------------------------
 
-double clip_grad_norm(ParameterStore& params, double max_norm) {
+Tensor clip_grad_norm_on_device(ParameterStore& params, double max_norm) {
   check(max_norm >= 0, "clip_grad_norm: max_norm must not be negative, got " + std::to_string(max_norm));
   params.check_grads_in_buffer("clip_grad_norm");
   Tensor grad = params.grad();  // the whole gradient buffer
   // Σ g² stays on the gradients' device and the clip factor is computed
-  // there: the update does not wait for a read back. The norm is returned
-  // for the log (on CUDA: the step's one read of the gradient norm).
+  // there: the update does not wait for a read back.
   Tensor sum_of_squares = dispatch::sum_squares_on_device(grad);
   if (max_norm > 0) dispatch::clip_to_norm(grad, sum_of_squares, max_norm);
-  return std::sqrt(sum_of_squares.item());
+  return sum_of_squares;
+}
+
+double clip_grad_norm(ParameterStore& params, double max_norm) {
+  return std::sqrt(clip_grad_norm_on_device(params, max_norm).item());  // on CUDA: a read back
 }
 
 // ---- learning-rate schedule -----------------------------------------------------------------

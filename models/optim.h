@@ -1,6 +1,7 @@
 // Training-loop maths: AdamW over a ParameterStore, global gradient-norm
 // clipping, and the learning-rate schedule (linear warm-up, cosine decay).
 #pragma once
+#include <array>
 #include <cstdint>
 #include <vector>
 
@@ -35,6 +36,13 @@ class AdamW {
   // update; config().lr is the peak); step_count() counts it.
   void step(double lr);
   void step() { step(config_.lr); }
+  // The same update with its numbers already in the parameters' memory: an
+  // update plan's (experiments/update_plan.h) scalars [3] (scalars(), for
+  // update step_count() + 1) and control [3] (no update while control[2] ≠ 0),
+  // so that nothing is copied from the host and a CUDA graph can replay it.
+  void step(const Tensor& scalars, const Tensor& control);
+  // The numbers of update t (1-based) at learning rate lr (dispatch::adamw_scalars).
+  std::array<double, 3> scalars(double lr, int64_t t) const;
 
   const AdamWConfig& config() const { return config_; }
   int64_t step_count() const { return step_count_; }  // updates done so far (t)
@@ -60,6 +68,9 @@ class AdamW {
 // where norm is the global L2 norm over all gradients (PyTorch's
 // clip_grad_norm_); max_norm 0: no clipping. Returns the norm before clipping.
 double clip_grad_norm(ParameterStore& params, double max_norm);
+// The same clipping, with Σ g² (before clipping) left in the gradients'
+// memory as one float64: nothing is read back.
+Tensor clip_grad_norm_on_device(ParameterStore& params, double max_norm);
 
 // Learning rate of update s (0-based) out of total_updates:
 //   s < warmup:  max_lr·(s + 1)/warmup

@@ -13,9 +13,10 @@
 #           every preset, determinism, inference); a failing test case is
 #           run again alone with CUDA_LAUNCH_BLOCKING=1 (and under
 #           compute-sanitizer where present); no CPU suite (CI runs it)
-#   timing  every preset on lm: ms/step over 20 steps after 2 of warm-up
-#           (the difference of a 2-step and a 22-step run), kernel launches
-#           per step
+#   timing  every preset on lm, 120 updates (12 on cuda-sim): ms per update
+#           over the replays of the captured graph after its eager,
+#           rehearsed and captured updates (the run json's cuda_step), and
+#           the kernels one update runs
 #   torch   the same model in PyTorch, eager, on the same GPU (where python3
 #           has torch with CUDA): ms/step and lina's ratio to it
 #   compiled  the same at PyTorch's best: torch.compile (reduce-overhead:
@@ -45,10 +46,12 @@ if ((sim)); then
   build=${LINA_CHECK_BUILD:-build/device-sim}
   # lina's CUDA runtime on the CPU: small batches (its ms/step are a CPU's)
   train_shape=(--batch 2 --context 16)
+  timing_updates=12
 else
   budget=${LINA_CHECK_BUDGET_S:-280}
   build=${LINA_CHECK_BUILD:-build/device}
   train_shape=()
+  timing_updates=120
 fi
 jobs=$(nproc)
 presets=(attn linear delta gdn hybrid retnet mamba2 gla)
@@ -219,8 +222,9 @@ fi
 # ---- timing: every preset, ms/step over 20 steps after 2 of warm-up -------------
 runs=$(mktemp -d)
 # train DEVICE PRESET STEPS TIMEOUT: trains lm; prints "train_time_s train_loss
-# val_loss launches_per_step runtime host_ms wait_ms" from the run's json
-# (cuda_step: the second step), or the error.
+# val_loss kernels_per_update runtime ms_per_update graph_launches_per_update
+# updates_timed"
+# from the run's json (cuda_step: the updates after the first three), or the error.
 train() {
   local dir="$runs/$1-$2-$3" rc=0
   timeout "$4" "$build/lina" train --preset "$2" --task lm --steps "$3" --device "$1" "${train_shape[@]}" \
@@ -234,8 +238,8 @@ j = json.load(open(sys.argv[1]))
 final = j.get("final", {})
 step = j.get("cuda_step", {})
 print(j["train_time_s"], final.get("last_update_loss", "nan"), final.get("val_loss", "nan"),
-      step.get("launches", -1), j.get("cuda_runtime", "-"), round(step.get("host_ms", -1), 3),
-      round(step.get("wait_ms", -1), 3))
+      int(step.get("kernels", -1)), j.get("cuda_runtime", "-"), round(step.get("ms", -1), 4),
+      step.get("graph_launches", -1), step.get("updates", 0))
 EOF2
     return 0
   fi
@@ -248,22 +252,19 @@ declare -A cuda_ms=()
 if room_for 60 timing; then
   for p in "${presets[@]}"; do
     (($(left) > 30)) || { note "presets.$p.cuda.error" "no time left"; continue; }
-    if short=$(train cuda "$p" 2 60) && long=$(train cuda "$p" 22 120); then
-      read -r t2 _ _ _ <<<"$short"
-      read -r t22 tl vl launches runtime host_ms wait_ms <<<"$long"
-      ms=$(python3 -c "print(round(1000 * ($t22 - $t2) / 20, 3))")
+    if long=$(train cuda "$p" "$timing_updates" 120); then
+      read -r _ tl _ kernels runtime ms graph_launches timed <<<"$long"
       cuda_ms[$p]=$ms
       note "presets.$p.cuda.ms_per_step" "$ms"
-      note "presets.$p.cuda.train_loss_at_22" "$tl"
-      ((launches >= 0)) && note "presets.$p.cuda.launches_per_step" "$launches"
+      note "presets.$p.cuda.train_loss_at_$timing_updates" "$tl"
+      note "presets.$p.cuda.updates_timed" "$timed"
+      ((kernels >= 0)) && note "presets.$p.cuda.kernels_per_update" "$kernels"
+      note "presets.$p.cuda.graph_launches_per_update" "$graph_launches"
       note "presets.$p.cuda.runtime" "$runtime"
-      # the second step: until forward and backward are queued / waiting for the GPU to run them
-      note "presets.$p.cuda.host_ms" "$host_ms"
-      note "presets.$p.cuda.wait_ms" "$wait_ms"
-      say "$p on cuda: $ms ms/step (20 steps after 2), $launches launches/step; step 2: host $host_ms ms, wait $wait_ms ms"
+      say "$p on cuda: $ms ms per update (mean of $timed graph replays), $kernels kernels per update"
     else
-      note "presets.$p.cuda.error" "${long:-$short}"
-      say "$p on cuda: ${long:-$short}"
+      note "presets.$p.cuda.error" "$long"
+      say "$p on cuda: $long"
     fi
   done
   phase_done timing

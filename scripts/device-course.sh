@@ -78,7 +78,7 @@ for path in sorted(glob.glob(os.path.join(sys.argv[1], "*.json"))):
     state = "finished" if j.get("finished") else f"at update {j.get('steps_done', '?')}"
     step = j.get("cuda_step", {})
     print(f"{os.path.basename(path)[:-5]:22s} {state:16s} {j.get('train_time_s', 0):8.1f} s {j.get('ms_per_step', 0):7.2f} ms/step  "
-          f"{result:20s} {step.get('launches', '?')} launches, {step.get('allocations', '?')} allocations "
-          f"per step, step 2 host {step.get('host_ms', '?')} / wait {step.get('wait_ms', '?')} ms, "
+          f"{result:20s} {step.get('kernels', '?')} kernels, {step.get('graph_launches', '?')} graph launches, "
+          f"{step.get('allocations', '?')} allocations per update, {step.get('ms', '?')} ms per replayed update, "
           f"runtime {j.get('cuda_runtime', '?')}")
 EOF

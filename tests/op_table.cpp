@@ -19,6 +19,7 @@
 #include <utility>
 
 #include "dispatch/dispatch.h"
+#include "dispatch/launch.h"
 #include "dispatch/layout.h"
 
 namespace lina::test {
@@ -669,6 +670,38 @@ void add_norm_conv_rope_rows(std::vector<OpRow>& rows) {
 
 // ---- the optimiser's kernels ------------------------------------------------------------
 
+// The update plan's bookkeeping (experiments/update_plan.h): begin_update
+// copies slot 1's rows of a window of 2; end_update logs the loss and Σ g²
+// there and moves the counter on, or with a NaN loss also refuses update 5.
+void add_update_plan_rows(std::vector<OpRow>& rows) {
+  auto log_on = [](const Tensor& like) {  // [2, 2] float64 on like's device
+    return Tensor::from_vector(std::vector<double>(4, 0.0), {2, 2}).to(like.device());
+  };
+  auto sum_of_squares_on = [](const Tensor& like) {
+    return Tensor::from_vector(std::vector<double>{2.5}, {1}).to(like.device());
+  };
+  rows.push_back(tensor_row(
+      "begin_update, end_update", "slot 1 of 2: its rows copied, the log written, the counter moved on",
+      {in::normal({2, 3}), in::random_ids({2, 10}, 50), in::normal({2, 5}), in::ids({1, 7, 0}, {3}),
+       in::normal({1})},
+      [=](V v) {
+        const Tensor& table = v[0].data();
+        Tensor scalars = Tensor::zeros({3}, table.dtype(), table.device());
+        Tensor ids = Tensor::zeros({10}, DType::I32, table.device());
+        Tensor mask = Tensor::zeros({5}, table.dtype(), table.device());
+        Tensor control = v[3].data(), log = log_on(table);
+        dispatch::launch::begin_update({table, scalars, v[1].data(), ids, 10, v[2].data(), mask, 5, control});
+        dispatch::launch::end_update({v[4].data(), sum_of_squares_on(table), log, control});
+        return out({scalars, ids, mask, log, control});
+      }));
+  rows.push_back(tensor_row("end_update", "a NaN loss at update 5 refuses it",
+                            {in::values({std::nan("")}, {1}), in::ids({0, 4, 0}, {3})}, [=](V v) {
+                              Tensor control = v[1].data(), log = log_on(v[0].data());
+                              dispatch::launch::end_update({v[0].data(), sum_of_squares_on(v[0].data()), log, control});
+                              return out({control});
+                            }));
+}
+
 void add_optimiser_rows(std::vector<OpRow>& rows) {
   // adamw_step(param, grad, m, v): param, m, v after one update; one
   // function per element, each element bounded
@@ -710,6 +743,18 @@ void add_optimiser_rows(std::vector<OpRow>& rows) {
                               return out({param, m, s});
                             })
                      .within(kCudaEachFunction));
+  // an update refused by the plan's control (control[2] ≠ 0): nothing moves
+  rows.push_back(tensor_row("adamw_step", "[1001] refused (control[2] = 3)",
+                            {in::normal({1001}), in::normal({1001}, 0.1), in::normal({1001}, 0.01),
+                             in::uniform({1001}, 0.0, 1e-3), in::values({1.0, 0.01, 0.5}, {3}).constant(),
+                             in::ids({0, 2, 3}, {3})},
+                            [](V v) {
+                              Tensor param = v[0].data(), m = v[2].data(), s = v[3].data();
+                              dispatch::launch::adamw_step({param, v[1].data(), m, s, Tensor(), param.numel(),
+                                                            0.9, 0.99, 1e-8, v[4].data(), v[5].data()});
+                              return out({param, m, s});
+                            }));
+  add_update_plan_rows(rows);
   // gradient clipping: Σ x² stays on the device, the factor is computed there
   for (double max_norm : {1.0, 1e6})
     rows.push_back(tensor_row("clip_to_norm", "[5000] to " + num(max_norm), {in::normal({5000})},

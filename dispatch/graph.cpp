@@ -1,0 +1,46 @@
+// dispatch::CudaGraph (dispatch/dispatch.h) on backend_cuda/graph.cu.
+#include <exception>
+
+#include "dispatch/backends.h"
+#include "dispatch/dispatch.h"
+
+namespace lina::dispatch {
+
+CudaGraph::~CudaGraph() { cuda::destroy_graph(graph_); }
+
+void CudaGraph::rehearse(const std::function<void()>& work) {
+  cuda::begin_graph_rehearsal();
+  try {
+    work();
+  } catch (...) {
+    cuda::end_graph_rehearsal();
+    throw;
+  }
+  cuda::end_graph_rehearsal();
+}
+
+// A failure inside the work is the one reported; ending the capture after
+// it (which then fails too) only makes the stream usable again.
+void CudaGraph::capture(const std::function<void()>& work) {
+  check(graph_ == nullptr, "CudaGraph::capture: already captured");
+  cuda::begin_capture();
+  try {
+    work();
+  } catch (...) {
+    try {
+      cuda::destroy_graph(cuda::end_capture());
+    } catch (...) {
+    }
+    throw;
+  }
+  graph_ = cuda::end_capture();
+}
+
+void CudaGraph::replay() {
+  check(graph_ != nullptr, "CudaGraph::replay: nothing captured");
+  cuda::launch_graph(graph_);
+}
+
+int64_t CudaGraph::kernels() const { return graph_ ? cuda::graph_kernels(graph_) : 0; }
+
+}  // namespace lina::dispatch

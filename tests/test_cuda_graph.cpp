@@ -1,0 +1,141 @@
+// The CUDA update as a graph (experiments/update_plan.h, backend_cuda/graph.cu):
+// replaying the captured update gives the eager update's bits, allocates
+// nothing, launches one graph and reads nothing back but the window's log;
+// a capture that would wait for the device or allocate fails in one line.
+// The cuda-sim build runs these (its CI stage picks the "--device cuda"
+// cases); without a CUDA device they skip.
+#include <doctest/doctest.h>
+
+#include <cstring>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "core/safetensors.h"
+#include "dispatch/dispatch.h"
+#include "tests/cli_run.h"
+#include "tests/temp_dir.h"
+
+using namespace lina;
+using namespace lina::test;
+
+namespace {
+
+const std::string kData = std::string(LINA_SOURCE_DIR) + "/data/tinyshakespeare.txt";
+
+struct GraphRun {
+  nlohmann::json json;
+  SafetensorsFile checkpoint;
+};
+
+// 20 updates of `preset` on `task` with --cuda-graph `graph`.
+GraphRun run_20(const TempDir& dir, const std::string& preset, const std::string& task, const std::string& graph) {
+  const std::string out = dir.file(graph);
+  Result r = run("train --preset " + preset + " --task " + task + " --device cuda --cuda-graph " + graph +
+                 " --steps 20 --batch 2" +
+                 (task == "recall" ? " --pairs 4 --keys 8 --values 8 --fresh-batches 1 --probe-batches 1"
+                                   : " --data " + kData + " --context 16 --extrap-batches 0") +
+                 " --eval-every 20 --eval-batches 1" +
+                 " --quiet --out " + out);
+  INFO(r.output);
+  REQUIRE(r.code == 0);
+  const std::string base = out + "/cuda/" + task + "_" + preset + (task == "recall" ? "_p4_k8_v8" : "");
+  GraphRun g;
+  g.json = nlohmann::json::parse(std::ifstream(base + ".json"));
+  g.checkpoint = load_safetensors(base + ".safetensors");
+  return g;
+}
+
+// A host tensor's bytes.
+std::vector<unsigned char> bytes_of(const Tensor& t) {
+  std::vector<unsigned char> out(t.nbytes());
+  switch (t.dtype()) {
+    case DType::F32: std::memcpy(out.data(), t.data<float>(), out.size()); break;
+    case DType::F64: std::memcpy(out.data(), t.data<double>(), out.size()); break;
+    case DType::I32: std::memcpy(out.data(), t.data<int32_t>(), out.size()); break;
+  }
+  return out;
+}
+
+// Every tensor of the two checkpoints (weights, AdamW's moments) the same bytes.
+void check_same_checkpoint(const SafetensorsFile& a, const SafetensorsFile& b) {
+  REQUIRE(a.tensors.size() == b.tensors.size());
+  for (size_t i = 0; i < a.tensors.size(); ++i) {
+    const Tensor &x = a.tensors[i].second, &y = b.tensors[i].second;
+    INFO("tensor ", a.tensors[i].first);
+    REQUIRE(a.tensors[i].first == b.tensors[i].first);
+    CHECK(bytes_of(x) == bytes_of(y));
+  }
+}
+
+}  // namespace
+
+TEST_CASE("--device cuda: the replayed graph update equals the eager one bit for bit over 20 updates, every preset") {
+  if (!dispatch::cuda_available()) {
+    MESSAGE("SKIPPED: no CUDA device here (the cuda-sim build runs this case)");
+    return;
+  }
+  struct Case { const char* preset; const char* task; };
+  const Case cases[] = {{"attn", "lm"},   {"linear", "lm"}, {"delta", "lm"},  {"gdn", "lm"},   {"hybrid", "lm"},
+                        {"retnet", "lm"}, {"mamba2", "lm"}, {"gla", "lm"},    {"gdn", "recall"}};
+  for (const Case& c : cases) {
+    const std::string what = std::string(c.preset) + " " + c.task;
+    INFO(what);
+    TempDir dir("cuda-graph");
+    GraphRun eager = run_20(dir, c.preset, c.task, "off"), graph = run_20(dir, c.preset, c.task, "on");
+    REQUIRE(graph.json["loss_curve"].size() == 20);
+    CHECK(graph.json["loss_curve"] == eager.json["loss_curve"]);  // losses, gradient norms, lrs: exactly
+    CHECK(graph.json["eval"].back()["val_loss"] == eager.json["eval"].back()["val_loss"]);
+    check_same_checkpoint(graph.checkpoint, eager.checkpoint);
+    // Per replayed update (updates 4 to 20): one graph launch and nothing
+    // else from the host, no allocation, one read back per window (17 updates).
+    const nlohmann::json& step = graph.json["cuda_step"];
+    INFO(step.dump());
+    CHECK(step["graph"] == true);
+    CHECK(step["updates"] == 17);
+    CHECK(step["graph_launches"].get<double>() == 1.0);
+    CHECK(step["launches"].get<double>() == 0.0);
+    CHECK(step["allocations"].get<double>() == 0.0);
+    CHECK(step["device_to_host_copies"].get<double>() * 17 == doctest::Approx(1.0));
+    CHECK(step["kernels"].get<double>() == eager.json["cuda_step"]["launches"].get<double>());
+  }
+}
+
+TEST_CASE("--device cuda: a capture that waits for the device or allocates fails in one line, and the stream goes on") {
+  if (!dispatch::cuda_available()) {
+    MESSAGE("SKIPPED: no CUDA device here (the cuda-sim build runs this case)");
+    return;
+  }
+  Tensor t = Tensor::zeros({8}, DType::F32, Device::Cuda);
+  {
+    dispatch::CudaGraph g;
+    CHECK_THROWS_WITH_AS(g.capture([&] { (void)t.to_vector<float>(); }), doctest::Contains("cudaStreamSynchronize"), Error);
+    CHECK_FALSE(g.captured());
+  }
+  {
+    dispatch::CudaGraph g;
+    CHECK_THROWS_WITH_AS(g.capture([&] { (void)Tensor::zeros({1234}, DType::F32, Device::Cuda); }),
+                         doctest::Contains("its rehearsal did not make"), Error);
+  }
+  // After both, the stream captures and replays as before: a rehearsed
+  // allocation is found again, and each replay adds 1 to t.
+  dispatch::CudaGraph g;
+  auto add_one = [&] {
+    Tensor one = Tensor::zeros({8}, DType::F32, Device::Cuda);
+    dispatch::fill(one, 1.0);
+    dispatch::add_inplace(t, one);
+  };
+  g.rehearse(add_one);
+  g.capture(add_one);
+  REQUIRE(g.captured());
+  CHECK(g.kernels() == 3);  // zeros, fill, add_inplace
+  const dispatch::DeviceCounters before = dispatch::cuda_counters();
+  g.replay();
+  g.replay();
+  const dispatch::DeviceCounters after = dispatch::cuda_counters();
+  CHECK(after.graph_launches - before.graph_launches == 2);
+  CHECK(after.launches - before.launches == 0);
+  CHECK(after.allocations - before.allocations == 0);
+  CHECK(t.to_vector<float>() == std::vector<float>(8, 3.0f));  // rehearsal 1, capture 0, replays 2
+}
