@@ -21,6 +21,7 @@ void free(void* ptr);
 enum class CopyKind { HostToDevice, DeviceToHost, DeviceToDevice };
 void copy(void* dst, const void* src, size_t bytes, CopyKind kind);
 void synchronize();
+void set_tf32(bool on);  // cuBLAS products in TF32 (on) or float32 (off, the default)
 // Counted since the process started: kernel launches (cuBLAS calls
 // included), allocation calls, device→host copies; and the bytes the stream-ordered pool now holds from the driver (a step
 // that reuses the pool's blocks leaves it unchanged).

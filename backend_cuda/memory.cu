@@ -113,6 +113,13 @@ static Context* create_context() {
   return ctx;
 }
 
+// TF32 matrix products (10-bit mantissa operands on the tensor cores) or
+// plain float32, the default.
+void set_tf32(bool on) {
+  LINA_CUBLAS_CHECK(cublasSetMathMode(context().cublas, on ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH),
+                    "cuda: cuBLAS math mode");
+}
+
 // Created on first use and never destroyed: at process exit the CUDA runtime
 // may already be unloaded, and the driver releases everything anyway.
 Context& context() {

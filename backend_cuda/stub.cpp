@@ -19,6 +19,7 @@ void* alloc(size_t) { no_cuda("cuda::alloc"); }
 void free(void* ptr) { if (ptr) no_cuda("cuda::free"); }
 void copy(void*, const void*, size_t, CopyKind) { no_cuda("cuda::copy"); }
 void synchronize() {}
+void set_tf32(bool on) { if (on) no_cuda("cuda::set_tf32"); }
 Counters counters() { return {}; }
 void fill_i32(int32_t*, int64_t, int32_t) { no_cuda("cuda::fill_i32"); }
 void count_graph_launch() {}

@@ -1,6 +1,7 @@
 // cuBLAS's strided batched float product on Eigen, queued on the handle's
 // stream like any launch. Column-major, as cuBLAS: a matrix of `rows` rows
 // with leading dimension ld has element (i, j) at ptr[i + j·ld].
+#include <cstring>
 #include <Eigen/Core>
 #include <string>
 
@@ -55,6 +56,20 @@ namespace {
 
 using Matrix = Eigen::Map<Eigen::MatrixXf, 0, Eigen::OuterStride<>>;
 using ConstMatrix = Eigen::Map<const Eigen::MatrixXf, 0, Eigen::OuterStride<>>;
+using Operand = Eigen::Ref<const Eigen::MatrixXf, 0, Eigen::OuterStride<>>;  // a ConstMatrix or a copy
+
+// TF32 (CUBLAS_TF32_TENSOR_OP_MATH): the tensor cores read each operand with
+// a 10-bit mantissa, float32's 23 rounded to nearest (ties to even); the
+// products and sums stay float32. Inf and NaN pass unchanged.
+float round_to_tf32(float x) {
+  uint32_t bits;
+  std::memcpy(&bits, &x, sizeof bits);
+  if ((bits & 0x7f800000u) == 0x7f800000u) return x;
+  bits += 0xfffu + ((bits >> 13) & 1u);
+  bits &= ~0x1fffu;
+  std::memcpy(&x, &bits, sizeof x);
+  return x;
+}
 
 // The batch's span of one operand lies in one live device allocation.
 bool operand_ok(const float* p, long long stride, int batch, long long rows, long long cols, int ld) {
@@ -88,12 +103,19 @@ cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t handle, cublasOperation_
   };
   if (!operands_ok()) return CUBLAS_STATUS_INVALID_VALUE;  // not device memory, or past an allocation's end
   const float a_scale = *alpha, c_scale = *beta;  // host scalars, read at the call as cuBLAS does
+  const bool tf32 = handle->math == CUBLAS_TF32_TENSOR_OP_MATH;
   Work work;  // a kernel, as cuBLAS's own
   work.check = [operands_ok] { return operands_ok() ? cudaSuccess : cudaErrorInvalidValue; };
   work.run = [=] {
     for (int i = 0; i < batch; ++i) {
-      ConstMatrix a(A + i * strideA, a_rows, a_cols, Eigen::OuterStride<>(lda));
-      ConstMatrix b(B + i * strideB, b_rows, b_cols, Eigen::OuterStride<>(ldb));
+      ConstMatrix a_in(A + i * strideA, a_rows, a_cols, Eigen::OuterStride<>(lda));
+      ConstMatrix b_in(B + i * strideB, b_rows, b_cols, Eigen::OuterStride<>(ldb));
+      Eigen::MatrixXf a_tf32, b_tf32;  // the operands as TF32 reads them
+      if (tf32) {
+        a_tf32 = a_in.unaryExpr(&round_to_tf32);
+        b_tf32 = b_in.unaryExpr(&round_to_tf32);
+      }
+      const Operand a = tf32 ? Operand(a_tf32) : Operand(a_in), b = tf32 ? Operand(b_tf32) : Operand(b_in);
       Matrix c(C + i * strideC, m, n, Eigen::OuterStride<>(ldc));
       Eigen::MatrixXf product(m, n);
       if (k == 0) product.setZero();

@@ -44,6 +44,10 @@ struct DeviceCounters {
   int64_t graph_launches = 0;
 };
 DeviceCounters cuda_counters();
+// CUDA matrix products in TF32 (operands rounded to a 10-bit mantissa on the
+// tensor cores: faster, about 1e-3 relative) or float32 (the default, which
+// agrees with the CPU to about 1e-6).
+void set_cuda_tf32(bool on);
 
 // CUDA work recorded once and replayed: a CUDA graph (backend_cuda/graph.cu).
 // rehearse() runs the work as usual, its allocations taken from memory kept

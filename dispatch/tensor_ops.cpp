@@ -65,6 +65,8 @@ DeviceCounters cuda_counters() {
   return {c.launches, c.allocations, c.device_to_host_copies, c.pool_reserved_bytes, c.graph_launches};
 }
 
+void set_cuda_tf32(bool on) { cuda::set_tf32(on); }
+
 // ---- fill & elementwise -------------------------------------------------------------
 
 void fill(Tensor& t, double value) {

@@ -131,6 +131,7 @@ struct TrainCommand {
     app->add_option("--attention", attention, "fused (default) | composed: attention as one op, or op by op (permute, expand, matmul, softmax) to step through");
     app->add_option("--conv", conv, "fused (default) | composed: recurrent layers' conv + SiLU (+ q's and k's L2 norm, all but linear) as one op, or as causal_conv1d, silu (, l2_norm) to step through");
     app->add_option("--cuda-graph", cuda_graph, "on (default) | off: on cuda, each update captured once as a CUDA graph and replayed, or launched kernel by kernel (the same bits)");
+    app->add_flag("--tf32", t.tf32, "on cuda: matrix products in TF32 on the tensor cores (faster, about 1e-3 relative; default float32)");
     app->add_option("--scan-form", scan_form, "chunked (default) | sequential: the recurrence's training form; sequential runs the readable token-by-token backward");
     app->add_option("--scan-chunk", t.scan_chunk, "tokens per chunk of the chunked scan (default 16)")->check(range("--scan-chunk"));
     app->add_option("--feature-map", feature_map, "linear layers' feature map: elu1 (default, elu(x)+1) | relu (relu(x)+1e-5) | sigmoid (sigmoid(x)+1e-5)");

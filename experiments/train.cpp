@@ -169,6 +169,7 @@ class TrainingRun {
 
  private:
   bool stop_requested() const { return stop_ && stop_->load() != 0; }
+  bool stop_due(int done) const;
   void make_model();
   void resume_from(const SafetensorsFile& file, const CheckpointInfo& info);
   void train_loop();
@@ -259,6 +260,7 @@ void TrainingRun::make_model() {
   model_ = std::make_unique<LanguageModel>(config, o_.seed, DType::F32, o_.device);
   optimizer_ = std::make_unique<AdamW>(
       model_->params(), AdamWConfig{o_.lr, 0.9, o_.beta2, 1e-8, o_.weight_decay, !o_.decay_matrices});
+  if (o_.device == Device::Cuda) dispatch::set_cuda_tf32(o_.tf32);
   const int window = o_.device == Device::Cuda ? kCudaWindow : 1;
   plan_ = std::make_unique<UpdatePlan>(window, o_.batch, o_.context, !task_.text, DType::F32, o_.device);
   rng_ = Rng(o_.seed);
@@ -297,7 +299,7 @@ void TrainingRun::train_loop() {
                     " updates: evaluating only (--extend-to N trains it on)");
   if (step_ == 0 && history_["eval"].empty()) record_evaluation();  // before the first update
   while (step_ < o_.steps) {
-    if (stop_requested() || (o_.stop_at >= 0 && step_ >= o_.stop_at)) {
+    if (stop_due(step_)) {
       interrupted_ = true;
       break;
     }
@@ -311,20 +313,25 @@ void TrainingRun::train_loop() {
 }
 
 // How many updates the next window holds: up to the plan's window, never
-// past the next evaluation, checkpoint, --stop-at or the last update.
+// past the next evaluation, checkpoint or the last update. (A stop request
+// or --stop-at may end it early: train_window.)
 int TrainingRun::next_window() const {
   int n = std::min(plan_->window(), o_.steps - step_);
   n = std::min(n, o_.eval_every - step_ % o_.eval_every);
-  n = std::min(n, o_.checkpoint_every - step_ % o_.checkpoint_every);
-  if (o_.stop_at > step_) n = std::min(n, o_.stop_at - step_);
-  return n;
+  return std::min(n, o_.checkpoint_every - step_ % o_.checkpoint_every);
+}
+
+// A stop request, or --stop-at reached, after `done` updates of the run.
+bool TrainingRun::stop_due(int done) const {
+  return stop_requested() || (o_.stop_at >= 0 && done >= o_.stop_at);
 }
 
 // n updates: their batches and AdamW numbers drawn on the host in update
 // order and uploaded at once (experiments/update_plan.h), the updates run,
 // then their log read back in one go and recorded. A stop request ends the
-// window early; the batch generator then goes back to where the first
-// update not run drew its batch, so a resumed run draws the same batches.
+// window early (as does --stop-at); the batch generator then goes back to
+// where the first update not run drew its batch, so a resumed run draws the
+// same batches.
 void TrainingRun::train_window(int n) {
   const auto t0 = Clock::now();
   std::vector<Batch> batches;
@@ -343,7 +350,7 @@ void TrainingRun::train_window(int n) {
   std::optional<dispatch::DeviceCounters> counted_from;  // the updates count_cuda_updates sees
   auto t_counted = t0;
   int done = 0, counted = 0;
-  for (; done < n && !(done > 0 && stop_requested()); ++done) {
+  for (; done < n && !(done > 0 && stop_due(step_ + done)); ++done) {
     if (o_.device == Device::Cuda && cuda_step_counts_.is_null() && !counted_from &&
         updates_run_ >= (o_.cuda_graph ? 3 : 1)) {  // past the eager, rehearsed and captured ones
       counted_from = dispatch::cuda_counters();
@@ -614,7 +621,7 @@ void TrainingRun::write_json() {
   j["ms_per_step"] = done_here > 0 ? 1000.0 * train_seconds_ / done_here : 0.0;
   j["tokens_per_s"] = train_seconds_ > 0 ? double(o_.batch) * o_.context * done_here / train_seconds_ : 0.0;
   j["peak_rss_mb"] = resident_memory().peak_mb;
-  if (o_.device == Device::Cuda) j["cuda_graph"] = o_.cuda_graph;
+  if (o_.device == Device::Cuda) j["cuda_graph"] = o_.cuda_graph, j["tf32"] = o_.tf32;
   if (!cuda_step_counts_.is_null()) j["cuda_step"] = cuda_step_counts_;
   write_json_atomically(json_path_, j);
 }

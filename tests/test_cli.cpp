@@ -183,6 +183,37 @@ TEST_CASE("--device cuda: built without CUDA, no GPU present, GPU present") {
 #endif
 }
 
+// --tf32: the matrix products read their operands with a 10-bit mantissa
+// (cuda-sim rounds them as the tensor cores do), so the losses move off
+// float32's, by its own tolerance: 1e-2 relative over 6 updates of gdn.
+TEST_CASE("--device cuda: --tf32 changes the losses within its tolerance, and is refused on the CPU") {
+  expect_error("train --preset gdn --task lm --tf32 --device cpu" + kTinyLm, "--tf32 is for --device cuda");
+  if (!lina::dispatch::cuda_available()) {
+    MESSAGE("SKIPPED: no CUDA device here (the cuda-sim build runs the TF32 run)");
+    return;
+  }
+  const std::string data = std::string(LINA_SOURCE_DIR) + "/data/tinyshakespeare.txt";
+  std::vector<double> losses[2];
+  for (int tf32 = 0; tf32 < 2; ++tf32) {
+    fs::path out = temp_dir(tf32 ? "tf32-on" : "tf32-off");
+    Result r = run(std::string("train --task lm --preset gdn --device cuda --data ") + data +
+                   " --steps 6 --batch 2 --context 16 --eval-every 6 --eval-batches 1 --extrap-batches 0 --quiet" +
+                   (tf32 ? " --tf32" : "") + " --out " + out.string());
+    INFO(r.output);
+    REQUIRE(r.code == 0);
+    nlohmann::json j = nlohmann::json::parse(std::ifstream(out / "cuda" / "lm_gdn.json"));
+    CHECK(j["tf32"] == bool(tf32));
+    for (const auto& point : j["loss_curve"]) losses[tf32].push_back(point["loss"].get<double>());
+  }
+  REQUIRE(losses[0].size() == 6);
+  REQUIRE(losses[1].size() == 6);
+  CHECK(losses[0] != losses[1]);  // the flag acts
+  for (size_t i = 0; i < 6; ++i) {
+    INFO("update ", i + 1, ": float32 ", losses[0][i], ", tf32 ", losses[1][i]);
+    CHECK(std::fabs(losses[0][i] - losses[1][i]) <= 1e-2 * std::fabs(losses[0][i]));
+  }
+}
+
 // The same runs on both devices: the losses of every step agree (float32 on
 // both sides, summation orders differ). On the cuda-sim build this runs the
 // real CUDA kernels on the CPU; without any CUDA it is skipped.

@@ -24,6 +24,7 @@
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <array>
 #include <vector>
 
 #include "autograd/functions.h"
@@ -441,6 +442,10 @@ TEST_CASE("cuda: a training step stays within its launch and allocation budget, 
     AdamW opt(model.params());
     auto [x_host, y_host] = random_batch(4, 33, 7);
     Tensor x = x_host.to(Device::Cuda), y = y_host.to(Device::Cuda);
+    // AdamW's numbers in device memory, as a training run's update plan holds them
+    const std::array<double, 3> numbers = opt.scalars(1e-3, 1);
+    Tensor scalars = Tensor::from_vector(std::vector<double>(numbers.begin(), numbers.end()), {3})
+                         .to(DType::F32).to(Device::Cuda);
     auto train_step = [&](int64_t update) {
       model.params().zero_grad();
       model.set_dropout({0.1, 1337, update});
@@ -449,7 +454,7 @@ TEST_CASE("cuda: a training step stays within its launch and allocation budget, 
       loss.backward(Graph::Free);
       clip_grad_norm(model.params(), 1.0);
       CHECK(std::isfinite(loss.item()));
-      opt.step(1e-3);
+      opt.step(scalars, Tensor());
     };
     train_step(0);  // fills the memory pool
     const dispatch::DeviceCounters before = dispatch::cuda_counters();
