@@ -21,9 +21,11 @@
 #           has torch with CUDA): ms/step and lina's ratio to it
 #   compiled  the same at PyTorch's best: torch.compile (reduce-overhead:
 #           fused kernels replayed as CUDA graphs) and fused AdamW, 64×64
+#   captured  the same with the whole eager step (forward, backward, AdamW)
+#           captured once as a CUDA graph and replayed, 64×64
 # (scripts/device-course.sh then runs the course's runs at full length.)
 # OUT gets build.log, tests.log, train.log, torch-cuda.{log,json},
-# torch-compiled.{log,json} and device-summary.json.
+# torch-compiled.{log,json}, torch-captured.{log,json} and device-summary.json.
 # LINA_CHECK_BUDGET_S: seconds in all (default 280 on a GPU, 900 on cuda-sim).
 # Exit status: 0 all ran and the tests passed (a preset that cannot train on
 # cuda is recorded, not fatal); 1 no dependencies or no usable cmake;
@@ -314,6 +316,12 @@ if ((!sim)) && room_for 120 compiled; then
   if ((torch_on_gpu)); then torch_phase torch-compiled torch_compiled lina_over_torch_compiled 64x64 --warmup 5 --compile reduce-overhead
   else note torch_compiled_version "none: no PyTorch with CUDA here"; fi
   phase_done compiled
+fi
+#   captured  the whole eager step captured as one CUDA graph, as lina's update
+if ((!sim)) && room_for 40 captured; then
+  if ((torch_on_gpu)); then torch_phase torch-captured torch_captured lina_over_torch_captured 64x64 --warmup 3 --compile capture
+  else note torch_captured_version "none: no PyTorch with CUDA here"; fi
+  phase_done captured
 fi
 rm -rf "$runs"
 

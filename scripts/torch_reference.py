@@ -26,6 +26,8 @@ through torch.compile (mode "default": fused kernels; "reduce-overhead": the
 same, replayed as CUDA graphs), and AdamW as its fused kernel. The warm-up
 steps then include the compilation (--warmup at least 3, so that CUDA graphs
 are recorded before the clock starts); their time is in the json as warmup_s.
+--compile capture instead records the whole eager step (forward, backward,
+AdamW capturable) once as a CUDA graph and replays it, as lina's update does.
 """
 import argparse
 import json
@@ -163,7 +165,40 @@ def synchronize(device):
         torch.cuda.synchronize()
 
 
+def captured_step(model, opt, batch, context, warmup):
+    """The whole step (forward, backward, AdamW) recorded once as a CUDA graph,
+    after `warmup` eager steps on a side stream (PyTorch's recipe for whole-network
+    capture): returns step(idx, targets), which copies the batch into the graph's
+    static inputs and replays it, and the loss tensor every replay rewrites."""
+    static_idx = torch.zeros((batch, context), dtype=torch.long)
+    static_targets = torch.zeros((batch, context), dtype=torch.long)
+    step_loss = StepLoss(model)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(warmup):
+            opt.zero_grad(set_to_none=True)
+            step_loss(static_idx, static_targets).backward()
+            opt.step()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    opt.zero_grad(set_to_none=True)
+    with torch.cuda.graph(graph):
+        static_loss = step_loss(static_idx, static_targets)
+        static_loss.backward()
+        opt.step()
+
+    def step(idx, targets):
+        static_idx.copy_(idx)
+        static_targets.copy_(targets)
+        graph.replay()
+        return static_loss
+    return step
+
+
 def time_steps(preset, batch, context, steps, warmup, device="cpu", compile_mode="none"):
+    if compile_mode == "capture":
+        return time_captured_steps(preset, batch, context, steps, warmup)
     torch.manual_seed(0)
     model = make_model(preset).train()
     compiled = compile_mode != "none"
@@ -189,6 +224,32 @@ def time_steps(preset, batch, context, steps, warmup, device="cpu", compile_mode
     params = sum(p.numel() for p in model.parameters())
     return {"preset": preset, "shape": f"{batch}x{context}", "ms_per_step": statistics.median(ms),
             "ms_all": ms, "parameters": params, "loss": float(loss), "compile": compile_mode,
+            "warmup_s": round(warmup_s, 3)}
+
+
+def time_captured_steps(preset, batch, context, steps, warmup):
+    """time_steps with the whole step captured (--compile capture, CUDA only):
+    eager kernels, AdamW capturable and fused, one graph replay a step."""
+    torch.manual_seed(0)
+    model = make_model(preset).train()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, betas=(0.9, 0.999), eps=1e-8,
+                            weight_decay=0.01, capturable=True)
+    start = time.perf_counter()
+    step = captured_step(model, opt, batch, context, warmup)
+    synchronize("cuda")
+    warmup_s = time.perf_counter() - start
+    ms = []
+    for _ in range(steps):
+        idx = torch.randint(0, VOCAB, (batch, context))
+        targets = torch.randint(0, VOCAB, (batch, context))
+        synchronize("cuda")
+        t0 = time.perf_counter()
+        loss = step(idx, targets)
+        synchronize("cuda")
+        ms.append(1e3 * (time.perf_counter() - t0))
+    params = sum(p.numel() for p in model.parameters())
+    return {"preset": preset, "shape": f"{batch}x{context}", "ms_per_step": statistics.median(ms),
+            "ms_all": ms, "parameters": params, "loss": float(loss), "compile": "capture",
             "warmup_s": round(warmup_s, 3)}
 
 
@@ -262,8 +323,9 @@ def main():
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--threads", type=int, default=os.cpu_count())
     ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
-    ap.add_argument("--compile", default="none", choices=["none", "default", "reduce-overhead"],
-                    help="torch.compile the forward and loss, AdamW fused on a GPU (PyTorch 2)")
+    ap.add_argument("--compile", default="none", choices=["none", "default", "reduce-overhead", "capture"],
+                    help="torch.compile the forward and loss, AdamW fused on a GPU (PyTorch 2); "
+                         "capture: the whole eager step captured as one CUDA graph (GPU only)")
     ap.add_argument("--json")
     ap.add_argument("--check", action="store_true", help="test the chunked scan against the token-by-token one, then exit")
     a = ap.parse_args()
@@ -272,7 +334,9 @@ def main():
         return
     if a.steps < 1 or a.warmup < 0 or a.threads < 1:
         sys.exit("torch_reference.py: --steps and --threads must be at least 1, --warmup at least 0")
-    if a.compile != "none" and not hasattr(torch, "compile"):
+    if a.compile == "capture" and a.device != "cuda":
+        sys.exit("torch_reference.py: --compile capture needs --device cuda (CUDA graphs)")
+    if a.compile not in ("none", "capture") and not hasattr(torch, "compile"):
         sys.exit(f"torch_reference.py: --compile needs PyTorch 2 (this is {torch.__version__})")
     if a.compile != "none" and a.warmup < 3:
         sys.exit("torch_reference.py: --compile needs --warmup 3 or more (compilation, then CUDA graphs)")

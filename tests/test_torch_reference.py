@@ -56,6 +56,7 @@ def main():
               "the course model's parameter counts (spec §1.4: attn 742,849, gdn 884,321)")
 
     for args, words in ((["--compile", "default", "--warmup", "2"], "--compile"),
+                        (["--compile", "capture"], "needs --device cuda"),
                         (["--shapes", "64by64"], "bad shape")):
         r = run("--presets", "gdn", *args)
         line = r.stderr.strip().splitlines()
