@@ -8,6 +8,8 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <string>
+#include <vector>
 
 #include "core/op_list.h"
 
@@ -31,6 +33,16 @@ struct Counters {
 };
 Counters counters();
 void count_graph_launch();
+
+// ---- per-kernel GPU time of eager launches (kernel_times.cu) ----
+struct KernelTime {
+  std::string kernel;
+  int64_t launches = 0;
+  double ms = 0;  // summed over its launches
+};
+void kernel_times_begin();
+void kernel_times_mark(const char* kernel);  // check_launch, after each launch
+std::vector<KernelTime> kernel_times_end();  // waits for the stream; by kernel name
 
 // ---- CUDA graphs (graph.cu) ----
 // One update recorded once and replayed. Between begin_graph_rehearsal and

@@ -52,6 +52,7 @@ static Counters g_counters;
 void check_launch(const char* kernel, const char* file, int line) {
   g_counters.launches++;
   check_cuda(cudaGetLastError(), std::string("launching ") + kernel, file, line);
+  kernel_times_mark(kernel);
   Context& ctx = context();
   if (ctx.sync_after_launch)
     check_cuda(cudaStreamSynchronize(ctx.stream), std::string(kernel) + " (LINA_CUDA_SYNC=1)", file, line);

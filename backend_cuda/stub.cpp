@@ -23,6 +23,9 @@ void set_tf32(bool on) { if (on) no_cuda("cuda::set_tf32"); }
 Counters counters() { return {}; }
 void fill_i32(int32_t*, int64_t, int32_t) { no_cuda("cuda::fill_i32"); }
 void count_graph_launch() {}
+void kernel_times_begin() { no_cuda("cuda::kernel_times_begin"); }
+void kernel_times_mark(const char*) {}
+std::vector<KernelTime> kernel_times_end() { return {}; }
 void begin_graph_rehearsal() { no_cuda("cuda::begin_graph_rehearsal"); }
 void end_graph_rehearsal() {}
 void begin_capture() { no_cuda("cuda::begin_capture"); }

@@ -49,6 +49,15 @@ DeviceCounters cuda_counters();
 // agrees with the CPU to about 1e-6).
 void set_cuda_tf32(bool on);
 
+// The GPU time of each kernel `work` launches eagerly, by kernel name (an
+// event after every launch on the one stream; not for a graph's replay).
+struct KernelTime {
+  std::string kernel;
+  int64_t launches = 0;
+  double ms = 0;  // summed over its launches
+};
+std::vector<KernelTime> cuda_kernel_times(const std::function<void()>& work);
+
 // CUDA work recorded once and replayed: a CUDA graph (backend_cuda/graph.cu).
 // rehearse() runs the work as usual, its allocations taken from memory kept
 // for the graph; capture() records the same work (which must allocate what

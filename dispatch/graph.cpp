@@ -1,10 +1,24 @@
-// dispatch::CudaGraph (dispatch/dispatch.h) on backend_cuda/graph.cu.
+// dispatch::CudaGraph and cuda_kernel_times (dispatch/dispatch.h) on
+// backend_cuda/graph.cu and kernel_times.cu.
 #include <exception>
 
 #include "dispatch/backends.h"
 #include "dispatch/dispatch.h"
 
 namespace lina::dispatch {
+
+std::vector<KernelTime> cuda_kernel_times(const std::function<void()>& work) {
+  cuda::kernel_times_begin();
+  try {
+    work();
+  } catch (...) {
+    (void)cuda::kernel_times_end();
+    throw;
+  }
+  std::vector<KernelTime> out;
+  for (const cuda::KernelTime& k : cuda::kernel_times_end()) out.push_back({k.kernel, k.launches, k.ms});
+  return out;
+}
 
 CudaGraph::~CudaGraph() { cuda::destroy_graph(graph_); }
 

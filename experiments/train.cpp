@@ -208,6 +208,7 @@ class TrainingRun {
   bool interrupted_ = false;
   double previous_train_seconds_ = 0, train_seconds_ = 0;
   json cuda_step_counts_;  // what one CUDA update launched, allocated and read back (count_cuda_updates)
+  std::vector<dispatch::KernelTime> kernel_times_;  // --cuda-graph off: one update's kernels, timed
   Clock::time_point wall_start_ = Clock::now();
   std::unique_ptr<Progress> progress_;
   InjectedFault fault_ = InjectedFault::from_environment();
@@ -356,7 +357,10 @@ void TrainingRun::train_window(int n) {
       counted_from = dispatch::cuda_counters();
       t_counted = Clock::now();
     }
-    run_update();
+    if (counted_from && counted == 0 && !o_.cuda_graph)  // eager: one update's GPU time, kernel by kernel
+      kernel_times_ = dispatch::cuda_kernel_times([&] { run_update(); });
+    else
+      run_update();
     counted += counted_from.has_value();
     fault_.fail_if_due(step_ + done + 1);  // LINA_INJECT_CUDA_STATUS (tests only)
   }
@@ -421,7 +425,8 @@ void TrainingRun::update_on_device() {
 
 // On cuda, what one update launched, allocated and read back, per update,
 // over `updates` updates after the first three (replays of the graph, or
-// with --cuda-graph off eager updates), the window's read back included.
+// with --cuda-graph off eager updates), the window's read back included;
+// with --cuda-graph off also the GPU time of each kernel of one update.
 void TrainingRun::count_cuda_updates(const dispatch::DeviceCounters& from, int updates, double seconds) {
   const dispatch::DeviceCounters now = dispatch::cuda_counters();
   auto per_update = [&](int64_t a, int64_t b) { return double(b - a) / updates; };
@@ -434,6 +439,12 @@ void TrainingRun::count_cuda_updates(const dispatch::DeviceCounters& from, int u
       {"allocations", per_update(from.allocations, now.allocations)},
       {"device_to_host_copies", per_update(from.device_to_host_copies, now.device_to_host_copies)},
       {"ms", 1e3 * seconds / updates}};
+  if (kernel_times_.empty()) return;
+  std::sort(kernel_times_.begin(), kernel_times_.end(),
+            [](const dispatch::KernelTime& a, const dispatch::KernelTime& b) { return a.ms > b.ms; });
+  json& kernels = cuda_step_counts_["kernel_ms"] = json::array();  // one update, slowest first
+  for (const dispatch::KernelTime& k : kernel_times_)
+    kernels.push_back({{"kernel", k.kernel}, {"launches", k.launches}, {"ms", k.ms}});
 }
 
 // lm: train and val loss on fresh random batches (the course's estimate);

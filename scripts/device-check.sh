@@ -16,7 +16,8 @@
 #   timing  every preset on lm, 120 updates (12 on cuda-sim): ms per update
 #           over the replays of the captured graph after its eager,
 #           rehearsed and captured updates (the run json's cuda_step), and
-#           the kernels one update runs
+#           the kernels one update runs; then 5 eager updates (--cuda-graph
+#           off) for one update's GPU time kernel by kernel (kernel-times-P.json)
 #   torch   the same model in PyTorch, eager, on the same GPU (where python3
 #           has torch with CUDA): ms/step and lina's ratio to it
 #   compiled  the same at PyTorch's best: torch.compile (reduce-overhead:
@@ -264,6 +265,13 @@ if room_for 60 timing; then
       note "presets.$p.cuda.graph_launches_per_update" "$graph_launches"
       note "presets.$p.cuda.runtime" "$runtime"
       say "$p on cuda: $ms ms per update (mean of $timed graph replays), $kernels kernels per update"
+      # one eager update's GPU time, kernel by kernel (events need --cuda-graph off)
+      if timeout 60 "$build/lina" train --preset "$p" --task lm --steps 5 --device cuda --cuda-graph off \
+          "${train_shape[@]}" --data data/tinyshakespeare.txt --eval-every 100000 --eval-batches 2 \
+          --extrap-batches 0 --checkpoint-every 100000 --quiet --out "$runs/kernels-$p" >>"$out/train.log" 2>&1; then
+        python3 -c 'import json, sys; json.dump(json.load(open(sys.argv[1]))["cuda_step"], open(sys.argv[2], "w"), indent=1)' \
+          "$runs/kernels-$p/cuda/lm_$p.json" "$out/kernel-times-$p.json"
+      fi
     else
       note "presets.$p.cuda.error" "$long"
       say "$p on cuda: $long"

@@ -99,6 +99,10 @@ TEST_CASE("--device cuda: the replayed graph update equals the eager one bit for
     CHECK(step["allocations"].get<double>() == 0.0);
     CHECK(step["device_to_host_copies"].get<double>() * 17 == doctest::Approx(1.0));
     CHECK(step["kernels"].get<double>() == eager.json["cuda_step"]["launches"].get<double>());
+    // the eager run times one update kernel by kernel: every launch is there
+    int64_t timed = 0;
+    for (const nlohmann::json& k : eager.json["cuda_step"]["kernel_ms"]) timed += k["launches"].get<int64_t>();
+    CHECK(double(timed) == eager.json["cuda_step"]["launches"].get<double>());
   }
 }
 
@@ -168,4 +172,27 @@ TEST_CASE("--device cuda: a run stopped inside a window and resumed equals the s
   CHECK(a["loss_curve"] == b["loss_curve"]);
   check_same_checkpoint(load_safetensors(dir.file("straight") + "/cuda/lm_hybrid.safetensors"),
                         load_safetensors(stopped + ".safetensors"));
+}
+
+// The loss that overflows inside a window (20 updates, no checkpoint in it):
+// end_update refuses that update and the rest of the window on the device,
+// and the window's log read names it, as the CPU's run does.
+TEST_CASE("--device cuda: an update whose loss is not finite is refused inside the window and named") {
+  if (!dispatch::cuda_available()) {
+    MESSAGE("SKIPPED: no CUDA device here (the cuda-sim build runs this case)");
+    return;
+  }
+  TempDir dir("cuda-graph-diverge");
+  Result r = run("train --preset gdn --task recall --device cuda --steps 20 --lr 1e5 --batch 2 --pairs 4 --keys 8 "
+                 "--values 8 --eval-every 100 --eval-batches 1 --fresh-batches 1 --probe-batches 1 --quiet --out " +
+                 dir.file("run"));
+  INFO(r.output);
+  CHECK(r.code != 0);
+  CHECK(r.output.find("training diverged at step") != std::string::npos);
+  const nlohmann::json j = nlohmann::json::parse(std::ifstream(dir.file("run") + "/cuda/recall_gdn_p4_k8_v8.json"));
+  REQUIRE(j.contains("diverged"));
+  const int bad = j["diverged"]["step"].get<int>();
+  CHECK(r.output.find("at step " + std::to_string(bad) + " ") != std::string::npos);
+  CHECK(j["loss_curve"].size() == size_t(bad - 1));  // the updates before it, each finite
+  CHECK(j["steps_done"] == bad - 1);
 }
