@@ -57,6 +57,11 @@ Var expand(const Var& x, const Shape& shape);       // broadcast, copying
 Var slice(const Var& x, int axis, int64_t start, int64_t length);
 Var concat(const std::vector<Var>& parts, int axis);
 std::vector<Var> split(const Var& x, int axis, const std::vector<int64_t>& sizes);  // slices
+// concat(parts, 0), except where the parts are leaves stored one after
+// another and so are their gradients (the parameters of a ParameterStore,
+// registered in a row): then one leaf viewing both runs, [Σ rows, ...].
+// No copy forward; a gradient added into its .grad lands in the parts'.
+Var stacked_rows(const std::vector<Var>& parts);
 
 
 // ---- softmax, log-softmax, cross-entropy, embedding ----

@@ -60,16 +60,18 @@ Tensor expand(const Tensor& x, const Shape& shape) {
 
 Tensor sum_to(const Tensor& x, const Shape& shape) {
   if (x.shape() == shape) return x;
-  Tensor out = Tensor::zeros(shape, x.dtype(), x.device());
-  // Fast path: summing leading dims only ([.., n] -> [n]) is one sum_middle.
+  // Fast path: summing leading dims only ([.., n] -> [n]) is one sum_middle,
+  // which writes every output (no zeros first).
   size_t lead = x.shape().size() - shape.size();
   bool leading_only = shape.size() <= x.shape().size();
   for (size_t i = 0; leading_only && i < shape.size(); ++i)
     leading_only = shape[i] == x.shape()[lead + i];
   if (leading_only) {
+    Tensor out = Tensor::empty(shape, x.dtype(), x.device());
     dispatch::sum_middle(x, 1, x.numel() / std::max<int64_t>(out.numel(), 1), out.numel(), out);
     return out;
   }
+  Tensor out = Tensor::zeros(shape, x.dtype(), x.device());
   dispatch::copy_strided(x, StridedView{0, contiguous_strides(x.shape())}, out,
                         StridedView{0, broadcast_view_strides(shape, x.shape(), "sum_to")},
                         x.shape(), true);

@@ -155,7 +155,7 @@ void fill_state(InferenceState& state, const ModelConfig& c, int context, Rng& r
       l.v = Tensor::randn({1, context, c.n_kv_head, c.head_size}, rng);
     } else {
       l.state = Tensor::randn(l.state.shape(), rng, 0.1);
-      for (Tensor* t : {&l.conv_q, &l.conv_k, &l.conv_v}) *t = Tensor::randn(t->shape(), rng);
+      l.conv = Tensor::randn(l.conv.shape(), rng);
     }
   }
   state.position = context;

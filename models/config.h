@@ -69,10 +69,9 @@ struct ModelConfig {
   // Attention as one fused op (causal_attention), or as the composition of
   // permute / expand / matmul / softmax ops a learner can step through.
   Fusion attention = Fusion::Fused;
-  // Recurrent layers' conv + SiLU as one op (causal_conv1d_silu, which keeps no
-  // pre-activation for the backward; with the L2 feature map of q and k,
-  // every preset but linear, causal_conv1d_silu_l2_norm), or as causal_conv1d, silu
-  // (and l2_norm).
+  // Recurrent layers' conv + SiLU as one op (causal_conv1d_silu over the
+  // 3C channels of [q | k | v], which keeps no pre-activation for the
+  // backward), or as causal_conv1d, silu.
   Fusion conv = Fusion::Fused;
 
   int n_layer() const { return int(layers.size()); }

@@ -13,8 +13,8 @@ namespace lina {
 struct LayerNames {
   explicit LayerNames(int layer);
   const char* n1;                         // n1(x), the mixer's input
-  const char* q_proj, *k_proj, *v_proj;   // x W_qᵀ, x W_kᵀ, x W_vᵀ
-  const char* q_conv, *k_conv, *v_conv;   // recurrent: SiLU(conv(...)) of each
+  const char* q_proj, *k_proj, *v_proj;   // attention: x W_qᵀ, x W_kᵀ, x W_vᵀ
+  const char* qkv_proj, *qkv_conv;        // recurrent: x [W_q; W_k; W_v]ᵀ and SiLU(conv(...)) of it
   const char* q, *k, *v;                  // what the scan (or softmax attention) reads
   const char* b_proj, *beta;              // recurrent: x W_bᵀ + b_b and β = σ(...)
   const char* a_proj, *log_alpha;         // gdn: x W_aᵀ + b_a and log α = log σ(...)

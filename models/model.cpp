@@ -21,7 +21,7 @@ long long InferenceState::state_floats() const {
 long long InferenceState::conv_floats() const {
   long long n = 0;
   for (const LayerCache& l : layers)
-    if (l.conv_q.defined()) n += l.conv_q.numel() + l.conv_k.numel() + l.conv_v.numel();
+    if (l.conv.defined()) n += l.conv.numel();
   return n;
 }
 
@@ -34,9 +34,8 @@ LayerNames::LayerNames(int layer) {
   q_proj = name("mix.q_proj");
   k_proj = name("mix.k_proj");
   v_proj = name("mix.v_proj");
-  q_conv = name("mix.q_conv");
-  k_conv = name("mix.k_conv");
-  v_conv = name("mix.v_conv");
+  qkv_proj = name("mix.qkv_proj");
+  qkv_conv = name("mix.qkv_conv");
   q = name("mix.q");
   k = name("mix.k");
   v = name("mix.v");
@@ -168,10 +167,7 @@ InferenceState LanguageModel::new_state(int64_t batch) const {
     LayerCache l;
     if (b.kind != MixerKind::Attn) {
       l.state = Tensor::zeros({batch, c.n_head, c.head_size, c.head_size}, dt, dev);
-      Shape conv{batch, c.conv_kernel - 1, c.n_embd};
-      l.conv_q = Tensor::zeros(conv, dt, dev);
-      l.conv_k = Tensor::zeros(conv, dt, dev);
-      l.conv_v = Tensor::zeros(conv, dt, dev);
+      l.conv = Tensor::zeros({batch, c.conv_kernel - 1, 3 * c.n_embd}, dt, dev);
     }
     s.layers.push_back(l);
   }

@@ -22,7 +22,7 @@ namespace lina {
 struct LayerCache {
   Tensor k, v;  // attention: keys (after RoPE) and values so far, [B, t, n_kv_head, d]
   Tensor state;                   // recurrent: S, [B, n_head, d, d] (value × key)
-  Tensor conv_q, conv_k, conv_v;  // recurrent: last K−1 conv inputs, [B, K−1, n_embd]
+  Tensor conv;                    // recurrent: last K−1 conv inputs [q | k | v], [B, K−1, 3 n_embd]
 };
 
 struct InferenceState {

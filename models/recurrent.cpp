@@ -1,11 +1,11 @@
 // The recurrent mixer of the linear / delta / gdn / retnet / mamba2 / gla
 // presets (docs/spec.md §1.2, §1.2b):
-//   q, k, v = x W_qᵀ, x W_kᵀ, x W_vᵀ         (each 4 heads × 32)
+//   q, k, v = x W_qᵀ, x W_kᵀ, x W_vᵀ         (each 4 heads × 32), as one product
+//   x [W_q; W_k; W_v]ᵀ: the three weights are neighbours in the parameter
+//   buffer, so the stacked weight is a view of them (stacked_rows)
 //   the causal depthwise conv (kernel 4) of [q | k | v], channel by channel,
-//   then SiLU: run as one conv per third of the channels with that third of
-//   `conv.weight` (one fused op, causal_conv1d_silu, unless ModelConfig::conv
-//   is Fusion::Composed; for q and k the L2 feature map below joins it,
-//   causal_conv1d_silu_l2_norm, in all but linear)
+//   then SiLU: one op over all 3C channels with `conv.weight` (causal_conv1d_silu,
+//   unless ModelConfig::conv is Fusion::Composed), then split into q, k, v
 //   feature map on q, k: elu + 1, relu + 1e-5 or sigmoid + 1e-5 (linear),
 //   else L2-normalise per head; q is not scaled
 //   β = σ(x W_bᵀ + b_b) (delta rules), log α = log σ(x W_aᵀ + b_a) (learned
@@ -22,14 +22,11 @@
 
 namespace lina {
 
-// conv + SiLU: one op (fused) or causal_conv1d then silu; with l2_head > 0
-// (fused only), each head then L2-normalised, in the same op
-// (causal_conv1d_silu_l2_norm). With a cache, the conv sees the last K−1 inputs of
-// the previous call instead of zero padding, and the cache is updated.
-static Var conv_silu(const Var& x, const Var& weight, Tensor* cache, bool fused,
-                     int64_t l2_head = 0) {
+// conv + SiLU: one op (fused) or causal_conv1d then silu. With a cache, the
+// conv sees the last K−1 inputs of the previous call instead of zero
+// padding, and the cache is updated.
+static Var conv_silu(const Var& x, const Var& weight, Tensor* cache, bool fused) {
   auto conv_then_silu = [&](const Var& in) {
-    if (l2_head > 0) return causal_conv1d_silu_l2_norm(in, weight, l2_head);
     return fused ? causal_conv1d_silu(in, weight) : silu(causal_conv1d(in, weight));
   };
   if (!cache) return conv_then_silu(x);
@@ -57,30 +54,18 @@ Var RecurrentMixer::forward(const ModelConfig& c, const Var& x, const LayerNames
   int64_t B = x.dim(0), T = x.dim(1), H = c.n_head, d = c.head_size;
   Shape heads{B, T, H, d};
   const ScanRule rule = scan_rule(kind);
-  // With the fused conv, q's and k's L2 feature map (all but linear) joins
-  // the conv's op (causal_conv1d_silu_l2_norm), whose output is then q or k itself.
-  const bool map_in_conv = c.conv == Fusion::Fused && kind != MixerKind::Linear;
-  const int64_t l2_head = map_in_conv ? d : 0;
-  // conv.weight [3C, 1, K] holds the taps of q's channels, then k's, then v's.
   const int64_t C = H * d;
-  std::vector<Var> taps = split(reshape(conv, {3 * C, conv.dim(2)}), 0, {C, C, C});  // [C, K] each
-  // Projection, then conv + SiLU (with l2_head > 0, then each head's L2
-  // norm), then split into heads (all [B, T, C] = [B, T, H·d]).
-  auto project = [&](const Var& w, const Var& taps, Tensor* conv_cache, const char* proj_name,
-                     const char* conv_name, int64_t l2 = 0) {
-    Var y = conv_silu(named(linear(x, w), proj_name), taps, conv_cache, c.conv == Fusion::Fused, l2);
-    return reshape(l2 > 0 ? y : named(y, conv_name), heads);
-  };
-  Var q = project(q_proj, taps[0], cache ? &cache->conv_q : nullptr, n.q_proj, n.q_conv, l2_head);
-  Var k = project(k_proj, taps[1], cache ? &cache->conv_k : nullptr, n.k_proj, n.k_conv, l2_head);
-  Var v = project(v_proj, taps[2], cache ? &cache->conv_v : nullptr, n.v_proj, n.v_conv);
-  if (!map_in_conv) {
-    q = feature_map(c, kind, q);
-    k = feature_map(c, kind, k);
-  }
-  q = named(q, n.q);
-  k = named(k, n.k);
-  v = named(v, n.v);
+  // [W_q; W_k; W_v] [3C, C]: one product for q, k and v (and one for dx,
+  // one for the three dW in the backward).
+  Var qkv = named(linear(x, stacked_rows({q_proj, k_proj, v_proj})), n.qkv_proj);  // [B, T, 3C]
+  // conv.weight [3C, 1, K] holds the taps of q's channels, then k's, then
+  // v's: one conv + SiLU over the 3C channels, then split into heads.
+  Var taps = reshape(conv, {3 * C, conv.dim(2)});  // [3C, K]
+  qkv = named(conv_silu(qkv, taps, cache ? &cache->conv : nullptr, c.conv == Fusion::Fused), n.qkv_conv);
+  std::vector<Var> parts = split(qkv, -1, {C, C, C});  // [B, T, C] each
+  Var q = named(feature_map(c, kind, reshape(parts[0], heads)), n.q);
+  Var k = named(feature_map(c, kind, reshape(parts[1], heads)), n.k);
+  Var v = named(reshape(parts[2], heads), n.v);
 
   Var b_proj, a_proj;   // x W_bᵀ + b_b [B, T, H], x W_aᵀ + b_a [B, T, alphas]
   if (uses_beta(rule) && learns_decay(rule)) {

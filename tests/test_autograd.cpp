@@ -100,6 +100,39 @@ TEST_CASE("a matmul adds a weight's gradient into its .grad, in place, with the 
     }
 }
 
+TEST_CASE("stacked_rows: leaves stored back to back are one view, and their gradients land in their .grad") {
+  // a [2, 3] and b [1, 3] one after the other in one data buffer and one
+  // gradient buffer, as a ParameterStore lays out parameters registered in a
+  // row. L = Σ (x Wᵀ)², W = [a; b]: the same gradients as through concat.
+  Tensor data = Tensor::from_vector<double>({0.5, 1.0, -1.0, 2.0, 0.25, 3.0, -0.5, 1.5, 2.5}, {9});
+  Tensor grads = Tensor::zeros({9}, DType::F64);
+  Var a(Tensor::view_of(data, 0, {2, 3}), true, "a"), b(Tensor::view_of(data, 6, {1, 3}), true, "b");
+  a.grad() = Tensor::view_of(grads, 0, {2, 3});
+  b.grad() = Tensor::view_of(grads, 6, {1, 3});
+  Tensor x0 = Tensor::from_vector<double>({1.0, -2.0, 0.5, 3.0, -1.0, 2.0}, {2, 3});
+  auto loss = [&](const Var& x, const Var& w) {
+    Var y = matmul(x, w, false, true);  // [2, 3]
+    return sum_all(mul(y, y));
+  };
+  Var x(x0, true, "x");
+  Var w = stacked_rows({a, b});
+  CHECK(w.shape() == Shape{3, 3});
+  CHECK(w.data().same_storage(data));  // no copy
+  loss(x, w).backward();
+  CHECK(grads.to_vector<double>() != std::vector<double>(9, 0.0));  // into the buffer
+
+  Var a2(a.data().clone(), true), b2(b.data().clone(), true), x2(x0.clone(), true);
+  loss(x2, concat({a2, b2}, 0)).backward();
+  CHECK(a.grad().to_vector<double>() == a2.grad().to_vector<double>());
+  CHECK(b.grad().to_vector<double>() == b2.grad().to_vector<double>());
+  CHECK(x.grad().to_vector<double>() == x2.grad().to_vector<double>());
+
+  // Not back to back (b, then a), or without gradient buffers: concat.
+  CHECK(!stacked_rows({b, a}).data().same_storage(data));
+  CHECK(!stacked_rows({a2, b2}).data().same_storage(a2.data()));
+  CHECK(stacked_rows({b, a}).grad_fn() != nullptr);
+}
+
 TEST_CASE("no-grad mode records no graph") {
   Var x(Tensor::ones({3}, DType::F64), true);
   NoGradGuard guard;

@@ -1,5 +1,6 @@
 // Shape ops. Each forward copies (lina tensors are contiguous, see
 // core/shape.h) except reshape, which shares the buffer.
+#include <algorithm>
 #include <numeric>
 
 #include "autograd/functions.h"
@@ -52,9 +53,11 @@ struct ExpandOp : Node {
   }
 };
 
-// slice along an axis: backward writes dy into a zero tensor at the slice.
+// slice along an axis: backward writes dy into a zero tensor at the slice,
+// or, where x's gradient is pending already (split's other parts sent
+// theirs), adds dy into that tensor at the slice (one strided add, no zeros).
 struct SliceOp : Node {
-  SliceOp() : Node(OpKind::Slice) {}
+  SliceOp() : Node(OpKind::Slice) { adds_into_sums = true; }
   int axis = 0;
   int64_t start = 0;
   static Var apply(const Var& x, int axis, int64_t start, int64_t length) {
@@ -70,9 +73,27 @@ struct SliceOp : Node {
     write_slice(dx, dy, axis, start, false);
     return {dx};
   }
+  std::vector<Tensor> backward_into(const Tensor& dy, const std::vector<Tensor*>& sums) override {
+    if (!sums[0]) return backward(dy);
+    write_slice(*sums[0], dy, axis, start, /*accumulate=*/true);  // dx[.., start:, ..] += dy
+    return {Tensor()};
+  }
 };
 
-// concat along an axis: backward hands each input its slice of dy.
+// x[.., at:at+len, ..] along `axis`: a view where those elements are one
+// contiguous run (every axis before `axis` has size 1), else a copy.
+static Tensor slice_or_view(const Tensor& x, int axis, int64_t at, int64_t len) {
+  int64_t outer = 1, inner = 1;
+  for (int i = 0; i < axis; ++i) outer *= x.dim(i);
+  for (int i = axis + 1; i < x.ndim(); ++i) inner *= x.dim(i);
+  if (outer != 1) return lina::slice(x, axis, at, len);
+  Shape shape = x.shape();
+  shape[size_t(axis)] = len;
+  return Tensor::view_of(x, at * inner, shape);
+}
+
+// concat along an axis: backward hands each input its slice of dy (a view
+// of dy when the slice is contiguous, as along axis 0).
 struct ConcatOp : Node {
   ConcatOp() : Node(OpKind::Concat) {}
   int axis = 0;
@@ -90,7 +111,7 @@ struct ConcatOp : Node {
     int64_t at = 0;
     for (const Var& in : inputs) {
       int64_t len = in.shape()[size_t(axis)];
-      grads.push_back(lina::slice(dy, axis, at, len));
+      grads.push_back(slice_or_view(dy, axis, at, len));
       at += len;
     }
     return grads;
@@ -111,6 +132,48 @@ Var slice(const Var& x, int axis, int64_t start, int64_t length) {
   return SliceOp::apply(x, axis, start, length);
 }
 Var concat(const std::vector<Var>& parts, int axis) { return ConcatOp::apply(parts, axis); }
+
+// The tensors are defined and lie one after another in one buffer.
+static bool back_to_back(const std::vector<Tensor>& ts) {
+  for (size_t i = 0; i < ts.size(); ++i) {
+    if (!ts[i].defined()) return false;
+    if (i == 0) continue;
+    const char* end_of_previous = static_cast<const char*>(ts[i - 1].raw()) + ts[i - 1].nbytes();
+    if (!ts[i].same_storage(ts[0]) || ts[i].raw() != end_of_previous) return false;
+  }
+  return true;
+}
+
+// Every part has at least one axis and the same dims after the first.
+static bool same_trailing_dims(const std::vector<Var>& parts) {
+  const Shape& first = parts.at(0).shape();
+  for (const Var& p : parts)
+    if (p.ndim() == 0 || p.ndim() != int(first.size()) ||
+        !std::equal(p.shape().begin() + 1, p.shape().end(), first.begin() + 1))
+      return false;
+  return true;
+}
+
+Var stacked_rows(const std::vector<Var>& parts) {
+  if (!same_trailing_dims(parts)) return concat(parts, 0);  // which says what does not fit
+  Shape shape = parts[0].shape();  // [Σ rows, ...]
+  shape[0] = 0;
+  std::vector<Tensor> datas, grads;
+  for (const Var& p : parts) {
+    if (p.grad_fn()) return concat(parts, 0);  // not a leaf
+    datas.push_back(p.data());
+    grads.push_back(p.grad());
+    shape[0] += p.dim(0);
+  }
+  if (!back_to_back(datas)) return concat(parts, 0);
+  if (!needs_grad(parts)) return Var(Tensor::view_of(datas[0], 0, shape));
+  for (const Var& p : parts)
+    if (!p.requires_grad() || p.grad().shape() != p.shape()) return concat(parts, 0);
+  if (!back_to_back(grads)) return concat(parts, 0);
+  Var rows(Tensor::view_of(datas[0], 0, shape), /*requires_grad=*/true);
+  rows.grad() = Tensor::view_of(grads[0], 0, shape);  // accumulate() adds into the parts' .grad
+  return rows;
+}
 
 std::vector<Var> split(const Var& x, int axis, const std::vector<int64_t>& sizes) {
   int a = normalize_axis(axis, x.ndim(), "split");
