@@ -81,6 +81,9 @@ void end_graph_rehearsal() { graph_memory().mode = GraphMemoryMode::Off; }
 
 void begin_capture() {
   Context& ctx = context();
+  if (ctx.sync_after_launch)
+    throw Error("LINA_CUDA_SYNC=1 waits for the device after every launch, which a CUDA graph's capture cannot: "
+                "add --cuda-graph off");
   LINA_CUDA_CHECK(cudaStreamBeginCapture(ctx.stream, cudaStreamCaptureModeGlobal), "cuda graph: begin capture");
   graph_memory().mode = GraphMemoryMode::Fixed;
 }

@@ -13,6 +13,8 @@
 #           every preset, determinism, inference); a failing test case is
 #           run again alone with CUDA_LAUNCH_BLOCKING=1 (and under
 #           compute-sanitizer where present); no CPU suite (CI runs it)
+#   graph   20 updates of gdn, attn, hybrid with the update replayed as a CUDA
+#           graph and launched eagerly: the same bits (gdn only on cuda-sim)
 #   timing  every preset on lm, 120 updates (12 on cuda-sim): ms per update
 #           over the replays of the captured graph after its eager,
 #           rehearsed and captured updates (the run json's cuda_step), and
@@ -222,8 +224,42 @@ if room_for 30 tests; then
   phase_done tests
 fi
 
-# ---- timing: every preset, ms/step over 20 steps after 2 of warm-up -------------
 runs=$(mktemp -d)
+
+# ---- graph: the replayed update against the eager one, on this device ------------
+# 20 updates of gdn, attn and hybrid (gdn only on cuda-sim, whose CI suite
+# runs every preset) with --cuda-graph on and off: the loss curves and every
+# checkpoint tensor must be the same bits.
+graph_presets=(gdn attn hybrid)
+((sim)) && graph_presets=(gdn)
+if room_for 45 graph; then
+  graph_ok=1
+  for p in "${graph_presets[@]}"; do
+    for g in on off; do
+      timeout 60 "$build/lina" train --preset "$p" --task lm --steps 20 --device cuda --cuda-graph "$g" \
+        "${train_shape[@]}" --data data/tinyshakespeare.txt --eval-every 20 --eval-batches 2 --extrap-batches 0 \
+        --quiet --out "$runs/graph-$g" >>"$out/train.log" 2>&1 || graph_ok=0
+    done
+    same=$(python3 - "$runs/graph-on/cuda/lm_$p" "$runs/graph-off/cuda/lm_$p" <<'EOF2' 2>&1
+import json, sys
+a, b = (json.load(open(p + ".json")) for p in sys.argv[1:])
+ca, cb = (open(p + ".safetensors", "rb").read() for p in sys.argv[1:])
+# the checkpoints' tensor bytes: everything after the header (whose json differs in nothing but may)
+def tensors(blob):
+    n = int.from_bytes(blob[:8], "little")
+    return blob[8 + n:]
+print("same" if a["loss_curve"] == b["loss_curve"] and tensors(ca) == tensors(cb) else "DIFFERENT")
+EOF2
+)
+    note "graph.$p" "$same"
+    [[ $same == same ]] || graph_ok=0
+    say "graph replay against eager, $p, 20 updates: $same"
+  done
+  ((graph_ok)) || tests_ok=0
+  phase_done graph
+fi
+
+# ---- timing: every preset on lm, ms per update over the graph's replays ------------
 # train DEVICE PRESET STEPS TIMEOUT: trains lm; prints "train_time_s train_loss
 # val_loss kernels_per_update runtime ms_per_update graph_launches_per_update
 # updates_timed"
