@@ -176,6 +176,7 @@ class TrainingRun {
   int next_window() const;
   void train_window(int n);
   bool run_update();
+  bool capture_update();
   void update_on_device();
   void count_cuda_updates(const dispatch::DeviceCounters& from, int updates, double seconds);
   void record_evaluation();
@@ -209,6 +210,7 @@ class TrainingRun {
   double previous_train_seconds_ = 0, train_seconds_ = 0;
   json cuda_step_counts_;  // what one CUDA update launched, allocated and read back (count_cuda_updates)
   std::vector<dispatch::KernelTime> kernel_times_;  // --cuda-graph off: one update's kernels, timed
+  std::string cuda_graph_error_;  // why the capture failed, if it did (the run went on eagerly)
   Clock::time_point wall_start_ = Clock::now();
   std::unique_ptr<Progress> progress_;
   InjectedFault fault_ = InjectedFault::from_environment();
@@ -401,9 +403,27 @@ bool TrainingRun::run_update() {
     return false;
   }
   const bool replay = graph_.captured();
-  if (!replay) graph_.capture([&] { update_on_device(); });
+  if (!replay && !capture_update()) {
+    update_on_device();
+    return false;
+  }
   graph_.replay();
   return replay;
+}
+
+// Records the update as a graph. Where the device refuses the capture, says
+// why once and goes on launching kernel by kernel (--cuda-graph off: the
+// same bits); the refused capture ran nothing.
+bool TrainingRun::capture_update() {
+  try {
+    graph_.capture([&] { update_on_device(); });
+    return true;
+  } catch (const Error& e) {
+    o_.cuda_graph = false;
+    cuda_graph_error_ = e.what();
+    progress_->note("cuda graph: the capture failed, going on kernel by kernel (the same bits): " + cuda_graph_error_);
+    return false;
+  }
 }
 
 // One update from the plan's buffers, as in any training loop: a batch,
@@ -633,6 +653,7 @@ void TrainingRun::write_json() {
   j["tokens_per_s"] = train_seconds_ > 0 ? double(o_.batch) * o_.context * done_here / train_seconds_ : 0.0;
   j["peak_rss_mb"] = resident_memory().peak_mb;
   if (o_.device == Device::Cuda) j["cuda_graph"] = o_.cuda_graph, j["tf32"] = o_.tf32;
+  if (!cuda_graph_error_.empty()) j["cuda_graph_error"] = cuda_graph_error_;
   if (!cuda_step_counts_.is_null()) j["cuda_step"] = cuda_step_counts_;
   write_json_atomically(json_path_, j);
 }

@@ -106,7 +106,7 @@ TEST_CASE("--device cuda: the replayed graph update equals the eager one bit for
   }
 }
 
-TEST_CASE("--device cuda: a capture that waits for the device or allocates fails in one line, and the stream goes on") {
+TEST_CASE("--device cuda: a capture that waits for the device or allocates fails in one line, a run goes on without it, and the stream goes on") {
   if (!dispatch::cuda_available()) {
     MESSAGE("SKIPPED: no CUDA device here (the cuda-sim build runs this case)");
     return;
@@ -122,7 +122,22 @@ TEST_CASE("--device cuda: a capture that waits for the device or allocates fails
     CHECK_THROWS_WITH_AS(g.capture([&] { (void)Tensor::zeros({1234}, DType::F32, Device::Cuda); }),
                          doctest::Contains("its rehearsal did not make"), Error);
   }
-  // After both, the stream captures and replays as before: a rehearsed
+  // A run whose capture is refused (LINA_CUDA_SYNC=1 waits after every
+  // launch) says why and trains on kernel by kernel.
+  {
+    TempDir dir("cuda-graph-refused");
+    Result r = run("train --preset gdn --task lm --device cuda --steps 4 --batch 2 --context 16 --eval-every 4"
+                   " --eval-batches 1 --extrap-batches 0 --data " + kData + " --out " + dir.file("run"),
+                   "LINA_CUDA_SYNC=1");
+    INFO(r.output);
+    CHECK(r.code == 0);
+    CHECK(r.output.find("the capture failed, going on kernel by kernel") != std::string::npos);
+    const nlohmann::json j = nlohmann::json::parse(std::ifstream(dir.file("run") + "/cuda/lm_gdn.json"));
+    CHECK(j["cuda_graph"] == false);
+    CHECK(j["cuda_graph_error"].get<std::string>().find("LINA_CUDA_SYNC=1") != std::string::npos);
+    CHECK(j["steps_done"] == 4);
+  }
+  // After these, the stream captures and replays as before: a rehearsed
   // allocation is found again, and each replay adds 1 to t.
   dispatch::CudaGraph g;
   auto add_one = [&] {
