@@ -132,18 +132,36 @@ static void accumulate(VarImpl* v, const Tensor& g) {
   else dispatch::add_inplace(v->grad, g);
 }
 
+// A leaf's .grad where it has one of the leaf's shape (a parameter's: its
+// slice of the gradient buffer), else null.
+static Tensor* leaf_grad(const Var& leaf) {
+  Tensor& grad = leaf.impl()->grad;
+  return grad.defined() && grad.shape() == leaf.data().shape() ? &grad : nullptr;
+}
+
 // For Node::backward_into, where an op may add input i's gradient: an op
 // output's pending gradient where it is a buffer no other tensor shares; a
-// leaf's .grad where it has one (a parameter's: its slice of the gradient
-// buffer), which accumulate() would add into anyway; else null.
+// leaf's .grad where it has one, which accumulate() would add into anyway;
+// for a reshape of such a leaf (the conv's taps), that .grad seen in the
+// reshape's shape (kept in `views`): the reshape then gets no gradient and
+// its backward does not run (unless a trace runs); else null.
 static std::vector<Tensor*> sums_to_add_into(const std::vector<Var>& ins,
-                                             std::unordered_map<VarImpl*, Tensor>& pending) {
+                                             std::unordered_map<VarImpl*, Tensor>& pending,
+                                             std::vector<Tensor>& views) {
   std::vector<Tensor*> sums(ins.size(), nullptr);
+  views.assign(ins.size(), Tensor());  // sized once: sums point into it
   for (size_t i = 0; i < ins.size(); ++i) {
     if (!ins[i].requires_grad()) continue;
-    if (ins[i].grad_fn() == nullptr) {  // a leaf
-      Tensor& grad = ins[i].impl()->grad;
-      if (grad.defined() && grad.shape() == ins[i].data().shape()) sums[i] = &grad;
+    Node* op = ins[i].grad_fn();
+    if (op == nullptr) {  // a leaf
+      sums[i] = leaf_grad(ins[i]);
+      continue;
+    }
+    const Var& source = op->inputs[0];
+    if (op->kind == OpKind::Reshape && source.grad_fn() == nullptr && leaf_grad(source) &&
+        !trace::active()) {  // a trace shows the reshape's gradient
+      views[i] = leaf_grad(source)->reshape(ins[i].data().shape());
+      sums[i] = &views[i];
       continue;
     }
     auto slot = pending.find(ins[i].impl());
@@ -173,8 +191,9 @@ void Var::backward(Graph after) const {
     if (trace::active()) trace::on_backward_op(*v, g);
     if (g.defined()) {
       std::vector<Var>& ins = v->grad_fn->inputs;
+      std::vector<Tensor> views;  // what sums_to_add_into's sums may point into
       std::vector<Tensor> input_grads =
-          v->grad_fn->adds_into_sums ? v->grad_fn->backward_into(g, sums_to_add_into(ins, pending))
+          v->grad_fn->adds_into_sums ? v->grad_fn->backward_into(g, sums_to_add_into(ins, pending, views))
                                      : v->grad_fn->backward(g);
       for (size_t i = 0; i < ins.size(); ++i) {
         if (!ins[i].requires_grad() || !input_grads[i].defined()) continue;

@@ -29,12 +29,13 @@ int64_t chunk_count(int64_t rows) { return (rows + kRowsPerChunk - 1) / kRowsPer
 
 // out[e] = Σ_chunk partial[chunk, e] (chunk order fixed), for e < width.
 template <class T>
-void reduce_partials(const std::vector<T>& partial, int64_t chunks, int64_t width, T* out) {
+void reduce_partials(const std::vector<T>& partial, int64_t chunks, int64_t width, T* out,
+                     bool add = false) {
   LINA_PARALLEL_FOR_IF(chunks * width > kParallelMin)
   for (int64_t e = 0; e < width; ++e) {
     T s = T(0);
     for (int64_t ch = 0; ch < chunks; ++ch) s += partial[size_t(ch * width + e)];
-    out[e] = s;
+    out[e] = add ? out[e] + s : s;  // out += s, or out = s
   }
 }
 }  // namespace
@@ -95,7 +96,7 @@ void rms_norm_forward(const T* x, const T* w, T* y, T* rstd, int64_t rows, int64
 
 template <class T>
 void rms_norm_backward(const T* x, const T* w, const T* rstd, const T* dy, T* dx, T* dw,
-                       int64_t rows, int64_t n) {
+                       int64_t rows, int64_t n, bool add_dx, bool add_dw) {
   const int64_t chunks = chunk_count(rows);
   std::vector<T> partial_dw(size_t(chunks * n), T(0));  // [chunks, n]
   LINA_PARALLEL_FOR_IF(rows * n > kParallelMin)
@@ -111,12 +112,13 @@ void rms_norm_backward(const T* x, const T* w, const T* rstd, const T* dy, T* dx
       const T c = T(row_dot(n, xr, dyr, rho, w) / double(n));
       for (int64_t i = 0; i < n; ++i) {
         const T xhat = rho * xr[i];
-        dxr[i] = rho * (dyr[i] * w[i] - xhat * c);  // dx = ρ (h − x̂ c)
+        const T g = rho * (dyr[i] * w[i] - xhat * c);  // dx = ρ (h − x̂ c)
+        dxr[i] = add_dx ? dxr[i] + g : g;
         pdw[i] += dyr[i] * xhat;                    // dw += dy ⊙ x̂
       }
     }
   }
-  reduce_partials(partial_dw, chunks, n, dw);
+  reduce_partials(partial_dw, chunks, n, dw, add_dw);
 }
 
 // ---- l2_norm ----------------------------------------------------------------------------
@@ -268,14 +270,17 @@ void add_weight_grad_row(const T* x, const T* dz, T* partial, int64_t bt, int64_
     for (int64_t j = first_tap; j < K; ++j) partial[j * C + c] += dz[c] * x[(bt - (K - 1 - j)) * C + c];
 }
 
-// dw [C, K] from the per-chunk partials [chunks, K, C], summed in chunk order.
+// dw [C, K] (+= where `add`) from the per-chunk partials [chunks, K, C], summed in chunk order.
 template <class T>
 void weight_grad_from_partials(const std::vector<T>& partial, int64_t chunks, T* dw, int64_t C,
-                               int64_t K) {
+                               int64_t K, bool add) {
   std::vector<T> dw_kc(size_t(K * C));
   reduce_partials(partial, chunks, K * C, dw_kc.data());
   for (int64_t c = 0; c < C; ++c)
-    for (int64_t j = 0; j < K; ++j) dw[c * K + j] = dw_kc[size_t(j * C + c)];
+    for (int64_t j = 0; j < K; ++j) {
+      const T g = dw_kc[size_t(j * C + c)];
+      dw[c * K + j] = add ? dw[c * K + j] + g : g;
+    }
 }
 
 }  // namespace
@@ -304,7 +309,7 @@ void causal_conv1d_forward(const T* x, const T* w, T* y, int64_t B, int64_t T_le
 
 template <class T>
 void causal_conv1d_backward(const T* x, const T* w, const T* dy, T* dx, T* dw, int64_t B,
-                            int64_t T_len, int64_t C, int64_t K) {
+                            int64_t T_len, int64_t C, int64_t K, bool add_dw) {
   const int64_t rows = B * T_len;
   const std::vector<T> w_kc = taps_by_channel(w, C, K);
   auto dy_row = [&](int64_t u) { return dy + u * C; };
@@ -320,7 +325,7 @@ void causal_conv1d_backward(const T* x, const T* w, const T* dy, T* dx, T* dw, i
     for (int64_t bt = first; bt < end; ++bt)
       add_weight_grad_row(x, dy_row(bt), partial.data() + ch * K * C, bt, T_len, C, K);
   }
-  weight_grad_from_partials(partial, chunks, dw, C, K);
+  weight_grad_from_partials(partial, chunks, dw, C, K, add_dw);
 }
 
 // ---- causal depthwise conv1d + SiLU, fused ------------------------------------------------------
@@ -386,7 +391,7 @@ void causal_conv1d_silu_forward(const T* x, const T* w, T* y, int64_t B, int64_t
 namespace {
 template <class T, class FormDz>
 void conv_backward_of_recomputed(const T* x, const T* w, T* dx, T* dw, int64_t B, int64_t T_len,
-                                 int64_t C, int64_t K, FormDz form_dz) {
+                                 int64_t C, int64_t K, bool add_dw, FormDz form_dz) {
   const int64_t rows = B * T_len;
   const std::vector<T> w_kc = taps_by_channel(w, C, K);
   const int64_t chunks = chunk_count(rows);
@@ -414,14 +419,14 @@ void conv_backward_of_recomputed(const T* x, const T* w, T* dx, T* dw, int64_t B
     // at the last sequence's end (stop = rows), its last rows' dx reads no later row
     for (int64_t s = std::max(first, stop - (K - 1)); s < end; ++s) input_grad(s);
   }
-  weight_grad_from_partials(partial, chunks, dw, C, K);
+  weight_grad_from_partials(partial, chunks, dw, C, K, add_dw);
 }
 }  // namespace
 
 template <class T>
 void causal_conv1d_silu_backward(const T* x, const T* w, const T* dy, T* dx, T* dw, int64_t B,
-                                 int64_t T_len, int64_t C, int64_t K) {
-  conv_backward_of_recomputed(x, w, dx, dw, B, T_len, C, K, [&](int64_t bt, T* z, T*) {
+                                 int64_t T_len, int64_t C, int64_t K, bool add_dw) {
+  conv_backward_of_recomputed(x, w, dx, dw, B, T_len, C, K, add_dw, [&](int64_t bt, T* z, T*) {
     silu_grad_in_row(z, dy + bt * C, z, C);  // dz = dy ⊙ silu'(z)
   });
 }
@@ -449,9 +454,9 @@ void causal_conv1d_silu_l2_norm_forward(const T* x, const T* w, T* y, T* norm, i
 template <class T>
 void causal_conv1d_silu_l2_norm_backward(const T* x, const T* w, const T* norm, const T* dq, T* dx,
                                     T* dw, int64_t B, int64_t T_len, int64_t C, int64_t K,
-                                    int64_t head, T eps, T scale) {
+                                    int64_t head, T eps, T scale, bool add_dw) {
   const int64_t heads = C / head;
-  conv_backward_of_recomputed(x, w, dx, dw, B, T_len, C, K, [&](int64_t bt, T* z, T* scratch) {
+  conv_backward_of_recomputed(x, w, dx, dw, B, T_len, C, K, add_dw, [&](int64_t bt, T* z, T* scratch) {
     T* y = scratch;           // [C] silu(z)
     T* dy = scratch + C;      // [C] its gradient
     T* sig = scratch + 2 * C;  // [C] σ(z)

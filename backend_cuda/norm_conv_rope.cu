@@ -10,7 +10,8 @@
 //                  (z recomputed) to a scratch, then runs the conv's backward
 //   weight grads   rms_norm dw and conv dw: pass 1 sums fixed chunks of rows
 //                  into a scratch buffer, pass 2 adds the chunks in order,
-//                  so every run gives the same bits
+//                  so every run gives the same bits; rms_norm's dx runs in
+//                  pass 1's launch, on blocks of its own
 #include <string>
 
 #include "backend_cuda/cuda_context.h"
@@ -37,19 +38,40 @@ __global__ void rms_norm_forward_kernel(const float* x, const float* w, float* y
   }
 }
 
-// dx = ρ (h − x̂ c) with x̂ = ρx, h = dy ⊙ w, c = x̂ᵀh / n. (dw is the
-// two-pass sum of rms_norm_dw_partial_kernel and sum_partials_kernel.)
-__global__ void rms_norm_backward_dx_kernel(const float* x, const float* w, const float* rstd,
-                                            const float* dy, float* dx, int64_t rows, int64_t n) {
-  for (int64_t r = first_row(); r < rows; r += row_stride()) {
-    const float* xr = x + r * n;
-    const float* dyr = dy + r * n;
-    const float rho = rstd[r];
-    double xhat_h = 0.0;
-    for (int64_t i = lane(); i < n; i += kWarp) xhat_h += double(rho * xr[i]) * double(dyr[i] * w[i]);
-    const float c = float(warp_sum(xhat_h) / double(n));
-    for (int64_t i = lane(); i < n; i += kWarp) dx[r * n + i] = rho * (dyr[i] * w[i] - (rho * xr[i]) * c);
+// Row r's dx = ρ (h − x̂ c) with x̂ = ρx, h = dy ⊙ w, c = x̂ᵀh / n, by the
+// 32 lanes of one warp; dx += that where `add`.
+__device__ void rms_norm_dx_row(int64_t r, const float* x, const float* w, const float* rstd,
+                                const float* dy, float* dx, int64_t n, bool add) {
+  const float* xr = x + r * n;
+  const float* dyr = dy + r * n;
+  const float rho = rstd[r];
+  double xhat_h = 0.0;
+  for (int64_t i = lane(); i < n; i += kWarp) xhat_h += double(rho * xr[i]) * double(dyr[i] * w[i]);
+  const float c = float(warp_sum(xhat_h) / double(n));
+  for (int64_t i = lane(); i < n; i += kWarp) {
+    const float g = rho * (dyr[i] * w[i] - (rho * xr[i]) * c);
+    dx[r * n + i] = add ? dx[r * n + i] + g : g;
   }
+}
+
+// rms_norm's backward but dw's last pass, in one launch of two kinds of
+// block: blocks [0, dx_blocks) take dx, a warp per row; the others take
+// dw pass 1, a thread per element of partial [chunks, n]. (The branch is
+// the same for a whole block, so each warp's shuffles see all 32 lanes.)
+__global__ void rms_norm_backward_kernel(const float* x, const float* w, const float* rstd,
+                                         const float* dy, float* dx, float* partial,
+                                         int64_t rows, int64_t n, bool add_dx,
+                                         unsigned dx_blocks) {
+  if (blockIdx.x < dx_blocks) {
+    const int64_t stride = int64_t(dx_blocks) * kRowsPerBlock;
+    for (int64_t r = int64_t(blockIdx.x) * kRowsPerBlock + threadIdx.x / kWarp; r < rows; r += stride)
+      rms_norm_dx_row(r, x, w, rstd, dy, dx, n, add_dx);
+    return;
+  }
+  const int64_t count = row_chunks(rows) * n;
+  const int64_t stride = int64_t(gridDim.x - dx_blocks) * blockDim.x;
+  for (int64_t i = int64_t(blockIdx.x - dx_blocks) * blockDim.x + threadIdx.x; i < count; i += stride)
+    rms_norm_dw_partial_thread(i, x, rstd, dy, partial, rows, n);
 }
 
 // l2_norm: x, y [rows, n], norm [rows]:  y = s · x / max(‖x‖, ε), s = scale; norm = ‖x‖.
@@ -87,16 +109,9 @@ __global__ void l2_norm_backward_kernel(const float* x, const float* norm, const
 }
 
 __global__ void sum_partials_kernel(const float* partial, int64_t chunks, int64_t width,
-                                    float* out) {
+                                    float* out, bool add) {
   for (int64_t e = first_index(); e < width; e += index_stride())
-    sum_partials_thread(e, partial, chunks, width, out);
-}
-
-__global__ void rms_norm_dw_partial_kernel(const float* x, const float* rstd, const float* dy,
-                                           float* partial, int64_t rows, int64_t n,
-                                           int64_t count) {
-  for (int64_t i = first_index(); i < count; i += index_stride())
-    rms_norm_dw_partial_thread(i, x, rstd, dy, partial, rows, n);
+    sum_partials_thread(e, partial, chunks, width, out, add);
 }
 
 __global__ void causal_conv1d_forward_kernel(const float* x, const float* w, float* y,
@@ -119,9 +134,9 @@ __global__ void causal_conv1d_dw_partial_kernel(const float* x, const float* dy,
 }
 
 __global__ void causal_conv1d_dw_sum_kernel(const float* partial, float* dw, int64_t chunks,
-                                            int64_t C, int64_t K) {
+                                            int64_t C, int64_t K, bool add) {
   for (int64_t i = first_index(); i < C * K; i += index_stride())
-    causal_conv1d_dw_sum_thread(i, partial, dw, chunks, C, K);
+    causal_conv1d_dw_sum_thread(i, partial, dw, chunks, C, K, add);
 }
 
 __global__ void causal_conv1d_silu_forward_kernel(const float* x, const float* w, float* y,
@@ -155,21 +170,21 @@ void rms_norm_forward(const float* x, const float* w, float* y, float* rstd, int
 }
 
 void rms_norm_backward(const float* x, const float* w, const float* rstd, const float* dy,
-                       float* dx, float* dw, int64_t rows, int64_t n) {
+                       float* dx, float* dw, int64_t rows, int64_t n, bool add_dx, bool add_dw) {
   if (n == 0) return;
   cudaStream_t stream = context().stream;
   if (rows == 0) {  // an empty sum
-    fill(dw, n, 0.0f);
+    if (!add_dw) fill(dw, n, 0.0f);
     return;
   }
-  LINA_LAUNCH(rms_norm_backward_dx_kernel, row_blocks(rows), kThreads, 0, stream)(x, w, rstd, dy, dx, rows, n);
-  LINA_CHECK_LAUNCH("cuda::rms_norm_backward (dx)");
   const int64_t chunks = row_chunks(rows);
   Scratch<float> partial(chunks * n);  // [chunks, n]
-  LINA_LAUNCH(rms_norm_dw_partial_kernel, blocks_for(chunks * n), kThreads, 0, stream)(
-      x, rstd, dy, partial.get(), rows, n, chunks * n);
-  LINA_CHECK_LAUNCH("cuda::rms_norm_backward (dw partials)");
-  LINA_LAUNCH(sum_partials_kernel, blocks_for(n), kThreads, 0, stream)(partial.get(), chunks, n, dw);
+  const unsigned dx_blocks = row_blocks(rows);
+  LINA_LAUNCH(rms_norm_backward_kernel, dx_blocks + blocks_for(chunks * n), kThreads, 0, stream)(
+      x, w, rstd, dy, dx, partial.get(), rows, n, add_dx, dx_blocks);
+  LINA_CHECK_LAUNCH("cuda::rms_norm_backward (dx, dw partials)");
+  LINA_LAUNCH(sum_partials_kernel, blocks_for(n), kThreads, 0, stream)(partial.get(), chunks, n, dw,
+                                                                       add_dw);
   LINA_CHECK_LAUNCH("cuda::rms_norm_backward (dw)");
 }
 
@@ -198,10 +213,10 @@ void causal_conv1d_forward(const float* x, const float* w, float* y, int64_t B, 
   LINA_CHECK_LAUNCH("cuda::causal_conv1d_forward");
 }
 
-// The conv's backward of dy, rows = B·T > 0 (dx, then dw in two passes).
+// The conv's backward of dy, rows = B·T > 0 (dx, then dw in two passes; dw += where add_dw).
 static void conv1d_backward_launches(const float* x, const float* w, const float* dy, float* dx,
                                      float* dw, int64_t B, int64_t T_len, int64_t C, int64_t K,
-                                     const char* what) {
+                                     bool add_dw, const char* what) {
   cudaStream_t stream = context().stream;
   const int64_t rows = B * T_len;
   LINA_LAUNCH(causal_conv1d_dx_kernel, blocks_for(rows * C), kThreads, 0, stream)(w, dy, dx, rows * C,
@@ -214,18 +229,18 @@ static void conv1d_backward_launches(const float* x, const float* w, const float
       x, dy, partial.get(), count, B, T_len, C, K);
   LINA_CHECK_LAUNCH((std::string(what) + " (dw partials)").c_str());
   LINA_LAUNCH(causal_conv1d_dw_sum_kernel, blocks_for(C * K), kThreads, 0, stream)(partial.get(), dw,
-                                                                          chunks, C, K);
+                                                                          chunks, C, K, add_dw);
   LINA_CHECK_LAUNCH((std::string(what) + " (dw)").c_str());
 }
 
 void causal_conv1d_backward(const float* x, const float* w, const float* dy, float* dx, float* dw,
-                            int64_t B, int64_t T_len, int64_t C, int64_t K) {
+                            int64_t B, int64_t T_len, int64_t C, int64_t K, bool add_dw) {
   if (C * K == 0) return;
   if (B * T_len == 0) {  // an empty sum
-    fill(dw, C * K, 0.0f);
+    if (!add_dw) fill(dw, C * K, 0.0f);
     return;
   }
-  conv1d_backward_launches(x, w, dy, dx, dw, B, T_len, C, K, "cuda::causal_conv1d_backward");
+  conv1d_backward_launches(x, w, dy, dx, dw, B, T_len, C, K, add_dw, "cuda::causal_conv1d_backward");
 }
 
 void causal_conv1d_silu_forward(const float* x, const float* w, float* y, int64_t B,
@@ -238,10 +253,11 @@ void causal_conv1d_silu_forward(const float* x, const float* w, float* y, int64_
 }
 
 void causal_conv1d_silu_backward(const float* x, const float* w, const float* dy, float* dx,
-                                 float* dw, int64_t B, int64_t T_len, int64_t C, int64_t K) {
+                                 float* dw, int64_t B, int64_t T_len, int64_t C, int64_t K,
+                                 bool add_dw) {
   if (C * K == 0) return;
   if (B * T_len == 0) {  // an empty sum
-    fill(dw, C * K, 0.0f);
+    if (!add_dw) fill(dw, C * K, 0.0f);
     return;
   }
   const int64_t count = B * T_len * C;
@@ -249,7 +265,7 @@ void causal_conv1d_silu_backward(const float* x, const float* w, const float* dy
   LINA_LAUNCH(causal_conv1d_silu_dz_kernel, blocks_for(count), kThreads, 0, context().stream)(
       x, w, dy, dz.get(), count, T_len, C, K);
   LINA_CHECK_LAUNCH("cuda::causal_conv1d_silu_backward (dz)");
-  conv1d_backward_launches(x, w, dz.get(), dx, dw, B, T_len, C, K,
+  conv1d_backward_launches(x, w, dz.get(), dx, dw, B, T_len, C, K, add_dw,
                            "cuda::causal_conv1d_silu_backward");
 }
 
@@ -270,16 +286,16 @@ void causal_conv1d_silu_l2_norm_forward(const float* x, const float* w, float* q
 void causal_conv1d_silu_l2_norm_backward(const float* x, const float* w, const float* norm,
                                     const float* dq, float* dx, float* dw, int64_t B,
                                     int64_t T_len, int64_t C, int64_t K, int64_t head, float eps,
-                                    float scale) {
+                                    float scale, bool add_dw) {
   const int64_t count = B * T_len * C;
   if (count == 0) {
-    causal_conv1d_silu_backward(x, w, dq, dx, dw, B, T_len, C, K);  // dw = 0
+    causal_conv1d_silu_backward(x, w, dq, dx, dw, B, T_len, C, K, add_dw);  // dw = 0, or as it was
     return;
   }
   Scratch<float> y(count), dy(count);  // [B, T, C] each
   causal_conv1d_silu_forward(x, w, y.get(), B, T_len, C, K);
   l2_norm_backward(y.get(), norm, dq, dy.get(), count / head, head, eps, scale);
-  causal_conv1d_silu_backward(x, w, dy.get(), dx, dw, B, T_len, C, K);
+  causal_conv1d_silu_backward(x, w, dy.get(), dx, dw, B, T_len, C, K, add_dw);
 }
 
 void rope_apply(const float* x, float* y, int64_t B, int64_t T_len, int64_t H, int64_t D,

@@ -31,10 +31,10 @@ LINA_HD int64_t row_chunks(int64_t rows) { return (rows + kRowsPerChunk - 1) / k
 
 // out[e] = Σ_chunk partial[chunk, e] in chunk order; partial [chunks, width].
 LINA_HD void sum_partials_thread(int64_t e, const float* partial, int64_t chunks, int64_t width,
-                                 float* out) {
+                                 float* out, bool add) {
   float s = 0.0f;
   for (int64_t ch = 0; ch < chunks; ++ch) s += partial[ch * width + e];
-  out[e] = s;
+  out[e] = add ? out[e] + s : s;  // out += s, or out = s
 }
 
 // ---- rms_norm's weight gradient ----------------------------------------------------
@@ -50,7 +50,7 @@ LINA_HD void rms_norm_dw_partial_thread(int64_t idx, const float* x, const float
   for (int64_t r = first; r < end; ++r) s += dy[r * n + i] * (rstd[r] * x[r * n + i]);
   partial[idx] = s;
 }
-// dw pass 2: sum_partials_thread(i, partial, row_chunks(rows), n, dw).
+// dw pass 2: sum_partials_thread(i, partial, row_chunks(rows), n, dw, add_dw).
 
 // ---- causal depthwise conv1d ------------------------------------------------------------
 // x, y, dy, dx [B, T, C]; w, dw [C, K], tap K−1 = the current token; tokens
@@ -101,13 +101,13 @@ LINA_HD void causal_conv1d_dw_partial_thread(int64_t idx, const float* x, const 
 }
 
 // dw pass 2: thread idx = c·K + j adds the chunks' partials in chunk order
-// (the partials are [chunks, K, C], dw is [C, K]).
+// (the partials are [chunks, K, C], dw is [C, K]); dw += the sum where `add`.
 LINA_HD void causal_conv1d_dw_sum_thread(int64_t idx, const float* partial, float* dw,
-                                         int64_t chunks, int64_t C, int64_t K) {
+                                         int64_t chunks, int64_t C, int64_t K, bool add) {
   const int64_t c = idx / K, j = idx % K;
   float s = 0.0f;
   for (int64_t ch = 0; ch < chunks; ++ch) s += partial[(ch * K + j) * C + c];
-  dw[idx] = s;
+  dw[idx] = add ? dw[idx] + s : s;
 }
 
 // ---- causal depthwise conv1d + SiLU, fused -----------------------------------------------

@@ -48,12 +48,14 @@
 // argmax_last: x [R, N] -> out [R], the first index of the largest entry.
 // rms_norm / l2_norm: x, y, dy, dx [rows, n]; w, dw [n] (dw summed over all
 //   rows); rstd / norm [rows] (l2_norm's norm is ‖x‖, unscaled: y = scale ·
-//   x / max(‖x‖, eps)).
+//   x / max(‖x‖, eps)). rms_norm_backward accumulates (+=) into dx where
+//   add_dx, into dw where add_dw, and writes (=) otherwise.
 // causal_conv1d: x, y, dy, dx [B, T, C]; w, dw [C, K], tap K−1 = the current
 //   token, zero left padding. causal_conv1d_silu: y = silu(conv), the conv's
 //   output z never stored; its backward recomputes z to form dy ⊙ silu'(z).
 //   causal_conv1d_silu_l2_norm: then each group of `head` channels is l2_norm'ed
-//   (times scale); norm [B·T·C/head] holds the groups' ‖silu(z)‖.
+//   (times scale); norm [B·T·C/head] holds the groups' ‖silu(z)‖. The three
+//   backwards write dx (=) and accumulate (+=) into dw where add_dw.
 // rope_apply: x, y [B, T, H, D], D even; rotates the interleaved pair (2j, 2j + 1) by
 //   (pos0 + t)·base^(−2j/D), or by minus that angle when `inverse`.
 // adamw_step over n elements (PyTorch's single-tensor form), one call over
@@ -167,15 +169,15 @@
   OP(CausalConv1dSiluL2Norm, causal_conv1d_silu_l2_norm) \
   OP(Rope, rope) \
   KERNEL(void, rms_norm_forward, (const T* x, const T* w, T* y, T* rstd, int64_t rows, int64_t n, T eps)) \
-  KERNEL(void, rms_norm_backward, (const T* x, const T* w, const T* rstd, const T* dy, T* dx, T* dw, int64_t rows, int64_t n)) \
+  KERNEL(void, rms_norm_backward, (const T* x, const T* w, const T* rstd, const T* dy, T* dx, T* dw, int64_t rows, int64_t n, bool add_dx, bool add_dw)) \
   KERNEL(void, l2_norm_forward, (const T* x, T* y, T* norm, int64_t rows, int64_t n, T eps, T scale)) \
   KERNEL(void, l2_norm_backward, (const T* x, const T* norm, const T* dy, T* dx, int64_t rows, int64_t n, T eps, T scale)) \
   KERNEL(void, causal_conv1d_forward, (const T* x, const T* w, T* y, int64_t B, int64_t T_len, int64_t C, int64_t K)) \
-  KERNEL(void, causal_conv1d_backward, (const T* x, const T* w, const T* dy, T* dx, T* dw, int64_t B, int64_t T_len, int64_t C, int64_t K)) \
+  KERNEL(void, causal_conv1d_backward, (const T* x, const T* w, const T* dy, T* dx, T* dw, int64_t B, int64_t T_len, int64_t C, int64_t K, bool add_dw)) \
   KERNEL(void, causal_conv1d_silu_forward, (const T* x, const T* w, T* y, int64_t B, int64_t T_len, int64_t C, int64_t K)) \
-  KERNEL(void, causal_conv1d_silu_backward, (const T* x, const T* w, const T* dy, T* dx, T* dw, int64_t B, int64_t T_len, int64_t C, int64_t K)) \
+  KERNEL(void, causal_conv1d_silu_backward, (const T* x, const T* w, const T* dy, T* dx, T* dw, int64_t B, int64_t T_len, int64_t C, int64_t K, bool add_dw)) \
   KERNEL(void, causal_conv1d_silu_l2_norm_forward, (const T* x, const T* w, T* y, T* norm, int64_t B, int64_t T_len, int64_t C, int64_t K, int64_t head, T eps, T scale)) \
-  KERNEL(void, causal_conv1d_silu_l2_norm_backward, (const T* x, const T* w, const T* norm, const T* dy, T* dx, T* dw, int64_t B, int64_t T_len, int64_t C, int64_t K, int64_t head, T eps, T scale)) \
+  KERNEL(void, causal_conv1d_silu_l2_norm_backward, (const T* x, const T* w, const T* norm, const T* dy, T* dx, T* dw, int64_t B, int64_t T_len, int64_t C, int64_t K, int64_t head, T eps, T scale, bool add_dw)) \
   KERNEL(void, rope_apply, (const T* x, T* y, int64_t B, int64_t T_len, int64_t H, int64_t D, int64_t pos0, double base, bool inverse))
 
 // ---- the optimiser: AdamW, clipping, scaling, and the update plan's bookkeeping ----

@@ -172,7 +172,9 @@ Tensor argmax_last(const Tensor& x);
 // x [..., n], weight [n]: y = weight ⊙ ρx with ρ = (mean(x²) + eps)^(−1/2) per
 // row; rstd_out receives ρ, [rows] (rows = numel / n).
 Tensor rms_norm_forward(const Tensor& x, const Tensor& weight, double eps, Tensor& rstd_out);
-// dx [..., n]; dweight [n] summed over every row.
+// dx [..., n]; dweight [n] summed over every row. Each of dx and dweight
+// that is defined on entry (its shape, x's dtype and device) has the
+// gradient added into it (+=) instead of a fresh tensor.
 void rms_norm_backward(const Tensor& x, const Tensor& weight, const Tensor& rstd, const Tensor& dy,
                        Tensor& dx, Tensor& dweight);
 // x [..., n]: y = scale · x / max(‖x‖, eps) per row; norm_out receives ‖x‖
@@ -181,6 +183,9 @@ Tensor l2_norm_forward(const Tensor& x, double eps, double scale, Tensor& norm_o
 Tensor l2_norm_backward(const Tensor& x, const Tensor& norm, const Tensor& dy, double eps,
                         double scale);
 // x [B, T, C], weight [C, K]: y_t[c] = Σ_j weight[c, j] x_{t−K+1+j}[c], zero left padding.
+// The three conv backwards below assign dx a fresh tensor; a dweight defined
+// on entry (weight's shape, x's dtype and device) has the gradient added
+// into it (+=), else it is assigned a fresh one.
 Tensor causal_conv1d_forward(const Tensor& x, const Tensor& weight);
 void causal_conv1d_backward(const Tensor& x, const Tensor& weight, const Tensor& dy, Tensor& dx,
                             Tensor& dweight);

@@ -234,6 +234,19 @@ void check_row_weight(const Tensor& x, const Tensor& weight, const char* op) {
             shape_str(x.shape()));
 }
 
+// An output gradient the caller may hand in to be added into: true where
+// `grad` is defined (checked to have `like`'s shape and x's dtype and
+// device), else false, `grad` then a fresh tensor of that shape and type.
+bool add_into_or_fresh(Tensor& grad, const Tensor& like, const Tensor& x, const char* what) {
+  if (!grad.defined()) {
+    grad = Tensor::empty(like.shape(), x.dtype(), x.device());
+    return false;
+  }
+  check_same_shape(grad, like, what);
+  check_same_dtype_device(grad, x, what);
+  return true;
+}
+
 // x [B, T, C] and weight [C, K].
 void check_conv(const Tensor& x, const Tensor& weight, const char* op = "causal_conv1d") {
   check(x.ndim() == 3, std::string(op) + ": expected x [B, T, C], got " + shape_str(x.shape()));
@@ -274,13 +287,13 @@ void rms_norm_backward(const Tensor& x, const Tensor& weight, const Tensor& rstd
   const int64_t rows = row_count(x), n = x.dim(-1);
   check(rstd.numel() == rows, "rms_norm_backward: rstd " + shape_str(rstd.shape()) +
                                   " does not hold one value per row of " + shape_str(x.shape()));
-  dx = Tensor::empty(x.shape(), x.dtype(), x.device());
-  dweight = Tensor::empty(weight.shape(), x.dtype(), x.device());
+  const bool add_dx = add_into_or_fresh(dx, x, x, "rms_norm_backward: dx");
+  const bool add_dw = add_into_or_fresh(dweight, weight, x, "rms_norm_backward: dweight");
   on_backend(x, "rms_norm_backward", [&](auto backend) {
     using B = decltype(backend);
     using T = typename B::type;
     B::rms_norm_backward(x.data<T>(), weight.data<T>(), rstd.data<T>(), dy.data<T>(),
-                         dx.data<T>(), dweight.data<T>(), rows, n);
+                         dx.data<T>(), dweight.data<T>(), rows, n, add_dx, add_dw);
   });
 }
 
@@ -331,12 +344,12 @@ void causal_conv1d_backward(const Tensor& x, const Tensor& weight, const Tensor&
                             Tensor& dweight) {
   check_conv_backward(x, weight, dy, "causal_conv1d_backward");
   dx = Tensor::empty(x.shape(), x.dtype(), x.device());
-  dweight = Tensor::empty(weight.shape(), x.dtype(), x.device());
+  const bool add_dw = add_into_or_fresh(dweight, weight, x, "causal_conv1d_backward: dweight");
   on_backend(x, "causal_conv1d_backward", [&](auto backend) {
     using B = decltype(backend);
     using T = typename B::type;
     B::causal_conv1d_backward(x.data<T>(), weight.data<T>(), dy.data<T>(), dx.data<T>(),
-                              dweight.data<T>(), x.dim(0), x.dim(1), x.dim(2), weight.dim(1));
+                              dweight.data<T>(), x.dim(0), x.dim(1), x.dim(2), weight.dim(1), add_dw);
   });
 }
 
@@ -356,13 +369,13 @@ void causal_conv1d_silu_backward(const Tensor& x, const Tensor& weight, const Te
                                  Tensor& dx, Tensor& dweight) {
   check_conv_backward(x, weight, dy, "causal_conv1d_silu_backward");
   dx = Tensor::empty(x.shape(), x.dtype(), x.device());
-  dweight = Tensor::empty(weight.shape(), x.dtype(), x.device());
+  const bool add_dw = add_into_or_fresh(dweight, weight, x, "causal_conv1d_silu_backward: dweight");
   on_backend(x, "causal_conv1d_silu_backward", [&](auto backend) {
     using B = decltype(backend);
     using T = typename B::type;
     B::causal_conv1d_silu_backward(x.data<T>(), weight.data<T>(), dy.data<T>(), dx.data<T>(),
                                    dweight.data<T>(), x.dim(0), x.dim(1), x.dim(2),
-                                   weight.dim(1));
+                                   weight.dim(1), add_dw);
   });
 }
 
@@ -399,13 +412,14 @@ void causal_conv1d_silu_l2_norm_backward(const Tensor& x, const Tensor& weight, 
                                               shape_str(x.shape()));
   check_same_dtype_device(x, norm, "causal_conv1d_silu_l2_norm_backward");
   dx = Tensor::empty(x.shape(), x.dtype(), x.device());
-  dweight = Tensor::empty(weight.shape(), x.dtype(), x.device());
+  const bool add_dw =
+      add_into_or_fresh(dweight, weight, x, "causal_conv1d_silu_l2_norm_backward: dweight");
   on_backend(x, "causal_conv1d_silu_l2_norm_backward", [&](auto backend) {
     using B = decltype(backend);
     using T = typename B::type;
     B::causal_conv1d_silu_l2_norm_backward(x.data<T>(), weight.data<T>(), norm.data<T>(), dq.data<T>(),
                                       dx.data<T>(), dweight.data<T>(), x.dim(0), x.dim(1),
-                                      x.dim(2), weight.dim(1), head, T(eps), T(scale));
+                                      x.dim(2), weight.dim(1), head, T(eps), T(scale), add_dw);
   });
 }
 

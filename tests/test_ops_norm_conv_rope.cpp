@@ -1,6 +1,7 @@
 // rms_norm, l2_norm, causal_conv1d, causal_conv1d_silu and rope: known
 // values, weight gradients summed over many rows against a plain loop, the
-// fused conv + SiLU against its composition, and errors (their gradient
+// fused conv + SiLU against its composition, backwards adding into gradients
+// handed in, and errors (their gradient
 // checks and CPU-against-cuda rows: tests/op_table.cpp).
 #include <doctest/doctest.h>
 
@@ -203,6 +204,45 @@ TEST_CASE("weight gradients summed over many rows match a plain loop") {
         CHECK(dw.at(c * K + j) == doctest::Approx(expect).epsilon(1e-12));
       }
   }
+}
+
+// Each backward below run twice: fresh, and handed gradients g0 to add
+// into; the second must give g0 + the first, bit for bit (what the walk's
+// add would have given).
+static void check_adds_into(Device device, DType dtype) {
+  auto on = [&](Tensor t) { return t.to(dtype).to(device); };
+  const Tensor x = on(randn64({3, 50, 12})), dy = on(randn64({3, 50, 12}));
+  const Tensor w_norm = on(rand64({12}, 0.5, 1.5)), w_conv = on(randn64({12, 4}, 0.5));
+  const Tensor dx0 = on(randn64({3, 50, 12})), dw0_norm = on(randn64({12})), dw0_conv = on(randn64({12, 4}));
+  auto check_sum = [](const Tensor& added, const Tensor& g0, const Tensor& fresh) {
+    CHECK(max_abs_diff(added, dispatch::binary(BinaryFn::Add, g0, fresh)) == 0.0);
+  };
+  Tensor rstd, norm, dx, dw, dx_into = dx0.clone(), dw_into = dw0_norm.clone();
+  dispatch::rms_norm_forward(x, w_norm, 1e-5, rstd);
+  dispatch::rms_norm_backward(x, w_norm, rstd, dy, dx, dw);
+  dispatch::rms_norm_backward(x, w_norm, rstd, dy, dx_into, dw_into);
+  check_sum(dx_into, dx0, dx);
+  check_sum(dw_into, dw0_norm, dw);
+  dispatch::causal_conv1d_silu_l2_norm_forward(x, w_conv, 4, 1e-6, 0.5, norm);
+  for (int op = 0; op < 3; ++op) {
+    INFO("conv backward " << op);
+    auto backward = [&](Tensor& d_x, Tensor& d_w) {
+      if (op == 0) dispatch::causal_conv1d_backward(x, w_conv, dy, d_x, d_w);
+      if (op == 1) dispatch::causal_conv1d_silu_backward(x, w_conv, dy, d_x, d_w);
+      if (op == 2) dispatch::causal_conv1d_silu_l2_norm_backward(x, w_conv, norm, dy, 4, 1e-6, 0.5, d_x, d_w);
+    };
+    Tensor fresh_dx, fresh_dw, into_dx, into_dw = dw0_conv.clone();
+    backward(fresh_dx, fresh_dw);
+    backward(into_dx, into_dw);
+    CHECK(max_abs_diff(into_dx, fresh_dx) == 0.0);
+    check_sum(into_dw, dw0_conv, fresh_dw);
+  }
+}
+
+TEST_CASE("rms_norm's dx and dw and the convs' dw add into gradients handed in, CPU and (where present) cuda") {
+  check_adds_into(Device::Cpu, DType::F64);
+  check_adds_into(Device::Cpu, DType::F32);
+  if (dispatch::cuda_available()) check_adds_into(Device::Cuda, DType::F32);
 }
 
 TEST_CASE("norm, conv and rope forwards agree in float32 and float64") {

@@ -6,13 +6,18 @@
 
 namespace lina {
 
+// What an op's backward_into hands dispatch as a gradient to add into: the
+// sum the walk offers (a pending gradient, a leaf's .grad), else undefined.
+static Tensor sum_or_none(const Tensor* sum) { return sum ? *sum : Tensor(); }
+
 // ---- rms_norm -----------------------------------------------------------------------------
 // x [..., n], weight [n]. ρ = (mean(x²) + ε)^(−1/2) per row, x̂ = ρx, y = w ⊙ x̂.
 // backward, with h = dy ⊙ w:
 //   dx = ρ (h − x̂ (x̂ᵀh) / n)       (the normalisation removes the radial part of h)
 //   dw = Σ_rows dy ⊙ x̂             (over every row: the per-head form shares w across heads)
+// Both are added straight into the sums the walk offers (dw into w's .grad).
 struct RmsNormOp : Node {
-  RmsNormOp() : Node(OpKind::RmsNorm) {}
+  RmsNormOp() : Node(OpKind::RmsNorm) { adds_into_sums = true; }
   Tensor x, weight;
   Tensor rstd;  // ρ per row, [rows]; x̂ is recomputed from x
   SavedTensors saved() const override {
@@ -30,10 +35,12 @@ struct RmsNormOp : Node {
     return record(y, node, {x, weight});
   }
 
-  std::vector<Tensor> backward(const Tensor& dy) override {
-    Tensor dx, dweight;
-    dispatch::rms_norm_backward(x, weight, rstd, dy, dx, dweight);
-    return {dx, dweight};
+  std::vector<Tensor> backward(const Tensor& dy) override { return backward_into(dy, {nullptr, nullptr}); }
+
+  std::vector<Tensor> backward_into(const Tensor& dy, const std::vector<Tensor*>& sums) override {
+    Tensor dx = sum_or_none(sums[0]), dweight = sum_or_none(sums[1]);
+    dispatch::rms_norm_backward(x, weight, rstd, dy, dx, dweight);  // += where defined
+    return {sums[0] ? Tensor() : dx, sums[1] ? Tensor() : dweight};
   }
 };
 
@@ -78,7 +85,7 @@ Var l2_norm(const Var& x, double eps, double scale) { return L2NormOp::apply(x, 
 //   dx_s[c]   = Σ_j w[c, j] dy_{s+K−1−j}[c]          (outputs past T dropped)
 //   dw[c, j]  = Σ_b Σ_t dy_t[c] x_{t−K+1+j}[c]       (inputs before 0 dropped)
 struct CausalConv1dOp : Node {
-  CausalConv1dOp() : Node(OpKind::CausalConv1d) {}
+  CausalConv1dOp() : Node(OpKind::CausalConv1d) { adds_into_sums = true; }
   Tensor x, weight;
   SavedTensors saved() const override { return {{"x", x}, {"weight", weight}}; }
 
@@ -91,10 +98,13 @@ struct CausalConv1dOp : Node {
     return record(y, node, {x, weight});
   }
 
-  std::vector<Tensor> backward(const Tensor& dy) override {
-    Tensor dx, dweight;
+  std::vector<Tensor> backward(const Tensor& dy) override { return backward_into(dy, {nullptr, nullptr}); }
+
+  // dw added straight into the weight's .grad where the walk offers it
+  std::vector<Tensor> backward_into(const Tensor& dy, const std::vector<Tensor*>& sums) override {
+    Tensor dx, dweight = sum_or_none(sums[1]);
     dispatch::causal_conv1d_backward(x, weight, dy, dx, dweight);
-    return {dx, dweight};
+    return {dx, sums[1] ? Tensor() : dweight};
   }
 };
 
@@ -106,7 +116,7 @@ Var causal_conv1d(const Var& x, const Var& weight) { return CausalConv1dOp::appl
 //   dz = dy ⊙ silu'(z) = dy ⊙ σ(z) (1 + z (1 − σ(z)))   (z recomputed: K taps per element)
 //   dx, dw = causal_conv1d's backward of dz (above)
 struct CausalConv1dSiluOp : Node {
-  CausalConv1dSiluOp() : Node(OpKind::CausalConv1dSilu) {}
+  CausalConv1dSiluOp() : Node(OpKind::CausalConv1dSilu) { adds_into_sums = true; }
   Tensor x, weight;
   SavedTensors saved() const override { return {{"x", x}, {"weight", weight}}; }
 
@@ -119,10 +129,13 @@ struct CausalConv1dSiluOp : Node {
     return record(y, node, {x, weight});
   }
 
-  std::vector<Tensor> backward(const Tensor& dy) override {
-    Tensor dx, dweight;
+  std::vector<Tensor> backward(const Tensor& dy) override { return backward_into(dy, {nullptr, nullptr}); }
+
+  // dw added straight into the weight's .grad where the walk offers it
+  std::vector<Tensor> backward_into(const Tensor& dy, const std::vector<Tensor*>& sums) override {
+    Tensor dx, dweight = sum_or_none(sums[1]);
     dispatch::causal_conv1d_silu_backward(x, weight, dy, dx, dweight);
-    return {dx, dweight};
+    return {dx, sums[1] ? Tensor() : dweight};
   }
 };
 
@@ -135,7 +148,7 @@ Var causal_conv1d_silu(const Var& x, const Var& weight) { return CausalConv1dSil
 // would also keep z and y, two more [B, T, C]). backward: y recomputed,
 // dy = l2_norm's backward of dq (above), then causal_conv1d_silu's backward of dy.
 struct CausalConv1dSiluL2NormOp : Node {
-  CausalConv1dSiluL2NormOp() : Node(OpKind::CausalConv1dSiluL2Norm) {}
+  CausalConv1dSiluL2NormOp() : Node(OpKind::CausalConv1dSiluL2Norm) { adds_into_sums = true; }
   Tensor x, weight;
   Tensor norm;  // ‖y‖ per head, [B, T, C / head]
   SavedTensors saved() const override { return {{"x", x}, {"weight", weight}, {"norm", norm}}; }
@@ -156,10 +169,13 @@ struct CausalConv1dSiluL2NormOp : Node {
     return record(q, node, {x, weight});
   }
 
-  std::vector<Tensor> backward(const Tensor& dq) override {
-    Tensor dx, dweight;
+  std::vector<Tensor> backward(const Tensor& dq) override { return backward_into(dq, {nullptr, nullptr}); }
+
+  // dw added straight into the weight's .grad where the walk offers it
+  std::vector<Tensor> backward_into(const Tensor& dq, const std::vector<Tensor*>& sums) override {
+    Tensor dx, dweight = sum_or_none(sums[1]);
     dispatch::causal_conv1d_silu_l2_norm_backward(x, weight, norm, dq, head, eps, scale, dx, dweight);
-    return {dx, dweight};
+    return {dx, sums[1] ? Tensor() : dweight};
   }
 };
 
