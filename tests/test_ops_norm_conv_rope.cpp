@@ -5,6 +5,7 @@
 // checks and CPU-against-cuda rows: tests/op_table.cpp).
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -207,15 +208,21 @@ TEST_CASE("weight gradients summed over many rows match a plain loop") {
 }
 
 // Each backward below run twice: fresh, and handed gradients g0 to add
-// into; the second must give g0 + the first, bit for bit (what the walk's
-// add would have given).
+// into; the second must give g0 + the first (what the walk's add would have
+// given) to the last bits: the kernel may fuse its last product with the
+// add (one rounding where the walk has two), so a few units in the last
+// place of the largest element.
 static void check_adds_into(Device device, DType dtype) {
   auto on = [&](Tensor t) { return t.to(dtype).to(device); };
   const Tensor x = on(randn64({3, 50, 12})), dy = on(randn64({3, 50, 12}));
   const Tensor w_norm = on(rand64({12}, 0.5, 1.5)), w_conv = on(randn64({12, 4}, 0.5));
   const Tensor dx0 = on(randn64({3, 50, 12})), dw0_norm = on(randn64({12})), dw0_conv = on(randn64({12, 4}));
-  auto check_sum = [](const Tensor& added, const Tensor& g0, const Tensor& fresh) {
-    CHECK(max_abs_diff(added, dispatch::binary(BinaryFn::Add, g0, fresh)) == 0.0);
+  const double ulp = dtype == DType::F64 ? 2.3e-16 : 1.2e-7;
+  auto check_sum = [ulp](const Tensor& added, const Tensor& g0, const Tensor& fresh) {
+    const Tensor expected = dispatch::binary(BinaryFn::Add, g0, fresh);
+    double largest = 1.0;
+    for (double v : expected.to(DType::F64).to(Device::Cpu).to_vector<double>()) largest = std::max(largest, std::fabs(v));
+    CHECK(max_abs_diff(added, expected) <= 8 * ulp * largest);
   };
   Tensor rstd, norm, dx, dw, dx_into = dx0.clone(), dw_into = dw0_norm.clone();
   dispatch::rms_norm_forward(x, w_norm, 1e-5, rstd);
