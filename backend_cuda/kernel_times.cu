@@ -18,7 +18,8 @@ namespace {
 
 struct KernelTimer {
   bool on = false;
-  std::vector<std::pair<const char*, cudaEvent_t>> marks;  // ("", start), then one per launch
+  std::vector<std::pair<std::string, cudaEvent_t>> marks;  // ("", start), then one per launch;
+  // the name is copied: a launch may name its kernel with a string it builds
 };
 
 KernelTimer& timer() {
