@@ -82,8 +82,23 @@ Var causal_attention(const Var& q, const Var& k, const Var& v, double scale,
 // per element from the counter-based generator (core/philox.h), so the CPU
 // and CUDA draw the same mask and the backward regenerates it. p = 0: x.
 Var dropout(const Var& x, const DropoutKey& key);
+// residual + dropout(x, key) in one kernel: a residual connection's sum with
+// its dropped-out branch (residual and x of one shape). p = 0: add.
+Var residual_dropout(const Var& residual, const Var& x, const DropoutKey& key);
 // silu(gate) ⊙ up in one op (SwiGLU), gate and up of one shape.
 Var swiglu(const Var& gate, const Var& up);
+// The same of the two halves of z's last axis: z [..., 2F] = [gate | up] →
+// [..., F], read in place (the output of one product with [W_gate; W_up]).
+Var swiglu(const Var& z);
+// The recurrent mixers' gates from one product z = x [W_b; W_a]ᵀ, in one op:
+// z [B, T, N], bias [N], the first n_beta columns are β's, the rest log α's
+// (0 ≤ n_beta ≤ N). Returns one flat buffer [B·T·N] holding two planes,
+// each contiguous (a view of each: Tensor::view_of(out, offset, shape)):
+//   β      [B, T, n_beta]      = σ(z + b)       at offset 0
+//   log α  [B, T, N − n_beta]  = log σ(z + b)   at offset B·T·n_beta,
+//          computed as −softplus(−(z + b)), never log(σ(z + b)).
+// Saves only the output for its backward.
+Var beta_log_alpha(const Var& z, const Var& bias, int64_t n_beta);
 // Mean over the positions where mask != 0 of −log softmax(logits)[target].
 // logits [..., V] float; targets [...] int32 in [0, V); mask [...] of the
 // logits' dtype (1 keep, 0 drop) or undefined (keep all). Returns a scalar.
@@ -107,6 +122,11 @@ Var causal_conv1d_silu(const Var& x, const Var& weight);
 // channels (x [B, T, C], C a multiple of head), in one pass.
 Var causal_conv1d_silu_l2_norm(const Var& x, const Var& weight, int64_t head, double scale = 1.0,
                        double eps = 1e-12);
+// The same over `planes` planes of C/planes channels ([q | k | v]: 3), only
+// the first `normed` normalised, the output laid out plane by plane:
+// [planes, B, T, C/planes], each plane a contiguous [B, T, C/planes].
+Var causal_conv1d_silu_l2_norm_planes(const Var& x, const Var& weight, int64_t head, int64_t planes,
+                                      int64_t normed, double scale = 1.0, double eps = 1e-12);
 // Rotary position embedding, interleaved pairs (the course's): x [B, T, H, D],
 // dimension 2j paired with 2j + 1, angle (pos0 + t) · base^(−2j/D).
 Var rope(const Var& x, int64_t pos0 = 0, double base = 10000.0);
@@ -126,5 +146,12 @@ Var rope(const Var& x, int64_t pos0 = 0, double base = 10000.0);
 Var scan(const ScanOptions& options, const Var& q, const Var& k, const Var& v, const Var& beta,
          const Var& log_alpha, const Tensor& initial_state = Tensor(),
          Tensor* final_state = nullptr);
+// The same scan, its inputs packed: qkv [3, B, T, H, d] holds q, k and v
+// one after another (causal_conv1d_silu_l2_norm_planes' output), gates
+// holds β [B, T, H] then log α (decay_shape) one after another
+// (beta_log_alpha's output), or only what the rule reads; undefined for a
+// rule that reads neither. The backward writes dqkv and dgates whole.
+Var scan_packed(const ScanOptions& options, const Var& qkv, const Var& gates, const Shape& decay_shape,
+                const Tensor& initial_state = Tensor(), Tensor* final_state = nullptr);
 
 }  // namespace lina

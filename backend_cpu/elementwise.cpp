@@ -17,9 +17,12 @@ void fill(T* x, int64_t n, T value) {
 }
 
 template <class T>
-void dropout_apply(const T* x, T* y, int64_t n, const DropoutKey& key) {
+void dropout_apply(const T* x, const T* residual, T* y, int64_t n, const DropoutKey& key) {
   LINA_PARALLEL_FOR_IF(n > kParallelMin)
-  for (int64_t i = 0; i < n; ++i) y[i] = x[i] * dropout_factor<T>(key, i);
+  for (int64_t i = 0; i < n; ++i) {
+    const T dropped = x[i] * dropout_factor<T>(key, i);
+    y[i] = residual ? residual[i] + dropped : dropped;
+  }
 }
 
 template <class T>
@@ -117,24 +120,107 @@ void swiglu_backward_block(const double* gate, const double* up, const double* d
 
 }  // namespace
 
+// Block b of the rows: row r = b / per_row, elements [o, o + m) of it.
+struct SwigluBlock {
+  int64_t row, o, m;
+};
+inline SwigluBlock swiglu_block(int64_t b, int64_t per_row, int64_t width) {
+  const int64_t row = b / per_row, o = (b % per_row) * kSwigluBlock;
+  return {row, o, std::min(kSwigluBlock, width - o)};
+}
+
 template <class T>
-void swiglu_forward(const T* gate, const T* up, T* y, int64_t n) {
-  const int64_t blocks = (n + kSwigluBlock - 1) / kSwigluBlock;
-  LINA_PARALLEL_FOR_IF(n > kParallelMin)
+void swiglu_forward(const T* gate, const T* up, T* y, int64_t rows, int64_t width, int64_t stride) {
+  const int64_t per_row = (width + kSwigluBlock - 1) / kSwigluBlock, blocks = rows * per_row;
+  LINA_PARALLEL_FOR_IF(rows * width > kParallelMin)
   for (int64_t b = 0; b < blocks; ++b) {
-    const int64_t o = b * kSwigluBlock, m = std::min(kSwigluBlock, n - o);
-    silu_block(gate + o, y + o, m);                      // y = silu(gate)
-    for (int64_t i = o; i < o + m; ++i) y[i] *= up[i];   // ⊙ up
+    const SwigluBlock k = swiglu_block(b, per_row, width);
+    const int64_t in = k.row * stride + k.o, out = k.row * width + k.o;
+    silu_block(gate + in, y + out, k.m);                             // y = silu(gate)
+    for (int64_t i = 0; i < k.m; ++i) y[out + i] *= up[in + i];      // ⊙ up
   }
 }
 
 template <class T>
-void swiglu_backward(const T* gate, const T* up, const T* dy, T* dgate, T* dup, int64_t n) {
-  const int64_t blocks = (n + kSwigluBlock - 1) / kSwigluBlock;
-  LINA_PARALLEL_FOR_IF(n > kParallelMin)
+void swiglu_backward(const T* gate, const T* up, const T* dy, T* dgate, T* dup, int64_t rows,
+                     int64_t width, int64_t stride) {
+  const int64_t per_row = (width + kSwigluBlock - 1) / kSwigluBlock, blocks = rows * per_row;
+  LINA_PARALLEL_FOR_IF(rows * width > kParallelMin)
   for (int64_t b = 0; b < blocks; ++b) {
-    const int64_t o = b * kSwigluBlock, m = std::min(kSwigluBlock, n - o);
-    swiglu_backward_block(gate + o, up + o, dy + o, dgate + o, dup + o, m);
+    const SwigluBlock k = swiglu_block(b, per_row, width);
+    const int64_t in = k.row * stride + k.o, out = k.row * width + k.o;
+    swiglu_backward_block(gate + in, up + in, dy + out, dgate + in, dup + in, k.m);
+  }
+}
+
+// ---- beta_log_alpha: β = σ(z + b), log α = log σ(z + b), into two planes ----------------
+// z [rows, N], bias [N]; out: β [rows, n_beta], then log α [rows, N − n_beta]
+// (math::BetaLogAlpha). The forward adds the bias into the planes, then runs
+// σ and log σ over each plane in place: float32 on Eigen's packet math
+// (unary_fast.h, the bits sigmoid and log_sigmoid give), float64 the scalar
+// reference.
+template <class T>
+void beta_log_alpha_forward(const T* z, const T* bias, T* out, int64_t rows, int64_t N, int64_t n_beta) {
+  using G = math::BetaLogAlpha;
+  const int64_t n_alpha = N - n_beta;
+  T* beta = out;                       // [rows, n_beta]
+  T* log_alpha = out + rows * n_beta;  // [rows, n_alpha]
+  LINA_PARALLEL_FOR_IF(rows * N > kParallelMin)
+  for (int64_t r = 0; r < rows; ++r) {
+    const T* zr = z + r * N;
+    for (int64_t n = 0; n < n_beta; ++n) beta[r * n_beta + n] = zr[n] + bias[n];
+    for (int64_t n = 0; n < n_alpha; ++n) log_alpha[r * n_alpha + n] = zr[n_beta + n] + bias[n_beta + n];
+  }
+  if constexpr (std::is_same_v<T, float>) {
+    if (unary_forward_fast(UnaryFn::Sigmoid, beta, beta, rows * n_beta) &&
+        unary_forward_fast(UnaryFn::LogSigmoid, log_alpha, log_alpha, rows * n_alpha))
+      return;
+  }
+  LINA_PARALLEL_FOR_IF(rows * N > kParallelMin)
+  for (int64_t i = 0; i < rows * N; ++i) out[i] = i < rows * n_beta ? G::beta(out[i]) : G::log_alpha(out[i]);
+}
+
+// In chunks of kGateRowsPerChunk rows, each chunk on one thread: dz (= or +=)
+// row by row, and the chunk's Σ du per column into its own partial row; the
+// partials are then added in chunk order, so dbias does not depend on the
+// thread count (the rms_norm / conv dw scheme, backend_cpu/norm_conv_rope.cpp).
+namespace {
+constexpr int64_t kGateRowsPerChunk = 128;
+}  // namespace
+
+template <class T>
+void beta_log_alpha_backward(const T* out, const T* dout, T* dz, T* dbias, int64_t rows, int64_t N,
+                             int64_t n_beta, bool add_dz, bool add_dbias) {
+  using G = math::BetaLogAlpha;
+  const int64_t n_alpha = N - n_beta;
+  const int64_t chunks = (rows + kGateRowsPerChunk - 1) / kGateRowsPerChunk;
+  std::vector<T> partial(size_t(chunks * N), T(0));  // [chunks, N]
+  LINA_PARALLEL_FOR_IF(rows * N > kParallelMin)
+  for (int64_t ch = 0; ch < chunks; ++ch) {
+    T* p = partial.data() + ch * N;
+    const int64_t end = std::min(rows, (ch + 1) * kGateRowsPerChunk);
+    for (int64_t r = ch * kGateRowsPerChunk; r < end; ++r) {
+      const T* beta = out + r * n_beta;
+      const T* dbeta = dout + r * n_beta;
+      const T* log_alpha = out + rows * n_beta + r * n_alpha;
+      const T* dlog_alpha = dout + rows * n_beta + r * n_alpha;
+      T* dzr = dz + r * N;
+      for (int64_t n = 0; n < n_beta; ++n) {
+        const T du = G::beta_backward(beta[n], dbeta[n]);
+        dzr[n] = add_dz ? dzr[n] + du : du;
+        p[n] += du;
+      }
+      for (int64_t n = 0; n < n_alpha; ++n) {
+        const T du = G::log_alpha_backward(log_alpha[n], dlog_alpha[n]);
+        dzr[n_beta + n] = add_dz ? dzr[n_beta + n] + du : du;
+        p[n_beta + n] += du;
+      }
+    }
+  }
+  for (int64_t n = 0; n < N; ++n) {
+    T s = T(0);
+    for (int64_t ch = 0; ch < chunks; ++ch) s += partial[size_t(ch * N + n)];
+    dbias[n] = add_dbias ? dbias[n] + s : s;  // dbias += s, or dbias = s
   }
 }
 

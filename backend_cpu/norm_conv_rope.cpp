@@ -433,37 +433,59 @@ void causal_conv1d_silu_backward(const T* x, const T* w, const T* dy, T* dx, T* 
 
 // ---- causal depthwise conv1d + SiLU + per-head L2 norm, fused ------------------------------------
 // q = s · y / max(‖y‖, ε) for each group of `head` channels of y =
-// silu(causal_conv1d(x, w)) (a head of q or k), storing q and the norms
-// ‖y‖ [B·T·C/head] only. Row by row the same code as the three kernels
-// above, so the same bits as their composition. The backward recomputes z
-// and y for each row, takes the L2 norm's backward to dy, then dz = dy ⊙
-// silu'(z), and the conv's backward of dz as causal_conv1d_silu_backward.
+// silu(causal_conv1d(x, w)) (a head of q or k) in the first `normed` of the
+// `planes` planes of channels (q's, k's; v's pass as they are), storing
+// the output plane by plane, [planes, B, T, C/planes], and the norms ‖y‖
+// only. Row by row the same code as the three kernels above, so the same
+// bits as their composition. The backward recomputes z and y for each row,
+// takes the L2 norm's backward to dy, then dz = dy ⊙ silu'(z), and the
+// conv's backward of dz as causal_conv1d_silu_backward.
+
+namespace {
+// Where the row bt of plane p starts in a [planes, B·T, C/planes] tensor.
+inline int64_t plane_row(int64_t p, int64_t bt, int64_t rows, int64_t plane_width) {
+  return (p * rows + bt) * plane_width;
+}
+}  // namespace
 
 template <class T>
 void causal_conv1d_silu_l2_norm_forward(const T* x, const T* w, T* y, T* norm, int64_t B,
-                                   int64_t T_len, int64_t C, int64_t K, int64_t head, T eps,
-                                   T scale) {
-  const int64_t heads = C / head;
-  conv_forward_rows(x, w, y, B, T_len, C, K, [&](int64_t bt, T* z) {
+                                   int64_t T_len, int64_t C, int64_t K, int64_t head,
+                                   int64_t planes, int64_t normed, T eps, T scale) {
+  const int64_t rows = B * T_len, width = C / planes, heads = normed * width / head;
+  const std::vector<T> w_kc = taps_by_channel(w, C, K);
+  LINA_PARALLEL_FOR_IF(rows * C * K > kParallelMin)
+  for (int64_t bt = 0; bt < rows; ++bt) {
+    thread_local std::vector<T> row_buffer;
+    row_buffer.resize(size_t(C));
+    T* z = row_buffer.data();  // [C] this token's conv, then its silu, then q / k normalised
+    conv_row(x, w_kc.data(), z, bt, T_len, C, K);
     silu_in_row(z, z, C);
     for (int64_t h = 0; h < heads; ++h)
       l2_norm_forward_row(z + h * head, z + h * head, norm + bt * heads + h, head, eps, scale);
-  });
+    for (int64_t p = 0; p < planes; ++p)
+      std::copy(z + p * width, z + (p + 1) * width, y + plane_row(p, bt, rows, width));
+  }
 }
 
 template <class T>
 void causal_conv1d_silu_l2_norm_backward(const T* x, const T* w, const T* norm, const T* dq, T* dx,
                                     T* dw, int64_t B, int64_t T_len, int64_t C, int64_t K,
-                                    int64_t head, T eps, T scale, bool add_dw) {
-  const int64_t heads = C / head;
+                                    int64_t head, int64_t planes, int64_t normed, T eps, T scale,
+                                    bool add_dw) {
+  const int64_t rows = B * T_len, width = C / planes, heads = normed * width / head;
   conv_backward_of_recomputed(x, w, dx, dw, B, T_len, C, K, add_dw, [&](int64_t bt, T* z, T* scratch) {
     T* y = scratch;           // [C] silu(z)
     T* dy = scratch + C;      // [C] its gradient
     T* sig = scratch + 2 * C;  // [C] σ(z)
     silu_in_row_keeping_logistic(z, y, sig, C);
-    for (int64_t h = 0; h < heads; ++h)  // dy, through each head's L2 norm
-      l2_norm_backward_row(y + h * head, norm[bt * heads + h], dq + bt * C + h * head,
-                           dy + h * head, head, eps, scale);
+    for (int64_t p = 0; p < planes; ++p) {  // this row of dq, plane by plane, into dy [C]
+      const T* dq_row = dq + plane_row(p, bt, rows, width);
+      std::copy(dq_row, dq_row + width, dy + p * width);
+    }
+    for (int64_t h = 0; h < heads; ++h)  // dy, through each normalised head's L2 norm
+      l2_norm_backward_row(y + h * head, norm[bt * heads + h], dy + h * head, dy + h * head, head,
+                           eps, scale);
     silu_grad_in_row_from_logistic(z, sig, dy, z, C);  // dz = dy ⊙ silu'(z)
   });
 }

@@ -78,5 +78,10 @@ void attention_forward_reference(const AttentionShape& s, const float* q, const 
 void attention_backward_reference(const AttentionShape& s, const float* q, const float* k, const float* v,
                                   const float* probs, const float* dout, float* dscores, float* dq,
                                   float* dk, float* dv);
+// elementwise.cu: beta_log_alpha_backward one thread per column, down the
+// rows in order, no shared memory; tests/test_ops_elementwise.cpp compares
+// the shared-memory kernel against it.
+void beta_log_alpha_backward_reference(const float* out, const float* dout, float* dz, float* dbias,
+                                       int64_t rows, int64_t N, int64_t n_beta, bool add_dz, bool add_dbias);
 
 }  // namespace lina::cuda

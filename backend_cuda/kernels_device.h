@@ -41,6 +41,32 @@ LINA_HD void add_inplace_thread(int64_t i, float* dst, const float* src, float a
   dst[i] += alpha * src[i];
 }
 
+// ---- beta_log_alpha: the fused gates (math::BetaLogAlpha) -------------------------
+// z, dz [rows, N], bias, dbias [N]; out, dout: the planes β [rows, n_beta],
+// then log α [rows, N − n_beta]. Element i = r·N + n of z.
+
+// out[plane index of (r, n)] = σ(u) or log σ(u), u = z[i] + bias[n]
+LINA_HD void beta_log_alpha_forward_thread(int64_t i, const float* z, const float* bias, float* out,
+                                           int64_t rows, int64_t N, int64_t n_beta) {
+  using G = math::BetaLogAlpha;
+  const int64_t r = i / N, n = i % N;
+  const float u = z[i] + bias[n];
+  out[G::out_index(r, n, rows, N, n_beta)] = n < n_beta ? G::beta(u) : G::log_alpha(u);
+}
+
+// du of row r, column n, from the output and its gradient; dz[r, n] = du
+// (or += du where add_dz). Returns du, for the caller's Σ over rows (dbias).
+LINA_HD float beta_log_alpha_dz_thread(int64_t r, int64_t n, const float* out, const float* dout,
+                                       float* dz, int64_t rows, int64_t N, int64_t n_beta,
+                                       bool add_dz) {
+  using G = math::BetaLogAlpha;
+  const int64_t o = G::out_index(r, n, rows, N, n_beta);
+  const float du = n < n_beta ? G::beta_backward(out[o], dout[o]) : G::log_alpha_backward(out[o], dout[o]);
+  float& d = dz[r * N + n];
+  d = add_dz ? d + du : du;
+  return du;
+}
+
 // ---- strided indexing ---------------------------------------------------------
 
 // The offsets of the flat row-major index `idx` of `shape` in two strided

@@ -269,33 +269,101 @@ void causal_conv1d_silu_backward(const float* x, const float* w, const float* dy
                            "cuda::causal_conv1d_silu_backward");
 }
 
-// conv + SiLU, then each head's L2 norm: the two kernels above, the SiLU's
-// output y in a scratch between them.
-void causal_conv1d_silu_l2_norm_forward(const float* x, const float* w, float* q, float* norm, int64_t B,
-                                   int64_t T_len, int64_t C, int64_t K, int64_t head, float eps,
-                                   float scale) {
-  const int64_t count = B * T_len * C;
-  if (count == 0) return;
-  Scratch<float> y(count);  // [B, T, C]
-  causal_conv1d_silu_forward(x, w, y.get(), B, T_len, C, K);
-  l2_norm_forward(y.get(), q, norm, count / head, head, eps, scale);
+// conv + SiLU, then each head's L2 norm, one warp per head of one token
+// (the launches below): group g = bt · (C / head) + h of `head` channels.
+// planes: where channel c of token bt goes in the output [planes, B·T, C/planes].
+__device__ inline int64_t plane_index(int64_t bt, int64_t c, int64_t rows, int64_t width) {
+  return (c / width * rows + bt) * width + c % width;
 }
 
-// y recomputed by the forward's conv + SiLU, dy through the L2 norm's
-// backward, then the conv + SiLU backward of dy.
+// y = s · silu(z) / max(‖silu(z)‖, ε) in the normalised planes, silu(z) in
+// the others; ‖silu(z)‖ summed in double by the warp's butterfly. Each lane
+// recomputes its channels' z for the write (K taps) instead of keeping them.
+__global__ void causal_conv1d_silu_l2_norm_kernel(const float* x, const float* w, float* y, float* norm,
+                                                  int64_t rows, int64_t T_len, int64_t C, int64_t K,
+                                                  int64_t head, int64_t width, int64_t normed_heads,
+                                                  float eps, float scale) {
+  const int64_t heads = C / head, groups = rows * heads;
+  for (int64_t g = first_row(); g < groups; g += row_stride()) {
+    const int64_t bt = g / heads, h = g % heads, c0 = h * head;
+    const bool normed = h < normed_heads;
+    double sum_squares = 0.0;
+    if (normed)
+      for (int64_t i = lane(); i < head; i += kWarp) {
+        const float yi = math::Silu::forward(causal_conv1d_value(bt, c0 + i, x, w, T_len, C, K), 0.0f);
+        sum_squares += double(yi) * double(yi);
+      }
+    const float nrm = float(::sqrt(warp_sum(sum_squares)));  // every lane takes part
+    if (normed && lane() == 0) norm[bt * normed_heads + h] = nrm;
+    const float inv = normed ? scale / (nrm > eps ? nrm : eps) : 1.0f;  // s / max(‖y‖, ε)
+    for (int64_t i = lane(); i < head; i += kWarp) {
+      const float yi = math::Silu::forward(causal_conv1d_value(bt, c0 + i, x, w, T_len, C, K), 0.0f);
+      y[plane_index(bt, c0 + i, rows, width)] = normed ? yi * inv : yi;
+    }
+  }
+}
+
+// dz = dy ⊙ silu'(z), z recomputed, dy = the L2 norm's backward of dq in the
+// normalised planes (dq itself in the others): dy = s (dq − ŷ (ŷᵀdq)) / ‖y‖,
+// or s dq / ε where ‖y‖ ≤ ε. dz is [B, T, C], for the conv's backward.
+__global__ void causal_conv1d_silu_l2_norm_dz_kernel(const float* x, const float* w, const float* norm,
+                                                     const float* dq, float* dz, int64_t rows,
+                                                     int64_t T_len, int64_t C, int64_t K, int64_t head,
+                                                     int64_t width, int64_t normed_heads, float eps,
+                                                     float scale) {
+  const int64_t heads = C / head, groups = rows * heads;
+  for (int64_t g = first_row(); g < groups; g += row_stride()) {
+    const int64_t bt = g / heads, h = g % heads, c0 = h * head;
+    const bool normed = h < normed_heads;
+    const float nrm = normed ? norm[bt * normed_heads + h] : 0.0f;
+    const bool linear = !(nrm > eps);  // same test as the CPU: NaN counts as linear
+    const float inv = linear ? 0.0f : 1.0f / nrm;  // 1 / ‖y‖
+    double yhat_dq = 0.0;
+    if (normed && !linear)
+      for (int64_t i = lane(); i < head; i += kWarp) {
+        const float yi = math::Silu::forward(causal_conv1d_value(bt, c0 + i, x, w, T_len, C, K), 0.0f);
+        yhat_dq += double(yi * inv) * double(dq[plane_index(bt, c0 + i, rows, width)]);
+      }
+    const float ydq = float(warp_sum(yhat_dq));
+    for (int64_t i = lane(); i < head; i += kWarp) {
+      const float zi = causal_conv1d_value(bt, c0 + i, x, w, T_len, C, K);
+      const float dqi = dq[plane_index(bt, c0 + i, rows, width)];
+      float dyi = dqi;
+      if (normed) {
+        const float yi = math::Silu::forward(zi, 0.0f);
+        dyi = linear ? scale * dqi / eps : (dqi - yi * inv * ydq) * (scale * inv);
+      }
+      dz[bt * C + c0 + i] = math::Silu::backward(zi, 0.0f, dyi, 0.0f);
+    }
+  }
+}
+
+void causal_conv1d_silu_l2_norm_forward(const float* x, const float* w, float* q, float* norm, int64_t B,
+                                   int64_t T_len, int64_t C, int64_t K, int64_t head, int64_t planes,
+                                   int64_t normed, float eps, float scale) {
+  const int64_t rows = B * T_len, width = C / planes;
+  if (rows * C == 0) return;
+  LINA_LAUNCH(causal_conv1d_silu_l2_norm_kernel, row_blocks(rows * (C / head)), kThreads, 0, context().stream)(
+      x, w, q, norm, rows, T_len, C, K, head, width, normed * width / head, eps, scale);
+  LINA_CHECK_LAUNCH("cuda::causal_conv1d_silu_l2_norm_forward");
+}
+
+// dz from the kernel above, then the conv's backward of dz.
 void causal_conv1d_silu_l2_norm_backward(const float* x, const float* w, const float* norm,
                                     const float* dq, float* dx, float* dw, int64_t B,
-                                    int64_t T_len, int64_t C, int64_t K, int64_t head, float eps,
-                                    float scale, bool add_dw) {
-  const int64_t count = B * T_len * C;
-  if (count == 0) {
+                                    int64_t T_len, int64_t C, int64_t K, int64_t head, int64_t planes,
+                                    int64_t normed, float eps, float scale, bool add_dw) {
+  const int64_t rows = B * T_len, width = C / planes;
+  if (rows * C == 0) {
     causal_conv1d_silu_backward(x, w, dq, dx, dw, B, T_len, C, K, add_dw);  // dw = 0, or as it was
     return;
   }
-  Scratch<float> y(count), dy(count);  // [B, T, C] each
-  causal_conv1d_silu_forward(x, w, y.get(), B, T_len, C, K);
-  l2_norm_backward(y.get(), norm, dq, dy.get(), count / head, head, eps, scale);
-  causal_conv1d_silu_backward(x, w, dy.get(), dx, dw, B, T_len, C, K, add_dw);
+  Scratch<float> dz(rows * C);  // [B, T, C]
+  LINA_LAUNCH(causal_conv1d_silu_l2_norm_dz_kernel, row_blocks(rows * (C / head)), kThreads, 0, context().stream)(
+      x, w, norm, dq, dz.get(), rows, T_len, C, K, head, width, normed * width / head, eps, scale);
+  LINA_CHECK_LAUNCH("cuda::causal_conv1d_silu_l2_norm_backward (dz)");
+  conv1d_backward_launches(x, w, dz.get(), dx, dw, B, T_len, C, K, add_dw,
+                           "cuda::causal_conv1d_silu_l2_norm_backward");
 }
 
 void rope_apply(const float* x, float* y, int64_t B, int64_t T_len, int64_t H, int64_t D,

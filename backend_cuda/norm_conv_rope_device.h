@@ -56,17 +56,22 @@ LINA_HD void rms_norm_dw_partial_thread(int64_t idx, const float* x, const float
 // x, y, dy, dx [B, T, C]; w, dw [C, K], tap K−1 = the current token; tokens
 // before the sequence start are zeros. Thread idx = (b·T + t)·C + c.
 
-// y_t[c] = Σ_j w[c, j] x_{t−K+1+j}[c]
-LINA_HD void causal_conv1d_forward_thread(int64_t idx, const float* x, const float* w, float* y,
-                                          int64_t T_len, int64_t C, int64_t K) {
-  const int64_t bt = idx / C, c = idx % C;
+// z_t[c] = Σ_j w[c, j] x_{t−K+1+j}[c] of the token bt = b·T + t
+LINA_HD float causal_conv1d_value(int64_t bt, int64_t c, const float* x, const float* w,
+                                  int64_t T_len, int64_t C, int64_t K) {
   const int64_t b = bt / T_len, t = bt % T_len;
   float s = 0.0f;
   for (int64_t j = 0; j < K; ++j) {
     const int64_t src = t - K + 1 + j;
     if (src >= 0) s += w[c * K + j] * x[(b * T_len + src) * C + c];
   }
-  y[idx] = s;
+  return s;
+}
+
+// y_t[c] = Σ_j w[c, j] x_{t−K+1+j}[c]
+LINA_HD void causal_conv1d_forward_thread(int64_t idx, const float* x, const float* w, float* y,
+                                          int64_t T_len, int64_t C, int64_t K) {
+  y[idx] = causal_conv1d_value(idx / C, idx % C, x, w, T_len, C, K);
 }
 
 // dx_s[c] = Σ_j w[c, j] dy_{s+K−1−j}[c], terms past the sequence end dropped

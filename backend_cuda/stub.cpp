@@ -44,6 +44,10 @@ void attention_backward_reference(const AttentionShape&, const float*, const flo
                                   const float*, const float*, float*, float*, float*, float*) {
   no_cuda("cuda::attention_backward_reference");
 }
+void beta_log_alpha_backward_reference(const float*, const float*, float*, float*, int64_t, int64_t, int64_t,
+                                       bool, bool) {
+  no_cuda("cuda::beta_log_alpha_backward_reference");
+}
 
 // Every kernel of the list, each one the same clear error.
 #pragma GCC diagnostic push

@@ -11,6 +11,7 @@
 //   apply(a, b)            -> a ∘ b      (binary functions)
 #pragma once
 #include <cmath>
+#include <cstdint>
 
 #ifdef __CUDACC__
 #define LINA_HD __host__ __device__ __forceinline__
@@ -64,7 +65,7 @@ namespace math {
 
 #ifndef __CUDACC__
 // On the host, pick the float overloads of <cmath> (CUDA provides its own).
-using std::exp; using std::log; using std::log1p; using std::sqrt; using std::tanh;
+using std::exp; using std::expm1; using std::log; using std::log1p; using std::sqrt; using std::tanh;
 using std::pow; using std::fabs;
 #endif
 
@@ -166,6 +167,26 @@ struct Relu {
   static constexpr UnaryFn kFn = UnaryFn::Relu;
   template <class T> static LINA_HD T forward(T x, T) { return x > T(0) ? x : T(0); }
   template <class T> static LINA_HD T backward(T x, T, T dy, T) { return x > T(0) ? dy : T(0); }
+};
+
+// The fused gates of the recurrent mixers, beta_log_alpha (core/op_list.h):
+// u = z + b; β = σ(u) for the first n_beta columns, log α = log σ(u) for the
+// rest, each gradient formed from the op's output alone (z is not kept):
+//   β:      du = dβ · β (1 − β)
+//   log α:  du = dlogα · σ(−u) = dlogα · (1 − α) = dlogα · (−expm1(log α))
+//           (expm1 keeps 1 − α accurate where α ≈ 1, log α ≈ 0)
+// The output holds two planes, each contiguous: β [rows, n_beta], then
+// log α [rows, N − n_beta]; out_index is where column n of row r goes.
+struct BetaLogAlpha {
+  template <class T> static LINA_HD T beta(T u) { return Sigmoid::forward(u, T(0)); }
+  template <class T> static LINA_HD T log_alpha(T u) { return LogSigmoid::forward(u, T(0)); }
+  template <class T> static LINA_HD T beta_backward(T beta, T dbeta) { return dbeta * beta * (T(1) - beta); }
+  template <class T> static LINA_HD T log_alpha_backward(T log_alpha, T dlog_alpha) {
+    return -dlog_alpha * expm1(log_alpha);
+  }
+  static LINA_HD int64_t out_index(int64_t r, int64_t n, int64_t rows, int64_t N, int64_t n_beta) {
+    return n < n_beta ? r * n_beta + n : rows * n_beta + r * (N - n_beta) + (n - n_beta);
+  }
 };
 
 struct Add {

@@ -53,8 +53,11 @@
 // causal_conv1d: x, y, dy, dx [B, T, C]; w, dw [C, K], tap K−1 = the current
 //   token, zero left padding. causal_conv1d_silu: y = silu(conv), the conv's
 //   output z never stored; its backward recomputes z to form dy ⊙ silu'(z).
-//   causal_conv1d_silu_l2_norm: then each group of `head` channels is l2_norm'ed
-//   (times scale); norm [B·T·C/head] holds the groups' ‖silu(z)‖. The three
+//   causal_conv1d_silu_l2_norm: the C channels form `planes` planes of C/planes
+//   (q's, k's, v's); in the first `normed` planes each group of `head`
+//   channels is l2_norm'ed (times scale), the rest pass as they are; y and
+//   dy are laid out [planes, B, T, C/planes] (one plane: [B, T, C]); norm
+//   [B·T, normed·(C/planes)/head] holds the groups' ‖silu(z)‖. The three
 //   backwards write dx (=) and accumulate (+=) into dw where add_dw.
 // rope_apply: x, y [B, T, H, D], D even; rotates the interleaved pair (2j, 2j + 1) by
 //   (pos0 + t)·base^(−2j/D), or by minus that angle when `inverse`.
@@ -79,9 +82,19 @@
 // scale_inplace: x *= factor.
 // dropout_apply: y[i] = x[i] · dropout_factor(key, i) (core/philox.h): 0 with
 //   probability p, else 1 / (1 − p). Linear in x, so the backward is the same
-//   kernel on dy with the same key.
-// swiglu: gate, up, y, dy, dgate, dup [n]: y = silu(gate) ⊙ up (math::Silu);
-//   dgate = dy ⊙ up ⊙ silu'(gate), dup = dy ⊙ silu(gate).
+//   kernel on dy with the same key. residual: null, or y[i] = residual[i] +
+//   x[i] · factor (the residual connection's sum in the same pass).
+// swiglu: rows of `width` elements: y = silu(gate) ⊙ up (math::Silu);
+//   dgate = dy ⊙ up ⊙ silu'(gate), dup = dy ⊙ silu(gate). y, dy [rows, width];
+//   gate, up, dgate, dup: row r starts at r · stride (stride = width: plain
+//   [rows, width] tensors; stride = 2·width with up = gate + width: the two
+//   halves of one [rows, 2·width] tensor, as one product makes them).
+// beta_log_alpha: z, dz [rows, N] (rows = B·T), bias, dbias [N], 0 ≤ n_beta ≤ N;
+//   out, dout [rows·N] hold two planes, each contiguous: β [rows, n_beta] =
+//   σ(z + b) (columns < n_beta), then log α [rows, N − n_beta] = log σ(z + b)
+//   = −softplus(−(z + b)) (columns ≥ n_beta). The backward reads the output
+//   only: du = dβ β (1 − β), or dlogα · (−expm1(log α)); it writes dz = du
+//   and dbias = Σ_rows du, each accumulated (+=) instead where add_dz / add_dbias.
 // clip_to_norm: x *= min(1, max_norm / (√sum_of_squares + 1e-6)), the factor
 //   computed by the backend from *sum_of_squares (in the backend's memory),
 //   so clipping gradients needs no read back before the update.
@@ -95,21 +108,25 @@
 #include "core/elementwise_math.h"
 #include "core/kernel_args.h"
 
-// ---- elementwise: fill, the unary and binary functions, dropout ----
+// ---- elementwise: fill, the unary and binary functions, dropout, the fused gates ----
 // backend_cpu/elementwise.cpp, backend_cuda/elementwise.cu
 #define LINA_ELEMENTWISE_LIST(OP, KERNEL, T) \
   LINA_BINARY_FUNCTIONS(OP) \
   LINA_UNARY_FUNCTIONS(OP) \
   OP(Dropout, dropout) \
+  OP(ResidualDropout, residual_dropout) \
   OP(Swiglu, swiglu) \
+  OP(BetaLogAlpha, beta_log_alpha) \
   KERNEL(void, fill, (T * x, int64_t n, T value)) \
   KERNEL(void, unary_forward, (UnaryFn f, const T* x, T* y, int64_t n, T p)) \
   KERNEL(void, unary_backward, (UnaryFn f, const T* x, const T* y, const T* dy, T* dx, int64_t n, T p)) \
   KERNEL(void, binary, (BinaryFn f, const T* a, const int64_t* a_strides, const T* b, const int64_t* b_strides, T* out, const int64_t* shape, int ndim)) \
   KERNEL(void, add_inplace, (T * dst, const T* src, int64_t n, T alpha)) \
-  KERNEL(void, dropout_apply, (const T* x, T* y, int64_t n, const DropoutKey& key)) \
-  KERNEL(void, swiglu_forward, (const T* gate, const T* up, T* y, int64_t n)) \
-  KERNEL(void, swiglu_backward, (const T* gate, const T* up, const T* dy, T* dgate, T* dup, int64_t n))
+  KERNEL(void, dropout_apply, (const T* x, const T* residual, T* y, int64_t n, const DropoutKey& key)) \
+  KERNEL(void, swiglu_forward, (const T* gate, const T* up, T* y, int64_t rows, int64_t width, int64_t stride)) \
+  KERNEL(void, swiglu_backward, (const T* gate, const T* up, const T* dy, T* dgate, T* dup, int64_t rows, int64_t width, int64_t stride)) \
+  KERNEL(void, beta_log_alpha_forward, (const T* z, const T* bias, T* out, int64_t rows, int64_t N, int64_t n_beta)) \
+  KERNEL(void, beta_log_alpha_backward, (const T* out, const T* dout, T* dz, T* dbias, int64_t rows, int64_t N, int64_t n_beta, bool add_dz, bool add_dbias))
 
 // ---- layout: one strided copy serves permute, expand, slice, concat, sum_to ----
 // backend_cpu/layout.cpp, backend_cuda/layout.cu
@@ -176,8 +193,8 @@
   KERNEL(void, causal_conv1d_backward, (const T* x, const T* w, const T* dy, T* dx, T* dw, int64_t B, int64_t T_len, int64_t C, int64_t K, bool add_dw)) \
   KERNEL(void, causal_conv1d_silu_forward, (const T* x, const T* w, T* y, int64_t B, int64_t T_len, int64_t C, int64_t K)) \
   KERNEL(void, causal_conv1d_silu_backward, (const T* x, const T* w, const T* dy, T* dx, T* dw, int64_t B, int64_t T_len, int64_t C, int64_t K, bool add_dw)) \
-  KERNEL(void, causal_conv1d_silu_l2_norm_forward, (const T* x, const T* w, T* y, T* norm, int64_t B, int64_t T_len, int64_t C, int64_t K, int64_t head, T eps, T scale)) \
-  KERNEL(void, causal_conv1d_silu_l2_norm_backward, (const T* x, const T* w, const T* norm, const T* dy, T* dx, T* dw, int64_t B, int64_t T_len, int64_t C, int64_t K, int64_t head, T eps, T scale, bool add_dw)) \
+  KERNEL(void, causal_conv1d_silu_l2_norm_forward, (const T* x, const T* w, T* y, T* norm, int64_t B, int64_t T_len, int64_t C, int64_t K, int64_t head, int64_t planes, int64_t normed, T eps, T scale)) \
+  KERNEL(void, causal_conv1d_silu_l2_norm_backward, (const T* x, const T* w, const T* norm, const T* dy, T* dx, T* dw, int64_t B, int64_t T_len, int64_t C, int64_t K, int64_t head, int64_t planes, int64_t normed, T eps, T scale, bool add_dw)) \
   KERNEL(void, rope_apply, (const T* x, T* y, int64_t B, int64_t T_len, int64_t H, int64_t D, int64_t pos0, double base, bool inverse))
 
 // ---- the optimiser: AdamW, clipping, scaling, and the update plan's bookkeeping ----

@@ -78,6 +78,9 @@ inline int lane_id() { return int(g_thread->linear % 32); }
 constexpr int warpSize = 32;
 
 inline void __syncthreads() { ::cuda_sim::syncthreads(); }
+// The rounded-add intrinsic, which nvcc never fuses with a multiply: on the
+// CPU a plain add (the host compiler is not asked to contract).
+inline float __fadd_rn(float a, float b) { return a + b; }
 inline void __syncwarp(unsigned mask = 0xffffffffu) { ::cuda_sim::syncwarp(mask); }
 
 // width: lanes form groups of `width` (a power of two ≤ 32), as in CUDA.

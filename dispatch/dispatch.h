@@ -90,7 +90,8 @@ void fill(Tensor& t, double value);
 Tensor unary(UnaryFn f, const Tensor& x, double p = 0.0);
 // x ⊙ M, M the dropout factors of `key` (core/philox.h), element i of x
 // (contiguous) getting factor i. Its own backward: dx = dropout(dy, key).
-Tensor dropout(const Tensor& x, const DropoutKey& key);
+// With a residual (x's shape): residual + x ⊙ M, in the same kernel.
+Tensor dropout(const Tensor& x, const DropoutKey& key, const Tensor& residual = Tensor());
 // dx = dy * f'(x); y = f(x) is passed because several derivatives use it.
 Tensor unary_backward(UnaryFn f, const Tensor& x, const Tensor& y, const Tensor& dy, double p = 0.0);
 // NumPy broadcasting; out has the broadcast shape.
@@ -195,17 +196,42 @@ void causal_conv1d_backward(const Tensor& x, const Tensor& weight, const Tensor&
 Tensor causal_conv1d_silu_forward(const Tensor& x, const Tensor& weight);
 void causal_conv1d_silu_backward(const Tensor& x, const Tensor& weight, const Tensor& dy,
                                  Tensor& dx, Tensor& dweight);
+// How causal_conv1d_silu_l2_norm lays out and normalises its C channels:
+// `count` planes of C/count channels, the first `normed` of them
+// normalised in heads of `head` channels.
+struct ConvPlanes {
+  int64_t head = 1, count = 1, normed = 1;
+};
 // q = scale · y / max(‖y‖, eps) for each group of `head` channels of y =
-// silu(causal_conv1d(x, weight)), in one pass: norm_out receives ‖y‖ per
-// group, [B, T, C / head] (C a multiple of head). The backward recomputes y.
-Tensor causal_conv1d_silu_l2_norm_forward(const Tensor& x, const Tensor& weight, int64_t head,
+// silu(causal_conv1d(x, weight)), in one pass. The C channels form
+// planes.count planes (q's, k's, v's); the first planes.normed are
+// normalised, the rest pass as they are; the output is laid out plane by
+// plane, [planes, B, T, C/planes] ([B, T, C] for one plane), so each plane
+// is a contiguous view. norm_out receives ‖y‖ per normalised group,
+// [B, T, normed·(C/planes)/head]. The backward recomputes y.
+Tensor causal_conv1d_silu_l2_norm_forward(const Tensor& x, const Tensor& weight, const ConvPlanes& planes,
                                      double eps, double scale, Tensor& norm_out);
 void causal_conv1d_silu_l2_norm_backward(const Tensor& x, const Tensor& weight, const Tensor& norm,
-                                    const Tensor& dq, int64_t head, double eps, double scale,
-                                    Tensor& dx, Tensor& dweight);
+                                    const Tensor& dq, const ConvPlanes& planes, double eps,
+                                    double scale, Tensor& dx, Tensor& dweight);
 // x [B, T, H, D], D even: interleaved RoPE (pairs 2j, 2j + 1) at positions pos0 + t; `inverse`
 // rotates back (the backward).
 Tensor rope_apply(const Tensor& x, int64_t pos0, double base, bool inverse);
+
+// ---- the recurrent mixers' gates ----
+// z [B, T, N] (any [..., N]: rows = its numel / N), bias [N], 0 ≤ n_beta ≤ N.
+// Returns out [B·T·N], two planes, each contiguous (Tensor::view_of):
+//   β [B, T, n_beta] = σ(z + b) (columns < n_beta), at offset 0;
+//   log α [B, T, N − n_beta] = log σ(z + b) = −softplus(−(z + b)) (columns ≥
+//   n_beta), at offset B·T·n_beta.
+// One kernel each way. The backward reads the output only (z's shape aside):
+// dz (z_shape) = dβ β (1 − β) | dlogα · (−expm1(log α)), and dbias [N] = dz
+// summed over the rows; each of dz and dbias defined on entry (its shape,
+// out's dtype and device) has its gradient added into it (+=), else it is
+// assigned a fresh tensor.
+Tensor beta_log_alpha_forward(const Tensor& z, const Tensor& bias, int64_t n_beta);
+void beta_log_alpha_backward(const Tensor& out, const Tensor& dout, const Shape& z_shape, int64_t n_beta,
+                             Tensor& dz, Tensor& dbias);
 
 // ---- optimiser (AdamW step) ----
 // One AdamW update in place, PyTorch semantics; `step` counts from 1 and sets
@@ -249,10 +275,12 @@ struct ScanGrads {
   Tensor dq, dk, dv, dbeta, dlog_alpha, dinitial_state;
 };
 // dout [B, T, H, d]; dfinal_state [B, H, d, d] or undefined (S_T unused);
-// saved_states from scan_forward with the same config and inputs.
+// saved_states from scan_forward with the same config and inputs. `into`:
+// buffers (views of larger ones, say) the gradients are written to where
+// defined; the others are allocated.
 ScanGrads scan_backward(const ScanOptions& config, const Tensor& q, const Tensor& k,
                         const Tensor& v, const Tensor& beta, const Tensor& log_alpha,
                         const Tensor& saved_states, const Tensor& dout,
-                        const Tensor& dfinal_state);
+                        const Tensor& dfinal_state, const ScanGrads& into = ScanGrads());
 
 }  // namespace lina::dispatch

@@ -10,7 +10,7 @@
 //     sizes or strides;
 //   an argument struct (DropoutKey, AttentionShape, ScanShape) for one.
 // Example, from autograd/ops/elementwise.cpp:
-//   dispatch::launch::swiglu_forward({gate, up, y, gate.numel()});
+//   dispatch::launch::swiglu_forward({gate, up, y, rows, width, stride});
 // The autograd node that calls it checks shapes and allocates the outputs.
 #pragma once
 #include <cstdint>

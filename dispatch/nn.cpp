@@ -1,5 +1,6 @@
 // Backend dispatch for the neural-network ops: softmax, log-softmax,
-// cross-entropy, embedding, RMSNorm, L2 norm, causal conv1d, RoPE.
+// cross-entropy, embedding, RMSNorm, L2 norm, causal conv1d, RoPE, the
+// recurrent mixers' gates (beta_log_alpha).
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -247,6 +248,18 @@ bool add_into_or_fresh(Tensor& grad, const Tensor& like, const Tensor& x, const 
   return true;
 }
 
+// The same for a gradient of shape `shape` (an input the backward does not keep).
+bool add_into_or_fresh(Tensor& grad, const Shape& shape, const Tensor& x, const char* what) {
+  if (!grad.defined()) {
+    grad = Tensor::empty(shape, x.dtype(), x.device());
+    return false;
+  }
+  check(grad.shape() == shape,
+        std::string(what) + ": shape mismatch " + shape_str(grad.shape()) + " vs " + shape_str(shape));
+  check_same_dtype_device(grad, x, what);
+  return true;
+}
+
 // x [B, T, C] and weight [C, K].
 void check_conv(const Tensor& x, const Tensor& weight, const char* op = "causal_conv1d") {
   check(x.ndim() == 3, std::string(op) + ": expected x [B, T, C], got " + shape_str(x.shape()));
@@ -379,47 +392,70 @@ void causal_conv1d_silu_backward(const Tensor& x, const Tensor& weight, const Te
   });
 }
 
-// C splits into whole groups of `head` channels.
-static void check_heads(const Tensor& x, int64_t head, const char* op) {
-  check(head >= 1 && x.dim(2) % head == 0,
-        std::string(op) + ": " + std::to_string(x.dim(2)) + " channels of x " + shape_str(x.shape()) +
-            " do not split into heads of " + std::to_string(head));
+// C splits into `planes` planes, each into whole heads of `head` channels,
+// the first `normed` of them normalised.
+static void check_heads(const Tensor& x, const ConvPlanes& planes, const char* op) {
+  const int64_t C = x.dim(2);
+  check(planes.count >= 1 && C % planes.count == 0 && planes.normed >= 0 && planes.normed <= planes.count,
+        std::string(op) + ": " + std::to_string(C) + " channels of x " + shape_str(x.shape()) +
+            " do not form " + std::to_string(planes.count) + " planes with " +
+            std::to_string(planes.normed) + " of them normalised");
+  check(planes.head >= 1 && (C / planes.count) % planes.head == 0,
+        std::string(op) + ": " + std::to_string(C) + " channels of x " + shape_str(x.shape()) +
+            " do not split into heads of " + std::to_string(planes.head));
 }
 
-Tensor causal_conv1d_silu_l2_norm_forward(const Tensor& x, const Tensor& weight, int64_t head,
+// The output's shape: [B, T, C] for one plane, else [planes, B, T, C/planes].
+static Shape planes_shape(const Tensor& x, const ConvPlanes& planes) {
+  if (planes.count == 1) return x.shape();
+  return {planes.count, x.dim(0), x.dim(1), x.dim(2) / planes.count};
+}
+
+static int64_t normed_heads(const Tensor& x, const ConvPlanes& planes) {
+  return planes.normed * (x.dim(2) / planes.count) / planes.head;
+}
+
+Tensor causal_conv1d_silu_l2_norm_forward(const Tensor& x, const Tensor& weight, const ConvPlanes& planes,
                                      double eps, double scale, Tensor& norm_out) {
   check_conv(x, weight, "causal_conv1d_silu_l2_norm");
-  check_heads(x, head, "causal_conv1d_silu_l2_norm");
-  Tensor q = Tensor::empty(x.shape(), x.dtype(), x.device());
-  norm_out = Tensor::empty({x.dim(0), x.dim(1), x.dim(2) / head}, x.dtype(), x.device());
+  check_heads(x, planes, "causal_conv1d_silu_l2_norm");
+  Tensor q = Tensor::empty(planes_shape(x, planes), x.dtype(), x.device());
+  norm_out = Tensor::empty({x.dim(0), x.dim(1), normed_heads(x, planes)}, x.dtype(), x.device());
   on_backend(x, "causal_conv1d_silu_l2_norm", [&](auto backend) {
     using B = decltype(backend);
     using T = typename B::type;
     B::causal_conv1d_silu_l2_norm_forward(x.data<T>(), weight.data<T>(), q.data<T>(),
                                      norm_out.data<T>(), x.dim(0), x.dim(1), x.dim(2),
-                                     weight.dim(1), head, T(eps), T(scale));
+                                     weight.dim(1), planes.head, planes.count, planes.normed,
+                                     T(eps), T(scale));
   });
   return q;
 }
 
 void causal_conv1d_silu_l2_norm_backward(const Tensor& x, const Tensor& weight, const Tensor& norm,
-                                    const Tensor& dq, int64_t head, double eps, double scale,
-                                    Tensor& dx, Tensor& dweight) {
-  check_conv_backward(x, weight, dq, "causal_conv1d_silu_l2_norm_backward");
-  check_heads(x, head, "causal_conv1d_silu_l2_norm_backward");
-  check(norm.numel() * head == x.numel(), "causal_conv1d_silu_l2_norm_backward: norm " +
-                                              shape_str(norm.shape()) + " is not one per head of " +
-                                              shape_str(x.shape()));
-  check_same_dtype_device(x, norm, "causal_conv1d_silu_l2_norm_backward");
+                                    const Tensor& dq, const ConvPlanes& planes, double eps,
+                                    double scale, Tensor& dx, Tensor& dweight) {
+  const char* op = "causal_conv1d_silu_l2_norm_backward";
+  check_conv(x, weight, op);
+  check_heads(x, planes, op);
+  check(dq.shape() == planes_shape(x, planes),
+        std::string(op) + ": dq " + shape_str(dq.shape()) + " is not the output's shape " +
+            shape_str(planes_shape(x, planes)));
+  check_same_dtype_device(x, dq, op);
+  check(norm.numel() == x.dim(0) * x.dim(1) * normed_heads(x, planes),
+        std::string(op) + ": norm " + shape_str(norm.shape()) + " is not one per normalised head of " +
+            shape_str(x.shape()));
+  check_same_dtype_device(x, norm, op);
   dx = Tensor::empty(x.shape(), x.dtype(), x.device());
   const bool add_dw =
       add_into_or_fresh(dweight, weight, x, "causal_conv1d_silu_l2_norm_backward: dweight");
-  on_backend(x, "causal_conv1d_silu_l2_norm_backward", [&](auto backend) {
+  on_backend(x, op, [&](auto backend) {
     using B = decltype(backend);
     using T = typename B::type;
     B::causal_conv1d_silu_l2_norm_backward(x.data<T>(), weight.data<T>(), norm.data<T>(), dq.data<T>(),
                                       dx.data<T>(), dweight.data<T>(), x.dim(0), x.dim(1),
-                                      x.dim(2), weight.dim(1), head, T(eps), T(scale), add_dw);
+                                      x.dim(2), weight.dim(1), planes.head, planes.count,
+                                      planes.normed, T(eps), T(scale), add_dw);
   });
 }
 
@@ -436,6 +472,53 @@ Tensor rope_apply(const Tensor& x, int64_t pos0, double base, bool inverse) {
                   base, inverse);
   });
   return y;
+}
+
+// ---- beta_log_alpha: the recurrent mixers' gates ----
+
+// z [..., N] (the mixers' [B, T, N]) and 0 ≤ n_beta ≤ N: the rows B·T.
+static int64_t check_gates(const Shape& z_shape, int64_t n_beta, const char* op) {
+  check(!z_shape.empty(), std::string(op) + ": expected z [B, T, N], got a scalar");
+  const int64_t N = z_shape.back();
+  check(n_beta >= 0 && n_beta <= N, std::string(op) + ": n_beta = " + std::to_string(n_beta) +
+                                        " is out of range [0, " + std::to_string(N) + "] for z " +
+                                        shape_str(z_shape));
+  return N == 0 ? 0 : numel(z_shape) / N;
+}
+
+Tensor beta_log_alpha_forward(const Tensor& z, const Tensor& bias, int64_t n_beta) {
+  const char* op = "beta_log_alpha";
+  const int64_t rows = check_gates(z.shape(), n_beta, op), N = z.dim(-1);
+  check_same_dtype_device(z, bias, op);
+  check(bias.ndim() == 1 && bias.dim(0) == N,
+        std::string(op) + ": bias " + shape_str(bias.shape()) + " is not [N] with N = " + std::to_string(N) +
+            ", the last dim of z " + shape_str(z.shape()));
+  Tensor out = Tensor::empty({z.numel()}, z.dtype(), z.device());
+  on_backend(z, op, [&](auto backend) {
+    using B = decltype(backend);
+    using T = typename B::type;
+    B::beta_log_alpha_forward(z.data<T>(), bias.data<T>(), out.data<T>(), rows, N, n_beta);
+  });
+  return out;
+}
+
+void beta_log_alpha_backward(const Tensor& out, const Tensor& dout, const Shape& z_shape, int64_t n_beta,
+                             Tensor& dz, Tensor& dbias) {
+  const char* op = "beta_log_alpha_backward";
+  const int64_t rows = check_gates(z_shape, n_beta, op), N = z_shape.back();
+  check(out.shape() == Shape{numel(z_shape)}, std::string(op) + ": out " + shape_str(out.shape()) +
+                                                  " is not the forward's [" + std::to_string(numel(z_shape)) +
+                                                  "] for z " + shape_str(z_shape));
+  check_same_shape(out, dout, op);
+  check_same_dtype_device(out, dout, op);
+  const bool add_dz = add_into_or_fresh(dz, z_shape, out, "beta_log_alpha_backward: dz");
+  const bool add_dbias = add_into_or_fresh(dbias, Shape{N}, out, "beta_log_alpha_backward: dbias");
+  on_backend(out, op, [&](auto backend) {
+    using B = decltype(backend);
+    using T = typename B::type;
+    B::beta_log_alpha_backward(out.data<T>(), dout.data<T>(), dz.data<T>(), dbias.data<T>(), rows, N, n_beta,
+                               add_dz, add_dbias);
+  });
 }
 
 }  // namespace lina::dispatch

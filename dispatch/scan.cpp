@@ -95,19 +95,27 @@ Tensor scan_forward(const ScanOptions& options, const Tensor& q, const Tensor& k
 ScanGrads scan_backward(const ScanOptions& options, const Tensor& q, const Tensor& k,
                         const Tensor& v, const Tensor& beta, const Tensor& log_alpha,
                         const Tensor& saved_states, const Tensor& dout,
-                        const Tensor& dfinal_state) {
+                        const Tensor& dfinal_state, const ScanGrads& into) {
   const ScanShape s = check_scan_inputs(options, q, k, v, beta, log_alpha);
   const Shape state_shape{s.B, s.H, s.d, s.d};
   check_scan_state(saved_states, q, {s.B, s.H, scan_saved_steps(options, s.T), s.d, s.d},
                    "saved states");
   check_scan_state(dout, q, q.shape(), "dout");
   if (dfinal_state.defined()) check_scan_state(dfinal_state, q, state_shape, "dfinal_state");
+  // each gradient in its buffer from `into`, else in a new one
+  auto buffer = [&](const Tensor& given, const Tensor& like, const char* what) {
+    if (!given.defined()) return Tensor::empty(like.shape(), q.dtype(), q.device());
+    check(given.shape() == like.shape() && given.dtype() == q.dtype() && given.device() == q.device(),
+          std::string("scan_backward: the buffer for ") + what + " is " + given.describe() +
+              ", expected " + like.describe());
+    return given;
+  };
   ScanGrads g;
-  g.dq = Tensor::empty(q.shape(), q.dtype(), q.device());
-  g.dk = Tensor::empty(q.shape(), q.dtype(), q.device());
-  g.dv = Tensor::empty(q.shape(), q.dtype(), q.device());
-  if (uses_beta(s.rule)) g.dbeta = Tensor::empty(beta.shape(), q.dtype(), q.device());
-  if (learns_decay(s.rule)) g.dlog_alpha = Tensor::empty(log_alpha.shape(), q.dtype(), q.device());
+  g.dq = buffer(into.dq, q, "dq");
+  g.dk = buffer(into.dk, q, "dk");
+  g.dv = buffer(into.dv, q, "dv");
+  if (uses_beta(s.rule)) g.dbeta = buffer(into.dbeta, beta, "dbeta");
+  if (learns_decay(s.rule)) g.dlog_alpha = buffer(into.dlog_alpha, log_alpha, "dlog_alpha");
   g.dinitial_state = Tensor::empty(state_shape, q.dtype(), q.device());
   on_backend(q, "scan", [&](auto backend) {
     using B = decltype(backend);

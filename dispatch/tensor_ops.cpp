@@ -94,14 +94,19 @@ Tensor unary(UnaryFn f, const Tensor& x, double p) {
   return y;
 }
 
-Tensor dropout(const Tensor& x, const DropoutKey& key) {
+Tensor dropout(const Tensor& x, const DropoutKey& key, const Tensor& residual) {
   check(key.p >= 0 && key.p < 1, "dropout: probability must be in [0, 1), got " + std::to_string(key.p));
   check_float(x, "dropout");
+  if (residual.defined()) {
+    check_same_shape(residual, x, "dropout (residual)");
+    check_same_dtype_device(residual, x, "dropout (residual)");
+  }
   Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
   on_backend(x, "dropout", [&](auto backend) {
     using B = decltype(backend);
     using T = typename B::type;
-    B::dropout_apply(x.data<T>(), y.data<T>(), x.numel(), key);
+    B::dropout_apply(x.data<T>(), residual.defined() ? residual.data<T>() : nullptr, y.data<T>(),
+                     x.numel(), key);
   });
   return y;
 }

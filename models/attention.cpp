@@ -2,7 +2,7 @@
 //   q = x W_qᵀ (n_head heads), k = x W_kᵀ, v = x W_vᵀ (n_kv_head heads each)
 //   RoPE on q and k (interleaved pairs); scores = q kᵀ / √d, causal;
 //   o = dropout(softmax(scores)) v; query head h reads KV head h / (n_head /
-//   n_kv_head); out = dropout(concat(o) W_oᵀ).
+//   n_kv_head); out = concat(o) W_oᵀ (dropped out in the residual sum).
 #include <cmath>
 
 #include "dispatch/layout.h"
@@ -59,7 +59,7 @@ Var AttentionMixer::forward(const ModelConfig& c, const Var& x, const LayerNames
                                        : attention_composed(q, k, v, scale, &n, weights_drop);  // op by op
   o = named(o, n.o);  // [B, T, H, d]
   Var out = linear(reshape(o, {B, T, int64_t(c.n_head) * d}), o_proj);
-  return named(dropout(out, drop.key(layer, DropoutSite::MixerOutput)), n.mix);
+  return named(out, n.mix);  // its dropout joins the residual sum (LanguageModel::forward)
 }
 
 }  // namespace lina

@@ -18,27 +18,30 @@ struct LayerNames {
   const char* q, *k, *v;                  // what the scan (or softmax attention) reads
   const char* b_proj, *beta;              // recurrent: x W_bᵀ + b_b and β = σ(...)
   const char* a_proj, *log_alpha;         // gdn: x W_aᵀ + b_a and log α = log σ(...)
-  const char* ba_proj;                    // gdn: [b_proj | a_proj], from one product
+  const char* qkv;                        // recurrent, fused: q, k, v as planes [3, B, T, H, d]
+  const char* beta_log_alpha;             // recurrent, fused: β then log α, from one product
   const char* scores, *weights;           // attention: q kᵀ/√d and softmax(scores)
   const char* o;                          // the read-out: o_t = S_t q_t, or weights · v
   const char* o_norm;                     // recurrent: per-head RMSNorm of o
   const char* g_proj, *gated;             // recurrent: x W_gᵀ, silu(x W_gᵀ) ⊙ o_norm(o)
-  const char* mix;                        // the mixer's output, dropout((...) W_oᵀ)
-  const char* residual;                   // x + mix
+  const char* mix;                        // the mixer's output, (...) W_oᵀ
+  const char* residual;                   // x + dropout(mix)
   const char* n2;                         // n2(x), the MLP's input
   const char* ffn_hidden, *ffn;           // silu(x W_gateᵀ) ⊙ x W_upᵀ, the MLP's output
-  const char* out;                        // the block's output, x + ffn
+  const char* out;                        // the block's output, x + dropout(ffn)
 };
 
 // y = x Wᵀ for a weight W [out, in] (the [out, in] convention of docs/spec.md §1.4).
 inline Var linear(const Var& x, const Var& weight) { return matmul(x, weight, false, true); }
 
-// SwiGLU: down(silu(x W_gateᵀ) ⊙ x W_upᵀ), then dropout.
+// SwiGLU: down(silu(x W_gateᵀ) ⊙ x W_upᵀ) (dropped out in the residual sum).
 struct Mlp {
   Var gate, up, down;  // [hidden, n_embd], [hidden, n_embd], [n_embd, hidden]
-  Var forward(const Var& x, const LayerNames& n, const DropoutKey& drop) const {
-    Var hidden = named(swiglu(linear(x, gate), linear(x, up)), n.ffn_hidden);  // silu(x W_gateᵀ) ⊙ x W_upᵀ
-    return named(dropout(linear(hidden, down), drop), n.ffn);
+  Var forward(const Var& x, const LayerNames& n) const {
+    // one product with [W_gate; W_up] (neighbours in the parameter buffer, so a
+    // view: stacked_rows), [B, T, 2·hidden], then silu(x W_gateᵀ) ⊙ x W_upᵀ of its halves
+    Var hidden = named(swiglu(linear(x, stacked_rows({gate, up}))), n.ffn_hidden);
+    return named(linear(hidden, down), n.ffn);
   }
 };
 
@@ -67,7 +70,7 @@ struct RecurrentMixer {
   // x [B, T, C] -> [B, T, C]; with a cache, continues from its state.
   // alpha_mean: the mean decay of each head (over channels for gla).
   Var forward(const ModelConfig& c, const Var& x, const LayerNames& n, LayerCache* cache,
-              std::vector<double>* alpha_mean, const DropoutKey& drop) const;
+              std::vector<double>* alpha_mean) const;
 };
 
 struct Block {

@@ -43,7 +43,8 @@ LayerNames::LayerNames(int layer) {
   beta = name("mix.beta");
   a_proj = name("mix.a_proj");
   log_alpha = name("mix.log_alpha");
-  ba_proj = name("mix.ba_proj");
+  qkv = name("mix.qkv");
+  beta_log_alpha = name("mix.beta_log_alpha");
   scores = name("mix.scores");
   weights = name("mix.weights");
   o = name("mix.o");
@@ -117,6 +118,10 @@ void init_recurrent(Initialiser& init, const ModelConfig& c, const std::string& 
     const int64_t gates = decays_per_channel(rule) ? H * c.head_size : H;
     r.a_proj_w = init.linear(p + "mix.a_proj.weight", gates, C);
     r.a_proj_b = init.constant(p + "mix.a_proj.bias", {gates}, 3.0);  // α ≈ σ(3) ≈ 0.95
+  }
+  if (uses_beta(rule) && learns_decay(rule)) {  // [W_b; W_a] and [b_b; b_a]: one product and one bias
+    init.params.place_together({p + "mix.b_proj.weight", p + "mix.a_proj.weight"});
+    init.params.place_together({p + "mix.b_proj.bias", p + "mix.a_proj.bias"});
   }
   r.g_proj = init.linear(p + "mix.g_proj.weight", C, C);
   r.o_norm = init.constant(p + "mix.o_norm.weight", {c.head_size}, 1.0);
@@ -195,17 +200,16 @@ Var LanguageModel::forward(const Tensor& ids, InferenceState* state, AlphaStats*
     } else {
       std::vector<double> alpha_mean;
       bool gated = alpha && learns_decay(scan_rule(b.kind));
-      h = b.rec.forward(c, h, n, cache, gated ? &alpha_mean : nullptr,
-                        dropout_.key(b.layer, DropoutSite::MixerOutput));
+      h = b.rec.forward(c, h, n, cache, gated ? &alpha_mean : nullptr);
       if (gated) {
         alpha->layer.push_back(int(i));
         alpha->mean.push_back(alpha_mean);
       }
     }
-    x = named(add(x, h), n.residual);
-    Var ffn = b.mlp.forward(named(rms_norm(x, b.n2, c.norm_eps), n.n2), n,
-                            dropout_.key(b.layer, DropoutSite::FfnOutput));
-    x = named(add(x, ffn), n.out);
+    // x + dropout(h): the sum and the branch's dropout in one kernel
+    x = named(residual_dropout(x, h, dropout_.key(b.layer, DropoutSite::MixerOutput)), n.residual);
+    Var ffn = b.mlp.forward(named(rms_norm(x, b.n2, c.norm_eps), n.n2), n);
+    x = named(residual_dropout(x, ffn, dropout_.key(b.layer, DropoutSite::FfnOutput)), n.out);
   }
   if (state) state->position += ids.dim(1);
   Var normed = named(rms_norm(x, norm_f_, c.norm_eps), "norm_f");

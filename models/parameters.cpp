@@ -1,5 +1,7 @@
 #include "models/parameters.h"
 
+#include <algorithm>
+
 #include "dispatch/dispatch.h"
 
 namespace lina {
@@ -10,13 +12,49 @@ Var ParameterStore::add(const std::string& name, const Shape& shape, bool decay)
   check(!has(name), "ParameterStore::add: duplicate parameter name '" + name + "'");
   Var var(Tensor::zeros(shape, DType::F64, Device::Cpu), /*requires_grad=*/true, name);
   index_[name] = params_.size();
-  params_.push_back({name, var, decay, count_});
+  params_.push_back({name, var, decay, count_});  // the offset moves if place_together asks
   count_ += var.data().numel();
   return var;
 }
 
+void ParameterStore::place_together(const std::vector<std::string>& names) {
+  check(!finalized(), "ParameterStore::place_together: cannot move parameters after finalize()");
+  std::vector<size_t> group;
+  for (const std::string& name : names) {
+    check(has(name), "ParameterStore::place_together: no parameter named '" + name + "'");
+    const size_t i = index_.at(name);
+    for (const std::vector<size_t>& other : together_)
+      check(std::find(other.begin(), other.end(), i) == other.end(),
+            "ParameterStore::place_together: '" + name + "' is in another group already");
+    group.push_back(i);
+  }
+  together_.push_back(group);
+}
+
+// Offsets in registration order, except that a place_together group goes
+// whole where its first-registered member would have gone.
+void ParameterStore::assign_offsets() {
+  std::vector<int> group_of(params_.size(), -1);
+  for (size_t g = 0; g < together_.size(); ++g)
+    for (size_t i : together_[g]) group_of[i] = int(g);
+  std::vector<bool> placed(params_.size(), false);
+  int64_t offset = 0;
+  auto place = [&](size_t i) {
+    params_[i].offset = offset;
+    offset += params_[i].var.data().numel();
+    placed[i] = true;
+  };
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (placed[i]) continue;
+    if (group_of[i] < 0) place(i);
+    else
+      for (size_t j : together_[size_t(group_of[i])]) place(j);
+  }
+}
+
 void ParameterStore::finalize(DType dtype, Device device) {
   check(!finalized(), "ParameterStore::finalize: already finalized");
+  assign_offsets();
   check(is_float(dtype), std::string("ParameterStore::finalize: parameters must be float, got ") +
                              dtype_name(dtype));
   data_ = Tensor::empty({count_}, dtype, device);

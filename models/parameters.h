@@ -42,6 +42,12 @@ class ParameterStore {
   // Registers a parameter and returns its Var (a handle: copies share the
   // same data and grad). Names are unique. Throws once finalized.
   Var add(const std::string& name, const Shape& shape, bool decay);
+  // Asks finalize() to lay the named parameters (already added) out one
+  // after another in this order, where the first of them would go: their
+  // rows then form one matrix (stacked_rows), so one product serves them
+  // all. Registration order (names, initial values, checkpoints) is
+  // unchanged; only the offsets in the buffers move.
+  void place_together(const std::vector<std::string>& names);
   // Packs every parameter into one data buffer and one zeroed grad buffer
   // of `dtype` on `device`. Called once.
   void finalize(DType dtype = DType::F32, Device device = Device::Cpu);
@@ -73,11 +79,13 @@ class ParameterStore {
 
  private:
   void require_finalized(const char* what) const;
+  void assign_offsets();  // each parameter's offset (finalize)
   void point_views();  // sets every Var's data and grad to its views of data_ / grad_
 
   std::vector<Parameter> params_;
   std::unordered_map<std::string, size_t> index_;
   int64_t count_ = 0;
+  std::vector<std::vector<size_t>> together_;  // place_together's groups, as indices into params_
   Tensor data_, grad_;  // [count_] each, once finalized
 };
 

@@ -4,17 +4,19 @@
 //   x [W_q; W_k; W_v]ᵀ: the three weights are neighbours in the parameter
 //   buffer, so the stacked weight is a view of them (stacked_rows)
 //   the causal depthwise conv (kernel 4) of [q | k | v], channel by channel,
-//   then SiLU: one op over all 3C channels with `conv.weight` (causal_conv1d_silu,
-//   unless ModelConfig::conv is Fusion::Composed), then split into q, k, v
+//   then SiLU, with `conv.weight`
 //   feature map on q, k: elu + 1, relu + 1e-5 or sigmoid + 1e-5 (linear),
 //   else L2-normalise per head; q is not scaled
 //   β = σ(x W_bᵀ + b_b) (delta rules), log α = log σ(x W_aᵀ + b_a) (learned
-//   decays: one per head, or one per head and key channel for gla); with
-//   both (gdn), one product of x with [W_b; W_a], split after the bias
+//   decays: one per head, or one per head and key channel for gla)
+// The fused path (scan_of_packed_inputs) makes q, k, v in one op as three
+// planes and β, log α in one op as two, from one product with [W_b; W_a];
+// the scan reads the planes in place. The split path (scan_of_split_inputs)
+// runs op by op: linear attention's feature map, and the composed reference.
 //   o = scan(q, k, v, β, log α)  — the recurrence, see docs/recurrence.md and
 //   docs/recurrence-gated.md; retnet's fixed decay lives in the scan itself
-//   per-head RMSNorm of o, concat, times the output gate silu(x W_gᵀ), W_o,
-//   dropout
+//   per-head RMSNorm of o, concat, times the output gate silu(x W_gᵀ), W_o
+//   (dropped out in the residual sum, LanguageModel::forward)
 #include <cmath>
 
 #include "dispatch/layout.h"
@@ -48,68 +50,127 @@ static Var feature_map(const ModelConfig& c, MixerKind kind, const Var& x) {
   return add_scalar(elu(x), 1.0);  // elu(x) + 1 > 0
 }
 
-Var RecurrentMixer::forward(const ModelConfig& c, const Var& x, const LayerNames& n,
-                            LayerCache* cache, std::vector<double>* alpha_mean,
-                            const DropoutKey& drop) const {
-  int64_t B = x.dim(0), T = x.dim(1), H = c.n_head, d = c.head_size;
-  Shape heads{B, T, H, d};
-  const ScanRule rule = scan_rule(kind);
-  const int64_t C = H * d;
-  // [W_q; W_k; W_v] [3C, C]: one product for q, k and v (and one for dx,
-  // one for the three dW in the backward).
-  Var qkv = named(linear(x, stacked_rows({q_proj, k_proj, v_proj})), n.qkv_proj);  // [B, T, 3C]
-  // conv.weight [3C, 1, K] holds the taps of q's channels, then k's, then
-  // v's: one conv + SiLU over the 3C channels, then split into heads.
-  Var taps = reshape(conv, {3 * C, conv.dim(2)});  // [3C, K]
-  qkv = named(conv_silu(qkv, taps, cache ? &cache->conv : nullptr, c.conv == Fusion::Fused), n.qkv_conv);
-  std::vector<Var> parts = split(qkv, -1, {C, C, C});  // [B, T, C] each
-  Var q = named(feature_map(c, kind, reshape(parts[0], heads)), n.q);
-  Var k = named(feature_map(c, kind, reshape(parts[1], heads)), n.k);
-  Var v = named(reshape(parts[2], heads), n.v);
+// The mean α of each head, over tokens (and key channels): log_alpha [B, T,
+// H] or [B, T, H, d] (per_head = d).
+static void mean_decay_per_head(const Tensor& log_alpha, int64_t H, int64_t per_head,
+                                std::vector<double>* alpha_mean) {
+  const int64_t rows = log_alpha.numel() / (H * per_head);
+  Tensor alpha = dispatch::unary(UnaryFn::Exp, log_alpha);
+  alpha = sum_to(alpha.reshape({rows, H * per_head}), {H * per_head});
+  alpha_mean->assign(size_t(H), 0.0);
+  for (int64_t i = 0; i < H * per_head; ++i)
+    (*alpha_mean)[size_t(i / per_head)] += alpha.at(i) / double(rows * per_head);
+}
 
-  Var b_proj, a_proj;   // x W_bᵀ + b_b [B, T, H], x W_aᵀ + b_a [B, T, alphas]
-  if (uses_beta(rule) && learns_decay(rule)) {
-    // Both from one product with the weights stacked, [W_b; W_a] [H + alphas,
-    // C]: x is read once instead of twice, and its gradient is one product
-    // where it would be two and their sum (a few outputs each).
-    Var w = concat({b_proj_w, a_proj_w}, 0);  // [H + alphas, C]
-    Var b = concat({b_proj_b, a_proj_b}, 0);  // [H + alphas]
-    Var stacked = named(add(linear(x, w), b), n.ba_proj);
-    std::vector<Var> parts = split(stacked, -1, {b_proj_w.dim(0), a_proj_w.dim(0)});
-    b_proj = parts[0];
-    a_proj = parts[1];
-  } else if (uses_beta(rule)) {
-    b_proj = add(linear(x, b_proj_w), b_proj_b);
-  } else if (learns_decay(rule)) {
-    a_proj = add(linear(x, a_proj_w), a_proj_b);
+// What every recurrent mixer's scan is given, besides q, k, v and β, log α.
+struct ScanCall {
+  ScanOptions options;
+  Tensor initial_state;  // undefined: zeros
+  Tensor* final_state;   // null: not kept
+};
+
+// The scan's inputs packed (every rule but linear attention's, with the
+// fused conv): one op makes q, k, v — conv + SiLU over [q | k | v], q's and
+// k's heads L2-normalised — laid out as three planes [3, B, T, H, d]; one
+// product with the stacked [W_b; W_a] and one op make β and log α, laid out
+// as two planes. The scan reads every plane in place: nothing is split.
+static Var scan_of_packed_inputs(const RecurrentMixer& m, const ModelConfig& c, const Var& x,
+                                 const Var& qkv, const Var& taps, const LayerNames& n,
+                                 Tensor* conv_cache, const ScanCall& call,
+                                 std::vector<double>* alpha_mean) {
+  const int64_t B = x.dim(0), T = x.dim(1), H = c.n_head, d = c.head_size;
+  const ScanRule rule = call.options.rule;
+  auto conv_l2 = [&](const Var& in) {  // [3, B, T', C]: q, k normalised per head of d, v as it is
+    return causal_conv1d_silu_l2_norm_planes(in, taps, d, /*planes=*/3, /*normed=*/2);
+  };
+  Var planes;
+  if (!conv_cache) {
+    planes = conv_l2(qkv);
+  } else {  // the conv sees the last K−1 inputs of the previous call (see conv_silu)
+    const int64_t keep = conv_cache->dim(1);
+    Var window = concat({Var(*conv_cache), qkv}, 1);  // [B, K−1+T, 3C]
+    *conv_cache = slice(window.data(), 1, T, keep);
+    planes = slice(conv_l2(window), 2, keep, T);
   }
+  planes = named(reshape(planes, {3, B, T, H, d}), n.qkv);
+
+  Var gates;  // [β | log α], flat
+  Shape decay_shape;
+  if (uses_beta(rule) || learns_decay(rule)) {
+    std::vector<Var> w, b;  // [W_b; W_a], [b_b; b_a]: neighbours in the buffer (place_together)
+    if (uses_beta(rule)) {
+      w.push_back(m.b_proj_w);
+      b.push_back(m.b_proj_b);
+    }
+    if (learns_decay(rule)) {
+      w.push_back(m.a_proj_w);
+      b.push_back(m.a_proj_b);
+    }
+    gates = named(beta_log_alpha(linear(x, stacked_rows(w)), stacked_rows(b), uses_beta(rule) ? H : 0),
+                  n.beta_log_alpha);
+    decay_shape = decays_per_channel(rule) ? Shape{B, T, H, d} : Shape{B, T, H};
+    if (alpha_mean && learns_decay(rule)) {
+      const int64_t at = uses_beta(rule) ? B * T * H : 0;
+      mean_decay_per_head(Tensor::view_of(gates.data(), at, decay_shape), H,
+                          decays_per_channel(rule) ? d : 1, alpha_mean);
+    }
+  }
+  return scan_packed(call.options, planes, gates, decay_shape, call.initial_state, call.final_state);
+}
+
+// The scan's inputs op by op (linear attention, whose feature map is not an
+// L2 norm, and the composed conv, the fused path's reference): conv + SiLU,
+// split into q, k, v, the feature map; β = σ(x W_bᵀ + b_b), log α =
+// log σ(x W_aᵀ + b_a), each from a product of its own.
+static Var scan_of_split_inputs(const RecurrentMixer& m, const ModelConfig& c, const Var& x,
+                                const Var& qkv_proj, const Var& taps, const LayerNames& n,
+                                Tensor* conv_cache, const ScanCall& call,
+                                std::vector<double>* alpha_mean) {
+  const int64_t B = x.dim(0), T = x.dim(1), H = c.n_head, d = c.head_size, C = H * d;
+  const Shape heads{B, T, H, d};
+  const ScanRule rule = call.options.rule;
+  Var qkv = named(conv_silu(qkv_proj, taps, conv_cache, c.conv == Fusion::Fused), n.qkv_conv);
+  std::vector<Var> parts = split(qkv, -1, {C, C, C});  // [B, T, C] each
+  Var q = named(feature_map(c, m.kind, reshape(parts[0], heads)), n.q);
+  Var k = named(feature_map(c, m.kind, reshape(parts[1], heads)), n.k);
+  Var v = named(reshape(parts[2], heads), n.v);
   Var beta, log_alpha;  // [B, T, H]; log_alpha [B, T, H, d] when per key channel
-  if (uses_beta(rule)) beta = named(sigmoid(named(b_proj, n.b_proj)), n.beta);
+  if (uses_beta(rule))
+    beta = named(sigmoid(named(add(linear(x, m.b_proj_w), m.b_proj_b), n.b_proj)), n.beta);
   if (learns_decay(rule)) {
-    a_proj = named(a_proj, n.a_proj);
+    Var a_proj = named(add(linear(x, m.a_proj_w), m.a_proj_b), n.a_proj);
     log_alpha = log_sigmoid(a_proj);  // −softplus(−z), never log(σ(z))
     if (decays_per_channel(rule)) log_alpha = reshape(log_alpha, heads);
     log_alpha = named(log_alpha, n.log_alpha);
-    if (alpha_mean) {  // the mean α of each head, over tokens (and key channels)
-      Tensor alpha = dispatch::unary(UnaryFn::Exp, log_alpha.data());
-      const int64_t per_head = decays_per_channel(rule) ? d : 1;
-      alpha = sum_to(alpha.reshape({B * T, H * per_head}), {H * per_head});
-      alpha_mean->assign(size_t(H), 0.0);
-      for (int64_t i = 0; i < H * per_head; ++i)
-        (*alpha_mean)[size_t(i / per_head)] += alpha.at(i) / double(B * T * per_head);
-    }
+    if (alpha_mean) mean_decay_per_head(log_alpha.data(), H, decays_per_channel(rule) ? d : 1, alpha_mean);
   }
+  return scan(call.options, q, k, v, beta, log_alpha, call.initial_state, call.final_state);
+}
 
-  ScanOptions options;
-  options.rule = rule;
-  options.form = cache ? ScanForm::Sequential : c.scan_form;  // generation: token by token
-  options.chunk = c.scan_chunk;
-  Tensor initial_state = cache ? cache->state : Tensor();
-  Var o = named(scan(options, q, k, v, beta, log_alpha, initial_state, cache ? &cache->state : nullptr), n.o);
+Var RecurrentMixer::forward(const ModelConfig& c, const Var& x, const LayerNames& n,
+                            LayerCache* cache, std::vector<double>* alpha_mean) const {
+  const int64_t B = x.dim(0), T = x.dim(1), H = c.n_head, d = c.head_size, C = H * d;
+  // [W_q; W_k; W_v] [3C, C]: one product for q, k and v (and one for dx,
+  // one for the three dW in the backward).
+  Var qkv = named(linear(x, stacked_rows({q_proj, k_proj, v_proj})), n.qkv_proj);  // [B, T, 3C]
+  // conv.weight [3C, 1, K] holds the taps of q's channels, then k's, then v's
+  Var taps = reshape(conv, {3 * C, conv.dim(2)});  // [3C, K]
+
+  ScanCall call;
+  call.options.rule = scan_rule(kind);
+  call.options.form = cache ? ScanForm::Sequential : c.scan_form;  // generation: token by token
+  call.options.chunk = c.scan_chunk;
+  call.initial_state = cache ? cache->state : Tensor();
+  call.final_state = cache ? &cache->state : nullptr;
+  Tensor* conv_cache = cache ? &cache->conv : nullptr;
+  const bool packed = kind != MixerKind::Linear && c.conv == Fusion::Fused;
+  Var o = packed ? scan_of_packed_inputs(*this, c, x, qkv, taps, n, conv_cache, call, alpha_mean)
+                 : scan_of_split_inputs(*this, c, x, qkv, taps, n, conv_cache, call, alpha_mean);
+  o = named(o, n.o);  // [B, T, H, d]
   o = named(rms_norm(o, o_norm, c.norm_eps), n.o_norm);  // per head: the last dim is one head's d
   Var gate = named(linear(x, g_proj), n.g_proj);  // [B, T, C] = x W_gᵀ, from the mixer's input
   Var gated = named(swiglu(gate, reshape(o, {B, T, H * d})), n.gated);  // silu(x W_gᵀ) ⊙ o
-  return named(dropout(linear(gated, o_proj), drop), n.mix);
+  return named(linear(gated, o_proj), n.mix);  // its dropout joins the residual sum
 }
 
 }  // namespace lina

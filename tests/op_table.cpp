@@ -196,6 +196,12 @@ void add_dropout_rows(std::vector<OpRow>& rows) {
     rows.push_back(OpRow{"dropout", shape_str(shape) + " p " + num(key.p), {in::normal(shape)},
                          [key = key](V v) { return Vars{dropout(v[0], key)}; }}
                        .bits());
+  // the residual connection's sum in the same kernel: residual + x ⊙ M
+  for (const auto& [shape, key] : dropouts)
+    rows.push_back(OpRow{"residual_dropout", shape_str(shape) + " p " + num(key.p),
+                         {in::normal(shape), in::normal(shape)},
+                         [key = key](V v) { return Vars{residual_dropout(v[0], v[1], key)}; }}
+                       .within(kCudaEachFunction));
 }
 
 // swiglu: silu(gate) ⊙ up in one op; the same per-element maths as silu.
@@ -204,6 +210,34 @@ void add_swiglu_rows(std::vector<OpRow>& rows) {
     rows.push_back(OpRow{"swiglu", shape_str(shape), {in::normal(shape), in::normal(shape)},
                          [](V v) { return Vars{swiglu(v[0], v[1])}; }}
                        .within(kCudaEachFunction));
+  // the halves form: z [..., 2F] = [gate | up], read in place with a row stride of 2F
+  for (const Shape& shape : {Shape{3, 10}, Shape{2, 3, 8}, Shape{4, 6, 688}})
+    rows.push_back(OpRow{"swiglu", shape_str(shape) + " halves", {in::normal(shape)},
+                         [](V v) { return Vars{swiglu(v[0])}; }}
+                       .within(kCudaEachFunction));
+}
+
+// beta_log_alpha: z [B, T, N] and bias [N] -> β | log α planes. Only decays
+// (n_beta = 0) and only β (n_beta = N); N = 70 cuts the backward's column
+// tiles of 32 unevenly, 300 rows cross the CPU's chunks of 128 rows; N = 132
+// (4 β, 4 heads × 32 per-channel decays) the channel-gated mixers' gates.
+// z drawn with sd 2: gates near 0 and 1 (α ≈ 1 is expm1's case). dbias
+// sums over B·T rows (kCudaEachSum; the same bits every cuda run).
+void add_beta_log_alpha_rows(std::vector<OpRow>& rows) {
+  struct Gates {
+    Shape z;
+    int64_t n_beta;
+    bool large;
+  };
+  for (const Gates& g : {Gates{{2, 3, 5}, 2, false}, Gates{{2, 3, 4}, 0, false}, Gates{{1, 4, 3}, 3, false},
+                         Gates{{4, 37, 8}, 4, true}, Gates{{2, 150, 70}, 6, true}, Gates{{2, 64, 132}, 4, true},
+                         Gates{{3, 20, 9}, 0, true}, Gates{{3, 20, 9}, 9, true}}) {
+    OpRow row = OpRow{"beta_log_alpha", shape_str(g.z) + " n_beta " + std::to_string(g.n_beta),
+                      {in::normal(g.z, 2.0), in::normal({g.z[2]})},
+                      [n_beta = g.n_beta](V v) { return Vars{beta_log_alpha(v[0], v[1], n_beta)}; }}
+                    .within(kCudaEachSum);
+    rows.push_back(g.large ? row.bits() : row);
+  }
 }
 
 // Tensor-level: fill (float32, int32, empty, a view at an offset), the
@@ -241,6 +275,7 @@ void add_elementwise_rows(std::vector<OpRow>& rows) {
   add_kinked_rows(rows);
   add_dropout_rows(rows);
   add_swiglu_rows(rows);
+  add_beta_log_alpha_rows(rows);
   add_fill_and_inplace_rows(rows);
 }
 

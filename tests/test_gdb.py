@@ -28,8 +28,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PRINTERS = os.path.join(ROOT, "scripts", "gdb", "lina_printers.py")
 WALKTHROUGH = os.path.join(ROOT, "docs", "walkthrough.md")
 TINY_STEP = ["train", "--preset", "gdn", "--task", "recall", "--steps", "1", "--batch", "2",
-             "--pairs", "4", "--keys", "8", "--scan-form", "sequential", "--eval-batches", "1",
-             "--fresh-batches", "1", "--probe-batches", "1", "--quiet"]
+             "--pairs", "4", "--keys", "8", "--scan-form", "sequential", "--conv", "composed",
+             "--eval-batches", "1", "--fresh-batches", "1", "--probe-batches", "1", "--quiet"]
 
 
 def fail(what):

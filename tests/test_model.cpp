@@ -2,6 +2,7 @@
 // check of every parameter of every preset (reported per named tensor),
 // step-by-step inference equal to the parallel forward, and training that
 // lowers the loss.
+#include <algorithm>
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -117,6 +118,50 @@ TEST_CASE("parameter names and shapes are the course's (spec 1.4)") {
   CHECK(gla.params().info("blocks.2.mix.a_proj.bias").var.data().at(127) == doctest::Approx(3.0));
   CHECK_FALSE(gla.params().has("blocks.0.mix.b_proj.weight"));
   CHECK_FALSE(gla.params().info("blocks.0.mix.a_proj.bias").decay);
+}
+
+TEST_CASE("the weights one product reads lie side by side in the buffer, registration order unchanged") {
+  LanguageModel gdn(make_config("gdn", 65), 1);
+  const ParameterStore& p = gdn.params();
+  auto offset = [&](const std::string& name) { return p.info(name).offset; };
+  auto numel = [&](const std::string& name) { return p.info(name).var.data().numel(); };
+  auto follows = [&](const std::string& first, const std::string& second) {
+    return offset(second) == offset(first) + numel(first);
+  };
+  for (const std::string& b : {"blocks.0.", "blocks.3."}) {
+    CAPTURE(b);
+    CHECK(follows(b + "mix.q_proj.weight", b + "mix.k_proj.weight"));  // [W_q; W_k; W_v]
+    CHECK(follows(b + "mix.k_proj.weight", b + "mix.v_proj.weight"));
+    CHECK(follows(b + "mix.b_proj.weight", b + "mix.a_proj.weight"));  // [W_b; W_a], place_together
+    CHECK(follows(b + "mix.b_proj.bias", b + "mix.a_proj.bias"));      // [b_b; b_a]
+    CHECK(follows(b + "ffn.gate.weight", b + "ffn.up.weight"));        // [W_gate; W_up]
+  }
+  // the state_dict order stays the course's: b_proj's weight and bias, then a_proj's
+  std::vector<std::string> names;
+  for (const Parameter& q : p.parameters()) names.push_back(q.name);
+  auto at = [&](const std::string& name) { return std::find(names.begin(), names.end(), name) - names.begin(); };
+  CHECK(at("blocks.0.mix.b_proj.bias") == at("blocks.0.mix.b_proj.weight") + 1);
+  CHECK(at("blocks.0.mix.a_proj.weight") == at("blocks.0.mix.b_proj.bias") + 1);
+  // every element of the buffer belongs to exactly one parameter
+  std::vector<int> owners(size_t(p.count()), 0);
+  for (const Parameter& q : p.parameters())
+    for (int64_t i = 0; i < q.var.data().numel(); ++i) owners[size_t(q.offset + i)]++;
+  CHECK(std::count(owners.begin(), owners.end(), 1) == p.count());
+
+  ParameterStore store;
+  store.add("a", {2, 3}, true);
+  store.add("b", {4}, false);
+  store.add("c", {5, 3}, true);
+  CHECK_THROWS_WITH_AS(store.place_together({"a", "nope"}), "ParameterStore::place_together: no parameter named 'nope'", Error);
+  store.place_together({"a", "c"});
+  CHECK_THROWS_WITH_AS(store.place_together({"c", "b"}),
+                       "ParameterStore::place_together: 'c' is in another group already", Error);
+  store.finalize(DType::F32, Device::Cpu);
+  CHECK(store.info("a").offset == 0);
+  CHECK(store.info("c").offset == 6);
+  CHECK(store.info("b").offset == 21);
+  CHECK_THROWS_WITH_AS(store.place_together({"a"}),
+                       "ParameterStore::place_together: cannot move parameters after finalize()", Error);
 }
 
 TEST_CASE("parameter counts are spec 1.4's") {

@@ -66,5 +66,6 @@ TEST_CASE("the elementwise names come from the one op list") {
   CHECK(std::string(op_name(OpKind::CausalConv1d)) == "causal_conv1d");
   CHECK(std::string(op_name(OpKind::CausalConv1dSilu)) == "causal_conv1d_silu");
   CHECK(std::string(op_name(OpKind::CausalConv1dSiluL2Norm)) == "causal_conv1d_silu_l2_norm");
+  CHECK(std::string(op_name(OpKind::BetaLogAlpha)) == "beta_log_alpha");
   CHECK(std::string(op_name(OpKind::Scan)) == "scan");
 }

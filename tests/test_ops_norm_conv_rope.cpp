@@ -230,13 +230,13 @@ static void check_adds_into(Device device, DType dtype) {
   dispatch::rms_norm_backward(x, w_norm, rstd, dy, dx_into, dw_into);
   check_sum(dx_into, dx0, dx);
   check_sum(dw_into, dw0_norm, dw);
-  dispatch::causal_conv1d_silu_l2_norm_forward(x, w_conv, 4, 1e-6, 0.5, norm);
+  dispatch::causal_conv1d_silu_l2_norm_forward(x, w_conv, {4, 1, 1}, 1e-6, 0.5, norm);
   for (int op = 0; op < 3; ++op) {
     INFO("conv backward " << op);
     auto backward = [&](Tensor& d_x, Tensor& d_w) {
       if (op == 0) dispatch::causal_conv1d_backward(x, w_conv, dy, d_x, d_w);
       if (op == 1) dispatch::causal_conv1d_silu_backward(x, w_conv, dy, d_x, d_w);
-      if (op == 2) dispatch::causal_conv1d_silu_l2_norm_backward(x, w_conv, norm, dy, 4, 1e-6, 0.5, d_x, d_w);
+      if (op == 2) dispatch::causal_conv1d_silu_l2_norm_backward(x, w_conv, norm, dy, {4, 1, 1}, 1e-6, 0.5, d_x, d_w);
     };
     Tensor fresh_dx, fresh_dw, into_dx, into_dw = dw0_conv.clone();
     backward(fresh_dx, fresh_dw);

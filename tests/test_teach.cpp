@@ -105,10 +105,20 @@ TEST_CASE("names: the model names its intermediates after spec 1.4's prefixes") 
   LanguageModel model(config, 7);
   std::set<std::string> names = graph_names(model.forward(Tensor::zeros({1, 4}, DType::I32)));
   for (const char* expected :
-       {"tok", "blocks.0.n1", "blocks.0.mix.q", "blocks.0.mix.beta",
-        "blocks.0.mix.log_alpha", "blocks.0.mix.o", "blocks.0.mix.o_norm", "blocks.0.mix",
+       {"tok", "blocks.0.n1", "blocks.0.mix.qkv", "blocks.0.mix.beta_log_alpha",
+        "blocks.0.mix.o", "blocks.0.mix.o_norm", "blocks.0.mix",
         "blocks.1.mix.q", "blocks.1.mix.o", "blocks.1.ffn", "blocks.1.out", "norm_f",
-        "logits", "blocks.0.mix.b_proj.bias", "lm_head.weight"}) {
+        "logits", "lm_head.weight"}) {
+    INFO(std::string(expected));
+    CHECK(names.count(expected) == 1);
+  }
+  // The composed conv runs the recurrent mixer op by op: q, k, v and the gates apart.
+  ModelConfig op_by_op = config;
+  op_by_op.conv = Fusion::Composed;
+  LanguageModel split(op_by_op, 7);
+  names = graph_names(split.forward(Tensor::zeros({1, 4}, DType::I32)));
+  for (const char* expected : {"blocks.0.mix.q", "blocks.0.mix.k", "blocks.0.mix.v", "blocks.0.mix.beta",
+                               "blocks.0.mix.log_alpha", "blocks.0.mix.b_proj.bias"}) {
     INFO(std::string(expected));
     CHECK(names.count(expected) == 1);
   }
@@ -134,8 +144,8 @@ TEST_CASE("lina trace: every op of the forward once in the backward, in reverse,
   }
   test::Result r = run("trace --preset gdn,attn --layers 2");
   std::set<std::string> names = names_in(parse_trace(r.output));
-  for (const char* expected : {"tok", "blocks.0.mix.q", "blocks.0.mix.beta",
-                               "blocks.1.mix.o", "norm_f", "logits", "loss"}) {
+  for (const char* expected : {"tok", "blocks.0.mix.qkv", "blocks.0.mix.beta_log_alpha",
+                               "blocks.1.mix.q", "blocks.1.mix.o", "norm_f", "logits", "loss"}) {
     INFO(std::string(expected));
     CHECK(names.count(expected) == 1);
   }
@@ -176,7 +186,9 @@ TEST_CASE("lina graph writes the step's graph as dot: names, saved tensors, grad
   CHECK(g.find("saved states float32[2, 4, 8, 32, 32]") != std::string::npos);
   CHECK(g.find("saved rstd float32[16]") != std::string::npos);
   std::smatch m;
-  CHECK(std::regex_search(g, m, std::regex(R"(blocks\.0\.mix\.b_proj\.bias\\nfloat32\[4\]\\n\|grad\| = [0-9.e+-]+)")));
+  // β's and α's biases, stacked (a view of both: their product is one op)
+  CHECK(std::regex_search(
+      g, m, std::regex(R"(\[blocks\.0\.mix\.b_proj\.bias; blocks\.0\.mix\.a_proj\.bias\]\\nfloat32\[8\]\\n\|grad\| = [0-9.e+-]+)")));
   CHECK(test::expect_error("graph --preset nope --out " + dot, "preset").code != 0);
   CHECK(test::expect_error("graph --layers 5 --out " + dot, "layers").code != 0);
   std::filesystem::remove_all(dir);

@@ -161,35 +161,141 @@ struct DropoutOp : Node {
 
 Var dropout(const Var& x, const DropoutKey& key) { return DropoutOp::apply(x, key); }
 
+// ---- residual_dropout: a residual connection's sum with a dropped-out branch ------------------------
+// y = residual + x ⊙ M, one kernel instead of dropout, then add. backward:
+//   dresidual = dy (passed on as it is),   dx = dy ⊙ M (M regenerated from the key)
+struct ResidualDropoutOp : Node {
+  ResidualDropoutOp() : Node(OpKind::ResidualDropout) {}
+  DropoutKey key;
+
+  static Var apply(const Var& residual, const Var& x, const DropoutKey& key) {
+    if (key.p == 0) return add(residual, x);
+    Tensor y = dispatch::dropout(x.data(), key, residual.data());
+    if (!needs_grad({residual, x})) return Var(y);
+    auto node = std::make_shared<ResidualDropoutOp>();
+    node->key = key;
+    return record(y, node, {residual, x});
+  }
+
+  std::vector<Tensor> backward(const Tensor& dy) override {
+    return {dy, inputs[1].requires_grad() ? dispatch::dropout(dy, key) : Tensor()};
+  }
+};
+
+Var residual_dropout(const Var& residual, const Var& x, const DropoutKey& key) {
+  return ResidualDropoutOp::apply(residual, x, key);
+}
+
 // ---- swiglu: the SwiGLU product ---------------------------------------------------------------
 // y = silu(gate) ⊙ up, one kernel each way instead of silu, then mul
 // (whose backward would keep silu(gate) and run three kernels). gate, up, y [...].
 //   dgate = dy ⊙ up ⊙ silu'(gate),   dup = dy ⊙ silu(gate)
+// The halves form, swiglu(z): gate and up are the two halves of z's last
+// axis, z [..., 2F] → y [..., F], as one product of x with [W_gate; W_up]
+// makes them; the kernels read the halves in place (a row stride of 2F) and
+// the backward writes dz [..., 2F] whole.
 struct SwigluOp : Node {
   SwigluOp() : Node(OpKind::Swiglu) {}
-  Tensor gate, up;  // saved
-  SavedTensors saved() const override { return {{"gate", gate}, {"up", up}}; }
+  Tensor gate, up;  // saved: the two inputs, or z twice (halves form)
+  bool halves = false;
+  SavedTensors saved() const override {
+    if (halves) return {{"z", gate}};
+    return {{"gate", gate}, {"up", up}};
+  }
+  // y's rows and their width, and where gate's and up's rows start
+  struct Rows {
+    int64_t rows, width, stride;
+  };
+  Rows rows() const {
+    const int64_t last = gate.shape().empty() ? 1 : gate.shape().back();
+    if (!halves) return {1, gate.numel(), gate.numel()};
+    return {gate.numel() / std::max<int64_t>(last, 1), last / 2, last};
+  }
+  // up's first element: up itself, or z's second half
+  Tensor up_start() const { return halves ? Tensor::view_of(gate, rows().width, {gate.numel() - rows().width}) : up; }
 
   static Var apply(const Var& gate, const Var& up) {
     check_same_shape(gate.data(), up.data(), "swiglu");
     check_same_dtype_device(gate.data(), up.data(), "swiglu");
-    Tensor y = Tensor::empty(gate.shape(), gate.data().dtype(), gate.data().device());
-    dispatch::launch::swiglu_forward({gate.data(), up.data(), y, y.numel()});
-    if (!needs_grad({gate, up})) return Var(y);
     auto node = std::make_shared<SwigluOp>();
     node->gate = gate.data();
     node->up = up.data();
+    Tensor y = node->forward(gate.shape());
+    if (!needs_grad({gate, up})) return Var(y);
     return record(y, node, {gate, up});
+  }
+  static Var apply_halves(const Var& z) {
+    check(z.ndim() >= 1 && z.shape().back() % 2 == 0,
+          "swiglu: the halves form needs an even last axis, got " + z.data().describe());
+    auto node = std::make_shared<SwigluOp>();
+    node->gate = z.data();
+    node->halves = true;
+    Shape shape = z.shape();
+    shape.back() /= 2;
+    Tensor y = node->forward(shape);
+    if (!needs_grad({z})) return Var(y);
+    return record(y, node, {z});
+  }
+  Tensor forward(const Shape& y_shape) const {
+    Tensor y = Tensor::empty(y_shape, gate.dtype(), gate.device());
+    const Rows r = rows();
+    dispatch::launch::swiglu_forward({gate, up_start(), y, r.rows, r.width, r.stride});
+    return y;
   }
 
   std::vector<Tensor> backward(const Tensor& dy) override {
+    const Rows r = rows();
     Tensor dgate = Tensor::empty(gate.shape(), gate.dtype(), gate.device());
-    Tensor dup = Tensor::empty(up.shape(), up.dtype(), up.device());
-    dispatch::launch::swiglu_backward({gate, up, dy, dgate, dup, dy.numel()});
+    Tensor dup = halves ? Tensor::view_of(dgate, r.width, {dgate.numel() - r.width})
+                        : Tensor::empty(up.shape(), up.dtype(), up.device());
+    dispatch::launch::swiglu_backward({gate, up_start(), dy, dgate, dup, r.rows, r.width, r.stride});
+    if (halves) return {dgate};  // dz: both halves written
     return {dgate, dup};
   }
 };
 
 Var swiglu(const Var& gate, const Var& up) { return SwigluOp::apply(gate, up); }
+Var swiglu(const Var& z) { return SwigluOp::apply_halves(z); }
+
+// ---- beta_log_alpha: the recurrent mixers' gates ----------------------------------------------
+// z [B, T, N] = x [W_b; W_a]ᵀ, bias [N], u = z + b. One flat output [B·T·N]
+// of two contiguous planes: β = σ(u) [B, T, n_beta] (columns < n_beta), then
+// log α = log σ(u) = −softplus(−u) [B, T, N − n_beta] (the rest). One kernel
+// each way instead of a bias add, a split into two copies, a sigmoid and a
+// log_sigmoid and their backwards. Only the output is saved; backward:
+//   β columns:      du = dβ · β (1 − β)
+//   log α columns:  du = dlogα · σ(−u) = dlogα · (1 − α) = dlogα · (−expm1(log α))
+//   dz = du [B, T, N],   dbias[n] = Σ_rows du[:, n]
+// Both are added straight into the sums the walk offers (dbias into the
+// bias's .grad, dz into z's pending gradient).
+static Tensor sum_or_none(const Tensor* sum) { return sum ? *sum : Tensor(); }
+
+struct BetaLogAlphaOp : Node {
+  BetaLogAlphaOp() : Node(OpKind::BetaLogAlpha) { adds_into_sums = true; }
+  Tensor out;  // saved: β and log α, the planes the backward reads
+  SavedTensors saved() const override { return {{"out", out}}; }
+  int64_t n_beta = 0;
+
+  static Var apply(const Var& z, const Var& bias, int64_t n_beta) {
+    Tensor out = dispatch::beta_log_alpha_forward(z.data(), bias.data(), n_beta);
+    if (!needs_grad({z, bias})) return Var(out);
+    auto node = std::make_shared<BetaLogAlphaOp>();
+    node->out = out;
+    node->n_beta = n_beta;
+    return record(out, node, {z, bias});
+  }
+
+  std::vector<Tensor> backward(const Tensor& dout) override { return backward_into(dout, {nullptr, nullptr}); }
+
+  std::vector<Tensor> backward_into(const Tensor& dout, const std::vector<Tensor*>& sums) override {
+    Tensor dz = sum_or_none(sums[0]), dbias = sum_or_none(sums[1]);
+    dispatch::beta_log_alpha_backward(out, dout, inputs[0].shape(), n_beta, dz, dbias);  // += where defined
+    return {sums[0] ? Tensor() : dz, sums[1] ? Tensor() : dbias};
+  }
+};
+
+Var beta_log_alpha(const Var& z, const Var& bias, int64_t n_beta) {
+  return BetaLogAlphaOp::apply(z, bias, n_beta);
+}
 
 }  // namespace lina

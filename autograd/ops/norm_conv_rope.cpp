@@ -144,26 +144,32 @@ Var causal_conv1d_silu(const Var& x, const Var& weight) { return CausalConv1dSil
 // ---- causal_conv1d_silu_l2_norm: causal_conv1d_silu, then each head L2-normalised, as one op -------------
 // y = causal_conv1d_silu(x, w); q = s · y / max(‖y‖, ε) for each head (group of
 // `head` channels): the feature map of q and k (every recurrent mixer but
-// linear attention's). Saved: x, w and one norm per head (the composition
-// would also keep z and y, two more [B, T, C]). backward: y recomputed,
-// dy = l2_norm's backward of dq (above), then causal_conv1d_silu's backward of dy.
+// linear attention's). With planes (the mixer's [q | k | v] channels): the
+// output is [planes, B, T, C/planes], q's, k's and v's planes one after
+// another, only the first `normed` planes normalised, so that the scan
+// reads each plane as a view and nothing is split. Saved: x, w and one norm
+// per normalised head (the composition would also keep z and y, two more
+// [B, T, C]). backward: y recomputed, dy = l2_norm's backward of dq (above)
+// in the normalised planes, dq itself in the others, then
+// causal_conv1d_silu's backward of dy.
 struct CausalConv1dSiluL2NormOp : Node {
   CausalConv1dSiluL2NormOp() : Node(OpKind::CausalConv1dSiluL2Norm) { adds_into_sums = true; }
   Tensor x, weight;
-  Tensor norm;  // ‖y‖ per head, [B, T, C / head]
+  Tensor norm;  // ‖y‖ per normalised head, [B, T, normed heads]
   SavedTensors saved() const override { return {{"x", x}, {"weight", weight}, {"norm", norm}}; }
-  int64_t head = 0;
+  dispatch::ConvPlanes planes;
   double eps = 0.0, scale = 1.0;
 
-  static Var apply(const Var& x, const Var& weight, int64_t head, double scale, double eps) {
+  static Var apply(const Var& x, const Var& weight, const dispatch::ConvPlanes& planes, double scale,
+                   double eps) {
     Tensor norm;
-    Tensor q = dispatch::causal_conv1d_silu_l2_norm_forward(x.data(), weight.data(), head, eps, scale, norm);
+    Tensor q = dispatch::causal_conv1d_silu_l2_norm_forward(x.data(), weight.data(), planes, eps, scale, norm);
     if (!needs_grad({x, weight})) return Var(q);
     auto node = std::make_shared<CausalConv1dSiluL2NormOp>();
     node->x = x.data();
     node->weight = weight.data();
     node->norm = norm;
-    node->head = head;
+    node->planes = planes;
     node->eps = eps;
     node->scale = scale;
     return record(q, node, {x, weight});
@@ -174,13 +180,18 @@ struct CausalConv1dSiluL2NormOp : Node {
   // dw added straight into the weight's .grad where the walk offers it
   std::vector<Tensor> backward_into(const Tensor& dq, const std::vector<Tensor*>& sums) override {
     Tensor dx, dweight = sum_or_none(sums[1]);
-    dispatch::causal_conv1d_silu_l2_norm_backward(x, weight, norm, dq, head, eps, scale, dx, dweight);
+    dispatch::causal_conv1d_silu_l2_norm_backward(x, weight, norm, dq, planes, eps, scale, dx, dweight);
     return {dx, sums[1] ? Tensor() : dweight};
   }
 };
 
 Var causal_conv1d_silu_l2_norm(const Var& x, const Var& weight, int64_t head, double scale, double eps) {
-  return CausalConv1dSiluL2NormOp::apply(x, weight, head, scale, eps);
+  return CausalConv1dSiluL2NormOp::apply(x, weight, {head, 1, 1}, scale, eps);
+}
+
+Var causal_conv1d_silu_l2_norm_planes(const Var& x, const Var& weight, int64_t head, int64_t planes,
+                                      int64_t normed, double scale, double eps) {
+  return CausalConv1dSiluL2NormOp::apply(x, weight, {head, planes, normed}, scale, eps);
 }
 
 // ---- rope -----------------------------------------------------------------------------------

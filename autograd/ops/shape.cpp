@@ -170,7 +170,9 @@ Var stacked_rows(const std::vector<Var>& parts) {
   for (const Var& p : parts)
     if (!p.requires_grad() || p.grad().shape() != p.shape()) return concat(parts, 0);
   if (!back_to_back(grads)) return concat(parts, 0);
-  Var rows(Tensor::view_of(datas[0], 0, shape), /*requires_grad=*/true);
+  std::string name = "[";  // "[a.weight; b.weight]": the graph and the debugger show what it stacks
+  for (const Var& p : parts) name += (name.size() > 1 ? "; " : "") + p.impl()->name;
+  Var rows(Tensor::view_of(datas[0], 0, shape), /*requires_grad=*/true, name + "]");
   rows.grad() = Tensor::view_of(grads[0], 0, shape);  // accumulate() adds into the parts' .grad
   return rows;
 }
