@@ -25,9 +25,9 @@ void UpdatePlan::load(const std::vector<Batch>& batches, const std::vector<std::
                       int first_update) {
   const int n = int(batches.size());
   check(n >= 1 && n <= window_ && int(adamw.size()) == n, "UpdatePlan::load: 1 to window updates, one AdamW row each");
-  std::vector<int32_t> ids(size_t(window_ * 2 * tokens_), 0);
-  std::vector<float> mask(mask_.defined() ? size_t(window_ * tokens_) : 0, 0.0f);
-  std::vector<double> numbers(size_t(window_ * 3), 0.0);
+  std::vector<int32_t> ids(size_t(n * 2 * tokens_), 0);     // [n, 2 · tokens]
+  std::vector<float> mask(mask_.defined() ? size_t(n * tokens_) : 0, 0.0f);  // [n, tokens]
+  std::vector<double> numbers(size_t(n * 3), 0.0);           // [n, 3]
   for (int u = 0; u < n; ++u) {
     std::vector<int32_t> x = batches[u].x.to_vector<int32_t>(), y = batches[u].y.to_vector<int32_t>();
     check(int64_t(x.size()) == tokens_ && int64_t(y.size()) == tokens_, "UpdatePlan::load: a batch of another shape");
@@ -39,9 +39,16 @@ void UpdatePlan::load(const std::vector<Batch>& batches, const std::vector<std::
     }
     std::copy(adamw[u].begin(), adamw[u].end(), numbers.begin() + u * 3);
   }
-  ids_table_.copy_from(Tensor::from_vector(ids, ids_table_.shape()));
-  if (mask_.defined()) mask_table_.copy_from(Tensor::from_vector(mask, mask_table_.shape()).to(mask_table_.dtype()));
-  scalar_table_.copy_from(Tensor::from_vector(numbers, scalar_table_.shape()).to(scalar_table_.dtype()));
+  // only the window's first n rows: a short window (before an evaluation) copies no more
+  auto first_rows = [n](const Tensor& table) {
+    Shape shape = table.shape();
+    shape[0] = n;
+    return Tensor::view_of(table, 0, shape);
+  };
+  first_rows(ids_table_).copy_from(Tensor::from_vector(ids, first_rows(ids_table_).shape()));
+  if (mask_.defined())
+    first_rows(mask_table_).copy_from(Tensor::from_vector(mask, first_rows(mask_table_).shape()).to(mask_table_.dtype()));
+  first_rows(scalar_table_).copy_from(Tensor::from_vector(numbers, first_rows(scalar_table_).shape()).to(scalar_table_.dtype()));
   control_.copy_from(Tensor::from_vector(std::vector<int32_t>{0, first_update, 0}, {3}));
 }
 

@@ -22,12 +22,17 @@ AdamW::AdamW(ParameterStore& params, AdamWConfig config) : params_(params), conf
   decay_mask_ = Tensor::from_vector(mask, {params.count()}).to(params.dtype()).to(params.device());
 }
 
-void AdamW::step(double lr) {
-  check(params_.device() == m_.device(),
-        std::string("AdamW::step: parameters are on ") + device_name(params_.device()) +
-            " but the moments on " + device_name(m_.device()) +
+// The moments live where the parameters do, and every gradient is in the buffer.
+static void check_ready(const ParameterStore& params, const Tensor& moments) {
+  check(params.device() == moments.device(),
+        std::string("AdamW::step: parameters are on ") + device_name(params.device()) +
+            " but the moments on " + device_name(moments.device()) +
             " (create the optimiser after moving the parameters)");
-  params_.check_grads_in_buffer("AdamW::step");
+  params.check_grads_in_buffer("AdamW::step");
+}
+
+void AdamW::step(double lr) {
+  check_ready(params_, m_);
   int64_t t = step_count_ + 1;  // bias corrections use the count including this update
   Tensor p = params_.data(), g = params_.grad();
   dispatch::adamw_step(p, g, m_, v_, lr, config_.beta1, config_.beta2, config_.eps,
@@ -36,7 +41,11 @@ void AdamW::step(double lr) {
 }
 
 void AdamW::step(const Tensor& scalars, const Tensor& control) {
-  params_.check_grads_in_buffer("AdamW::step");
+  check_ready(params_, m_);
+  check(scalars.defined() && scalars.numel() == 3 && scalars.device() == m_.device(),
+        "AdamW::step: the update's numbers must be 3 values on " + std::string(device_name(m_.device())) +
+            " (1 − lr·wd, lr / bc1, √bc2: AdamW::scalars), got " +
+            (scalars.defined() ? scalars.describe() : std::string("none")));
   Tensor p = params_.data(), g = params_.grad();
   dispatch::launch::adamw_step({p, g, m_, v_, decay_mask_, p.numel(), config_.beta1, config_.beta2,
                                 config_.eps, scalars, control});

@@ -1,5 +1,6 @@
 // ParameterStore (one buffer, named views), AdamW against hand-computed
 // updates, gradient clipping and the learning-rate schedule.
+#include <array>
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -157,6 +158,21 @@ TEST_CASE("AdamW: one step matches the hand-computed update (float64)") {
   CHECK(std::abs(opt.first_moment("w").at(1) - 0.1 * -0.2) < 1e-15);
   CHECK(std::abs(opt.second_moment("b").at(0) - 0.01 * 0.09) < 1e-15);
   CHECK(opt.first_moment().shape() == Shape{3});
+}
+
+TEST_CASE("AdamW: the update's numbers from memory give the same step, and wrong ones are refused") {
+  ParameterStore a = two_parameter_store<double>(), b = two_parameter_store<double>();
+  set_grads<double>(a, {0.1, -0.2, 0.3});
+  set_grads<double>(b, {0.1, -0.2, 0.3});
+  AdamWConfig cfg{1e-3, 0.9, 0.99, 1e-8, 0.1, /*decay_all=*/false};
+  AdamW by_lr(a, cfg), by_numbers(b, cfg);
+  by_lr.step(0.01);
+  const std::array<double, 3> n = by_numbers.scalars(0.01, 1);
+  by_numbers.step(Tensor::from_vector(std::vector<double>(n.begin(), n.end()), {3}), Tensor());
+  CHECK(a.data().to_vector<double>() == b.data().to_vector<double>());
+  CHECK_THROWS_WITH_AS(by_numbers.step(Tensor::zeros({2}, DType::F64), Tensor()),
+                       doctest::Contains("AdamW::step: the update's numbers must be 3 values on cpu"), Error);
+  CHECK_THROWS_WITH_AS(by_numbers.step(Tensor(), Tensor()), doctest::Contains("got none"), Error);
 }
 
 TEST_CASE("AdamW: two steps use the bias corrections of t = 2 (float64)") {
