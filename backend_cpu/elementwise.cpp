@@ -6,6 +6,7 @@
 
 #include "backend_cpu/cpu_kernels.h"
 #include "backend_cpu/parallel.h"
+#include "backend_cpu/row_chunks.h"
 #include "backend_cpu/unary_fast.h"
 
 namespace lina::cpu {
@@ -180,26 +181,22 @@ void beta_log_alpha_forward(const T* z, const T* bias, T* out, int64_t rows, int
   for (int64_t i = 0; i < rows * N; ++i) out[i] = i < rows * n_beta ? G::beta(out[i]) : G::log_alpha(out[i]);
 }
 
-// In chunks of kGateRowsPerChunk rows, each chunk on one thread: dz (= or +=)
+// In chunks of kRowsPerChunk rows, each chunk on one thread: dz (= or +=)
 // row by row, and the chunk's Σ du per column into its own partial row; the
 // partials are then added in chunk order, so dbias does not depend on the
-// thread count (the rms_norm / conv dw scheme, backend_cpu/norm_conv_rope.cpp).
-namespace {
-constexpr int64_t kGateRowsPerChunk = 128;
-}  // namespace
-
+// thread count (backend_cpu/row_chunks.h, as rms_norm's and the conv's dw).
 template <class T>
 void beta_log_alpha_backward(const T* out, const T* dout, T* dz, T* dbias, int64_t rows, int64_t N,
                              int64_t n_beta, bool add_dz, bool add_dbias) {
   using G = math::BetaLogAlpha;
   const int64_t n_alpha = N - n_beta;
-  const int64_t chunks = (rows + kGateRowsPerChunk - 1) / kGateRowsPerChunk;
+  const int64_t chunks = chunk_count(rows);
   std::vector<T> partial(size_t(chunks * N), T(0));  // [chunks, N]
   LINA_PARALLEL_FOR_IF(rows * N > kParallelMin)
   for (int64_t ch = 0; ch < chunks; ++ch) {
     T* p = partial.data() + ch * N;
-    const int64_t end = std::min(rows, (ch + 1) * kGateRowsPerChunk);
-    for (int64_t r = ch * kGateRowsPerChunk; r < end; ++r) {
+    const int64_t end = std::min(rows, (ch + 1) * kRowsPerChunk);
+    for (int64_t r = ch * kRowsPerChunk; r < end; ++r) {
       const T* beta = out + r * n_beta;
       const T* dbeta = dout + r * n_beta;
       const T* log_alpha = out + rows * n_beta + r * n_alpha;
@@ -217,11 +214,7 @@ void beta_log_alpha_backward(const T* out, const T* dout, T* dz, T* dbias, int64
       }
     }
   }
-  for (int64_t n = 0; n < N; ++n) {
-    T s = T(0);
-    for (int64_t ch = 0; ch < chunks; ++ch) s += partial[size_t(ch * N + n)];
-    dbias[n] = add_dbias ? dbias[n] + s : s;  // dbias += s, or dbias = s
-  }
+  reduce_partials(partial, chunks, N, dbias, add_dbias);  // dbias (+)= Σ_chunk partial
 }
 
 LINA_INSTANTIATE_CPU_KERNELS(ELEMENTWISE)  // float and double, from core/op_list.h

@@ -9,7 +9,8 @@
 // Weight gradients summed over many rows (rms_norm dw, conv1d dw) are
 // computed race-free and deterministically: the rows are cut into chunks of
 // a fixed size (independent of the thread count), each chunk sums into its
-// own partial buffer, and the partials are added in chunk order.
+// own partial buffer, and the partials are added in chunk order
+// (backend_cpu/row_chunks.h).
 #include <algorithm>
 #include <cmath>
 #include <type_traits>
@@ -17,27 +18,13 @@
 
 #include "backend_cpu/cpu_kernels.h"
 #include "backend_cpu/parallel.h"
+#include "backend_cpu/row_chunks.h"
 #include "backend_cpu/small_matmul.h"
 #include "backend_cpu/unary_fast.h"
 
 namespace lina::cpu {
 
 namespace {
-constexpr int64_t kRowsPerChunk = 128;
-
-int64_t chunk_count(int64_t rows) { return (rows + kRowsPerChunk - 1) / kRowsPerChunk; }
-
-// out[e] = Σ_chunk partial[chunk, e] (chunk order fixed), for e < width.
-template <class T>
-void reduce_partials(const std::vector<T>& partial, int64_t chunks, int64_t width, T* out,
-                     bool add = false) {
-  LINA_PARALLEL_FOR_IF(chunks * width > kParallelMin)
-  for (int64_t e = 0; e < width; ++e) {
-    T s = T(0);
-    for (int64_t ch = 0; ch < chunks; ++ch) s += partial[size_t(ch * width + e)];
-    out[e] = add ? out[e] + s : s;  // out += s, or out = s
-  }
-}
 }  // namespace
 
 // Σ_i f(i) over i < n, accumulated in double in kLanes independent partial

@@ -24,18 +24,24 @@
 
 namespace lina {
 
-// conv + SiLU: one op (fused) or causal_conv1d then silu. With a cache, the
+// conv(x), a causal conv along x's axis 1 ([B, T, C]). With a cache, the
 // conv sees the last K−1 inputs of the previous call instead of zero
-// padding, and the cache is updated.
-static Var conv_silu(const Var& x, const Var& weight, Tensor* cache, bool fused) {
-  auto conv_then_silu = [&](const Var& in) {
-    return fused ? causal_conv1d_silu(in, weight) : silu(causal_conv1d(in, weight));
-  };
-  if (!cache) return conv_then_silu(x);
+// padding, the cache is updated, and the output keeps its last T steps
+// along its own time axis (`out_time_axis`: 1, or 2 for an output in planes).
+template <class Conv>
+static Var with_conv_cache(const Var& x, Tensor* cache, int out_time_axis, Conv conv) {
+  if (!cache) return conv(x);
   int64_t T = x.dim(1), keep = cache->dim(1);  // keep = K − 1
   Var window = concat({Var(*cache), x}, 1);    // [B, K−1+T, C]
   *cache = slice(window.data(), 1, T, keep);   // the newest K−1 inputs
-  return slice(conv_then_silu(window), 1, keep, T);
+  return slice(conv(window), out_time_axis, keep, T);
+}
+
+// conv + SiLU: one op (fused) or causal_conv1d then silu.
+static Var conv_silu(const Var& x, const Var& weight, Tensor* cache, bool fused) {
+  return with_conv_cache(x, cache, 1, [&](const Var& in) {
+    return fused ? causal_conv1d_silu(in, weight) : silu(causal_conv1d(in, weight));
+  });
 }
 
 // The feature map of q and k, on [B, T, H, d]: linear attention's positive
@@ -80,18 +86,10 @@ static Var scan_of_packed_inputs(const RecurrentMixer& m, const ModelConfig& c, 
                                  std::vector<double>* alpha_mean) {
   const int64_t B = x.dim(0), T = x.dim(1), H = c.n_head, d = c.head_size;
   const ScanRule rule = call.options.rule;
-  auto conv_l2 = [&](const Var& in) {  // [3, B, T', C]: q, k normalised per head of d, v as it is
+  // [3, B, T, C]: q, k normalised per head of d, v as it is
+  Var planes = with_conv_cache(qkv, conv_cache, /*out_time_axis=*/2, [&](const Var& in) {
     return causal_conv1d_silu_l2_norm_planes(in, taps, d, /*planes=*/3, /*normed=*/2);
-  };
-  Var planes;
-  if (!conv_cache) {
-    planes = conv_l2(qkv);
-  } else {  // the conv sees the last K−1 inputs of the previous call (see conv_silu)
-    const int64_t keep = conv_cache->dim(1);
-    Var window = concat({Var(*conv_cache), qkv}, 1);  // [B, K−1+T, 3C]
-    *conv_cache = slice(window.data(), 1, T, keep);
-    planes = slice(conv_l2(window), 2, keep, T);
-  }
+  });
   planes = named(reshape(planes, {3, B, T, H, d}), n.qkv);
 
   Var gates;  // [β | log α], flat
