@@ -109,6 +109,9 @@ Var embedding(const Var& weight, const Tensor& ids);
 // ---- rms_norm, l2_norm, causal conv1d, rope ----
 // y = w ⊙ x / sqrt(mean(x²) + eps) over the last axis; weight [n], x [..., n].
 Var rms_norm(const Var& x, const Var& weight, double eps = 1e-5);
+// The gated norm: silu(gate) ⊙ rms_norm(x, weight), gate of x's shape, in
+// one pass each way (the recurrent mixers' output gate).
+Var rms_norm_gated(const Var& x, const Var& weight, const Var& gate, double eps = 1e-5);
 // y = scale · x / max(‖x‖, eps) over the last axis (PyTorch's F.normalize
 // at scale 1; the recurrent mixers fold q's 1/√d into scale).
 Var l2_norm(const Var& x, double eps = 1e-12, double scale = 1.0);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <map>
 #include <mutex>
 #include <set>
 #include <sstream>
@@ -171,13 +172,26 @@ static std::vector<Tensor*> sums_to_add_into(const std::vector<Var>& ins,
   return sums;
 }
 
+// A tensor of x's shape (one element) holding 1, made once per dtype and
+// device and shared by every backward: no kernel fills a new one each
+// step. Its holders never own it alone, so nothing adds into it in place.
+// Never freed (the CUDA runtime may be gone at exit).
+static Tensor one_like(const Tensor& x) {
+  static std::mutex mutex;
+  static std::map<std::pair<DType, Device>, Tensor*> ones;
+  std::lock_guard<std::mutex> lock(mutex);
+  Tensor*& one = ones[{x.dtype(), x.device()}];
+  if (!one) one = new Tensor(Tensor::ones({1}, x.dtype(), x.device()));
+  return one->reshape(x.shape());
+}
+
 void Var::backward(Graph after) const {
   check(impl_ && impl_->requires_grad, "backward: this Var does not require grad");
   check(data().numel() == 1, "backward: needs a scalar, got " + data().describe());
   check(!impl_->graph_freed, "backward: this graph was freed by an earlier backward(Graph::Free); "
                              "run the forward again");
   profile::PhaseScope backward_phase(profile::Phase::Backward);  // kernel profiling: "backward"
-  Tensor seed = Tensor::ones(data().shape(), dtype(), device());  // dL/dL = 1
+  Tensor seed = one_like(data());  // dL/dL = 1
   if (!impl_->grad_fn) return accumulate(impl_.get(), seed);     // a leaf: L is the parameter
   if (trace::active()) trace::on_backward_start();
   std::unordered_map<VarImpl*, Tensor> pending;  // gradients of op outputs, still being summed

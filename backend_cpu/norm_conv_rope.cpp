@@ -25,6 +25,40 @@
 namespace lina::cpu {
 
 namespace {
+
+// y = silu(z) and dz = dy · silu'(z) over n elements (y, dz may be z itself),
+// on the calling thread: float through the vectorised SiLU of unary_fast.h
+// (what the silu op runs), double through the scalar maths of
+// core/elementwise_math.h.
+template <class T>
+void silu_in_row(const T* z, T* y, int64_t n) {
+  if constexpr (std::is_same_v<T, float>) {
+    silu_forward_serial(z, y, n);
+  } else {
+    for (int64_t i = 0; i < n; ++i) y[i] = math::Silu::forward(z[i], T(0));
+  }
+}
+template <class T>
+void silu_grad_in_row(const T* z, const T* dy, T* dz, int64_t n) {
+  if constexpr (std::is_same_v<T, float>) {
+    silu_backward_serial(z, dy, dz, n);
+  } else {
+    for (int64_t i = 0; i < n; ++i) dz[i] = math::Silu::backward(z[i], T(0), dy[i], T(0));
+  }
+}
+// The two above for a row whose y is needed before its dy: float keeps σ(z)
+// in s [n] between them instead of forming it twice (the same bits).
+template <class T>
+void silu_in_row_keeping_logistic(const T* z, T* y, T* s, int64_t n) {
+  if constexpr (std::is_same_v<T, float>) silu_forward_keep_logistic_serial(z, y, s, n);
+  else silu_in_row(z, y, n);
+}
+template <class T>
+void silu_grad_in_row_from_logistic(const T* z, const T* s, const T* dy, T* dz, int64_t n) {
+  if constexpr (std::is_same_v<T, float>) silu_backward_from_logistic_serial(z, s, dy, dz, n);
+  else silu_grad_in_row(z, dy, dz, n);
+}
+
 }  // namespace
 
 // Σ_i f(i) over i < n, accumulated in double in kLanes independent partial
@@ -66,10 +100,13 @@ static double row_dot(int64_t n, const T* a, const T* b, T s = T(1), const T* c 
   return sum_in_double_lanes(n, [&](int64_t i) { return double(s * a[i]) * double(c ? b[i] * c[i] : b[i]); });
 }
 
-// ---- rms_norm -------------------------------------------------------------------------
+// ---- rms_norm, and gated: y = w ⊙ ρx (⊙ silu(gate)) --------------------------------------
+// gate (optional) [rows, n] like x: the output gate of the recurrent mixers,
+// silu(gate) ⊙ the norm, with the SwiGLU product's own lines (silu(gate)
+// first, then the product), so it gives the bits of rms_norm, then swiglu.
 
 template <class T>
-void rms_norm_forward(const T* x, const T* w, T* y, T* rstd, int64_t rows, int64_t n, T eps) {
+void rms_norm_forward(const T* x, const T* w, const T* gate, T* y, T* rstd, int64_t rows, int64_t n, T eps) {
   LINA_PARALLEL_FOR_IF(rows * n > kParallelMin)
   for (int64_t r = 0; r < rows; ++r) {
     const T* xr = x + r * n;
@@ -77,24 +114,58 @@ void rms_norm_forward(const T* x, const T* w, T* y, T* rstd, int64_t rows, int64
     const double ss = row_dot(n, xr, xr);
     const T rho = T(1.0 / std::sqrt(ss / double(n) + double(eps)));  // ρ = (mean(x²) + ε)^(−1/2)
     rstd[r] = rho;
-    for (int64_t i = 0; i < n; ++i) yr[i] = w[i] * (rho * xr[i]);
+    if (!gate) {
+      for (int64_t i = 0; i < n; ++i) yr[i] = w[i] * (rho * xr[i]);
+      continue;
+    }
+    silu_in_row(gate + r * n, yr, n);                                 // y = silu(gate)
+    for (int64_t i = 0; i < n; ++i) yr[i] = yr[i] * (w[i] * (rho * xr[i]));  // ⊙ the norm
   }
 }
 
+namespace {
+
+// Row r of a gated norm's backward: dgate (= or += with add) = dy ⊙ m ⊙
+// silu'(gate) with m = w ⊙ ρx the norm, and dn = dy ⊙ silu(gate), what
+// reaches the norm; `work` holds 3n scratch values.
 template <class T>
-void rms_norm_backward(const T* x, const T* w, const T* rstd, const T* dy, T* dx, T* dw,
-                       int64_t rows, int64_t n, bool add_dx, bool add_dw) {
+void gate_backward_row(int64_t r, const T* x, const T* w, T rho, const T* gate, const T* dy, T* dgate,
+                       bool add_dgate, int64_t n, T* dn, T* work) {
+  const T* g = gate + r * n;
+  const T* dyr = dy + r * n;
+  T* logistic = work;      // [n] σ(gate)
+  T* dy_m = work + n;      // [n] dy ⊙ m
+  T* dg = work + 2 * n;    // [n]
+  silu_in_row_keeping_logistic(g, dn, logistic, n);  // dn = silu(gate) for now
+  for (int64_t i = 0; i < n; ++i) {
+    dy_m[i] = dyr[i] * (w[i] * (rho * x[r * n + i]));
+    dn[i] = dn[i] * dyr[i];  // dn = silu(gate) ⊙ dy
+  }
+  silu_grad_in_row_from_logistic(g, logistic, dy_m, dg, n);
+  for (int64_t i = 0; i < n; ++i) dgate[r * n + i] = add_dgate ? dgate[r * n + i] + dg[i] : dg[i];
+}
+
+}  // namespace
+
+template <class T>
+void rms_norm_backward(const T* x, const T* w, const T* gate, const T* rstd, const T* dy, T* dx, T* dw,
+                       T* dgate, int64_t rows, int64_t n, bool add_dx, bool add_dw, bool add_dgate) {
   const int64_t chunks = chunk_count(rows);
   std::vector<T> partial_dw(size_t(chunks * n), T(0));  // [chunks, n]
   LINA_PARALLEL_FOR_IF(rows * n > kParallelMin)
   for (int64_t ch = 0; ch < chunks; ++ch) {
     T* pdw = partial_dw.data() + ch * n;
+    std::vector<T> scratch(gate ? size_t(4 * n) : 0);  // dn [n], then the gate's 3n
     const int64_t end = std::min(rows, (ch + 1) * kRowsPerChunk);
     for (int64_t r = ch * kRowsPerChunk; r < end; ++r) {
       const T* xr = x + r * n;
-      const T* dyr = dy + r * n;
+      const T* dyr = dy + r * n;  // what reaches the norm: dy, or dn when gated
       T* dxr = dx + r * n;
       const T rho = rstd[r];
+      if (gate) {
+        gate_backward_row(r, x, w, rho, gate, dy, dgate, add_dgate, n, scratch.data(), scratch.data() + n);
+        dyr = scratch.data();
+      }
       // c = x̂ᵀh / n with x̂ = ρx, h = dy ⊙ w
       const T c = T(row_dot(n, xr, dyr, rho, w) / double(n));
       for (int64_t i = 0; i < n; ++i) {
@@ -321,42 +392,6 @@ void causal_conv1d_backward(const T* x, const T* w, const T* dy, T* dx, T* dw, i
 // the same bits), forms dz = dy ⊙ silu'(z) and runs the conv's backward on
 // dz: dx_s = Σ_j w_j dz_{s+K−1−j}, dw[c, j] = Σ_t dz_t[c] x_{t−K+1+j}[c].
 
-namespace {
-
-// y = silu(z) and dz = dy · silu'(z) over n elements (y, dz may be z itself),
-// on the calling thread: float through the vectorised SiLU of unary_fast.h
-// (what the silu op runs), double through the scalar maths of
-// core/elementwise_math.h.
-template <class T>
-void silu_in_row(const T* z, T* y, int64_t n) {
-  if constexpr (std::is_same_v<T, float>) {
-    silu_forward_serial(z, y, n);
-  } else {
-    for (int64_t i = 0; i < n; ++i) y[i] = math::Silu::forward(z[i], T(0));
-  }
-}
-template <class T>
-void silu_grad_in_row(const T* z, const T* dy, T* dz, int64_t n) {
-  if constexpr (std::is_same_v<T, float>) {
-    silu_backward_serial(z, dy, dz, n);
-  } else {
-    for (int64_t i = 0; i < n; ++i) dz[i] = math::Silu::backward(z[i], T(0), dy[i], T(0));
-  }
-}
-// The two above for a row whose y is needed before its dy: float keeps σ(z)
-// in s [n] between them instead of forming it twice (the same bits).
-template <class T>
-void silu_in_row_keeping_logistic(const T* z, T* y, T* s, int64_t n) {
-  if constexpr (std::is_same_v<T, float>) silu_forward_keep_logistic_serial(z, y, s, n);
-  else silu_in_row(z, y, n);
-}
-template <class T>
-void silu_grad_in_row_from_logistic(const T* z, const T* s, const T* dy, T* dz, int64_t n) {
-  if constexpr (std::is_same_v<T, float>) silu_backward_from_logistic_serial(z, s, dy, dz, n);
-  else silu_grad_in_row(z, dy, dz, n);
-}
-
-}  // namespace
 
 template <class T>
 void causal_conv1d_silu_forward(const T* x, const T* w, T* y, int64_t B, int64_t T_len, int64_t C,

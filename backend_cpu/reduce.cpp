@@ -7,17 +7,19 @@
 
 namespace lina::cpu {
 
-// x viewed as [outer, n, inner] -> out [outer, inner], summing the middle axis.
+// x viewed as [outer, n, inner] -> out [outer, inner], summing the middle
+// axis; out += the sum with accumulate (the sum taken first, then added).
 template <class T>
-void sum_middle(const T* x, T* out, int64_t outer, int64_t n, int64_t inner) {
+void sum_middle(const T* x, T* out, int64_t outer, int64_t n, int64_t inner, bool accumulate) {
   LINA_PARALLEL_FOR_IF(outer * n * inner > kParallelMin && outer > 1)
   for (int64_t o = 0; o < outer; ++o) {
-    T* dst = out + o * inner;
-    for (int64_t i = 0; i < inner; ++i) dst[i] = T(0);
+    std::vector<T> sum(size_t(inner), T(0));  // [inner]
     for (int64_t j = 0; j < n; ++j) {
       const T* row = x + (o * n + j) * inner;
-      for (int64_t i = 0; i < inner; ++i) dst[i] += row[i];
+      for (int64_t i = 0; i < inner; ++i) sum[size_t(i)] += row[i];
     }
+    T* dst = out + o * inner;
+    for (int64_t i = 0; i < inner; ++i) dst[i] = accumulate ? dst[i] + sum[size_t(i)] : sum[size_t(i)];
   }
 }
 

@@ -152,7 +152,13 @@ void embedding_forward(const T* weight, const int32_t* ids, T* out, int64_t N, i
 // of dweight and sums into it in id order (race-free and deterministic).
 template <class T>
 void embedding_backward(const T* dy, const int32_t* ids, T* dweight, int64_t N, int64_t V,
-                        int64_t C) {
+                        int64_t C, bool accumulate) {
+  if (accumulate) {  // dweight += the sum, taken on its own first
+    std::vector<T> sum(size_t(V * C));  // [V, C]
+    embedding_backward(dy, ids, sum.data(), N, V, C, false);
+    for (int64_t i = 0; i < V * C; ++i) dweight[i] += sum[size_t(i)];
+    return;
+  }
   constexpr int64_t kBlock = 32;  // columns per thread task
   int64_t blocks = (C + kBlock - 1) / kBlock;
   std::fill_n(dweight, V * C, T(0));

@@ -266,8 +266,9 @@ LINA_HD float sum_middle_partial(int64_t column, int64_t lane, int64_t lanes, co
 }
 
 LINA_HD void sum_middle_column_thread(int64_t column, const float* x, float* out, int64_t n,
-                                      int64_t inner) {
-  out[column] = sum_middle_partial(column, 0, 1, x, n, inner);
+                                      int64_t inner, bool accumulate) {
+  const float sum = sum_middle_partial(column, 0, 1, x, n, inner);
+  out[column] = accumulate ? out[column] + sum : sum;
 }
 
 // Thread `thread` of `threads`: Σ x[k]² for k = thread, thread + threads, …

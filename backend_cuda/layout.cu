@@ -7,6 +7,7 @@
 #include "backend_cuda/cuda_context.h"
 #include "backend_cuda/cuda_kernels.h"
 #include "backend_cuda/kernels_device.h"
+#include "backend_cuda/last_block.cuh"
 #include "core/error.h"
 
 namespace lina::cuda {
@@ -53,38 +54,37 @@ __global__ void copy_strided_finish_kernel(CopyStridedArgs args, const float* pa
 // One thread per column of out [outer, inner]: neighbouring threads read
 // neighbouring elements along inner.
 __global__ void sum_middle_column_kernel(const float* x, float* out, int64_t columns, int64_t n,
-                                         int64_t inner) {
+                                         int64_t inner, bool accumulate) {
   for (int64_t c = first_index(); c < columns; c += index_stride())
-    sum_middle_column_thread(c, x, out, n, inner);
+    sum_middle_column_thread(c, x, out, n, inner, accumulate);
 }
 
 // One block per column: the block's threads split the n summands (for a
 // small inner, e.g. a sum over the last axis, one thread per column would
 // run long serial loops).
 __global__ void sum_middle_block_kernel(const float* x, float* out, int64_t columns, int64_t n,
-                                        int64_t inner) {
+                                        int64_t inner, bool accumulate) {
   __shared__ float partial[kThreads];
   for (int64_t c = blockIdx.x; c < columns; c += gridDim.x) {
     float total = block_sum(partial, sum_middle_partial(c, threadIdx.x, kThreads, x, n, inner));
-    if (threadIdx.x == 0) out[c] = total;
+    if (threadIdx.x == 0) out[c] = accumulate ? out[c] + total : total;
   }
 }
 
 // Each thread squares a grid-strided share in double; each block writes the
-// total of its threads' shares to block_totals[blockIdx.x].
-__global__ void sum_squares_kernel(const float* x, int64_t n, double* block_totals) {
+// total of its threads' shares to block_totals[blockIdx.x]; the last block
+// to finish adds the block totals in a fixed order (no floating-point
+// atomics), so the same input gives the same bits on every run; the sum goes
+// to *out.
+__global__ void sum_squares_kernel(const float* x, int64_t n, double* block_totals, double* out,
+                                   unsigned* blocks_done) {
   __shared__ double partial[kThreads];
   double total = block_sum(partial, sum_squares_partial(first_index(), index_stride(), x, n));
   if (threadIdx.x == 0) block_totals[blockIdx.x] = total;
-}
-
-// One block adds the block totals in a fixed order (no atomics), so the same
-// input gives the same bits on every run; the sum goes to *out.
-__global__ void sum_block_totals_kernel(const double* block_totals, int blocks, double* out) {
-  __shared__ double partial[kThreads];
+  if (!last_block_done(blocks_done)) return;
   double s = 0.0;
-  for (int b = threadIdx.x; b < blocks; b += kThreads) s += block_totals[b];
-  double total = block_sum(partial, s);
+  for (unsigned b = threadIdx.x; b < gridDim.x; b += kThreads) s += block_totals[b];
+  total = block_sum(partial, s);
   if (threadIdx.x == 0) *out = total;
 }
 
@@ -114,17 +114,17 @@ void copy_strided(const float* src, const int64_t* src_strides, float* dst,
   LINA_CHECK_LAUNCH("cuda::copy_strided (chunked accumulate)");
 }
 
-void sum_middle(const float* x, float* out, int64_t outer, int64_t n, int64_t inner) {
+void sum_middle(const float* x, float* out, int64_t outer, int64_t n, int64_t inner, bool accumulate) {
   int64_t columns = outer * inner;
   if (columns == 0) return;
   cudaStream_t stream = context().stream;
   if (inner >= 32 || n < 64) {
     LINA_LAUNCH(sum_middle_column_kernel, blocks_for(columns), kThreads, 0, stream)(x, out, columns, n,
-                                                                           inner);
+                                                                           inner, accumulate);
   } else {
     const int64_t max_blocks = int64_t(1) << 20;
     unsigned blocks = unsigned(columns < max_blocks ? columns : max_blocks);
-    LINA_LAUNCH(sum_middle_block_kernel, blocks, kThreads, 0, stream)(x, out, columns, n, inner);
+    LINA_LAUNCH(sum_middle_block_kernel, blocks, kThreads, 0, stream)(x, out, columns, n, inner, accumulate);
   }
   LINA_CHECK_LAUNCH("cuda::sum_middle");
 }
@@ -138,10 +138,9 @@ void sum_squares(const float* x, int64_t n, double* out) {
   }
   unsigned blocks = blocks_for(n);
   if (blocks > unsigned(kMaxReductionBlocks)) blocks = kMaxReductionBlocks;  // threads then loop
-  LINA_LAUNCH(sum_squares_kernel, blocks, kThreads, 0, ctx.stream)(x, n, ctx.reduction_scratch);
+  LINA_LAUNCH(sum_squares_kernel, blocks, kThreads, 0, ctx.stream)(x, n, ctx.reduction_scratch, out,
+                                                                   ctx.blocks_done);
   LINA_CHECK_LAUNCH("cuda::sum_squares");
-  LINA_LAUNCH(sum_block_totals_kernel, 1, kThreads, 0, ctx.stream)(ctx.reduction_scratch, int(blocks), out);
-  LINA_CHECK_LAUNCH("cuda::sum_squares (block totals)");
 }
 
 }  // namespace lina::cuda

@@ -93,6 +93,8 @@ static Context* create_context() {
   LINA_CUBLAS_CHECK(cublasSetWorkspace(ctx->cublas, workspace, workspace_bytes), "cuda: cuBLAS workspace");
   LINA_CUDA_CHECK(cudaMalloc(&ctx->reduction_scratch, (kMaxReductionBlocks + 1) * sizeof(double)),
              "cuda: reduction buffer");
+  LINA_CUDA_CHECK(cudaMalloc(&ctx->blocks_done, sizeof(unsigned)), "cuda: last-block counter");
+  LINA_CUDA_CHECK(cudaMemset(ctx->blocks_done, 0, sizeof(unsigned)), "cuda: last-block counter");
   LINA_CUDA_CHECK(cudaMalloc(&ctx->index_error, sizeof(uint64_t)), "cuda: index error word");
   LINA_CUDA_CHECK(cudaMemset(ctx->index_error, 0, sizeof(uint64_t)), "cuda: index error word");
 

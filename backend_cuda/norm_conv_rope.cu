@@ -10,12 +10,14 @@
 //                  (z recomputed) to a scratch, then runs the conv's backward
 //   weight grads   rms_norm dw and conv dw: pass 1 sums fixed chunks of rows
 //                  into a scratch buffer, pass 2 adds the chunks in order,
-//                  so every run gives the same bits; rms_norm's dx runs in
-//                  pass 1's launch, on blocks of its own
+//                  so every run gives the same bits; both passes and dx run
+//                  in one launch: dx and pass 1 on blocks of their own, pass 2
+//                  on the last block to finish (last_block.cuh)
 #include <string>
 
 #include "backend_cuda/cuda_context.h"
 #include "backend_cuda/cuda_kernels.h"
+#include "backend_cuda/last_block.cuh"
 #include "backend_cuda/norm_conv_rope_device.h"
 #include "backend_cuda/scratch.h"
 #include "backend_cuda/warp_reduce.cuh"
@@ -24,9 +26,10 @@ namespace lina::cuda {
 
 // ---- kernels --------------------------------------------------------------------------
 
-// rms_norm: x, y [rows, n], w [n], rstd [rows]:  y = w ⊙ ρx,  ρ = (mean(x²) + ε)^(−1/2).
-__global__ void rms_norm_forward_kernel(const float* x, const float* w, float* y, float* rstd, int64_t rows,
-                                        int64_t n, float eps) {
+// rms_norm: x, y [rows, n], w [n], rstd [rows]:  y = w ⊙ ρx,  ρ = (mean(x²) + ε)^(−1/2);
+// gated (gate [rows, n], else null): y = silu(gate) ⊙ (w ⊙ ρx), as swiglu would.
+__global__ void rms_norm_forward_kernel(const float* x, const float* w, const float* gate, float* y,
+                                        float* rstd, int64_t rows, int64_t n, float eps) {
   for (int64_t r = first_row(); r < rows; r += row_stride()) {
     const float* xr = x + r * n;
     double sum_squares = 0.0;
@@ -34,44 +37,57 @@ __global__ void rms_norm_forward_kernel(const float* x, const float* w, float* y
     sum_squares = warp_sum(sum_squares);
     const float rho = float(1.0 / ::sqrt(sum_squares / double(n) + double(eps)));
     if (lane() == 0) rstd[r] = rho;
-    for (int64_t i = lane(); i < n; i += kWarp) y[r * n + i] = w[i] * (rho * xr[i]);
+    for (int64_t i = lane(); i < n; i += kWarp) {
+      const float m = w[i] * (rho * xr[i]);
+      y[r * n + i] = gate ? math::Silu::forward(gate[r * n + i], 0.0f) * m : m;
+    }
   }
 }
 
-// Row r's dx = ρ (h − x̂ c) with x̂ = ρx, h = dy ⊙ w, c = x̂ᵀh / n, by the
-// 32 lanes of one warp; dx += that where `add`.
-__device__ void rms_norm_dx_row(int64_t r, const float* x, const float* w, const float* rstd,
-                                const float* dy, float* dx, int64_t n, bool add) {
+// Row r's dx = ρ (h − x̂ c) with x̂ = ρx, h = dn ⊙ w, c = x̂ᵀh / n, dn what
+// reaches the norm (rms_norm_dn), by the 32 lanes of one warp; dx += that
+// where `add`. Gated, also dgate = dy ⊙ m ⊙ silu'(gate), m = w ⊙ x̂ the norm.
+__device__ void rms_norm_dx_row(int64_t r, const float* x, const float* w, const float* gate,
+                                const float* rstd, const float* dy, float* dx, float* dgate, int64_t n,
+                                bool add, bool add_dgate) {
   const float* xr = x + r * n;
-  const float* dyr = dy + r * n;
   const float rho = rstd[r];
   double xhat_h = 0.0;
-  for (int64_t i = lane(); i < n; i += kWarp) xhat_h += double(rho * xr[i]) * double(dyr[i] * w[i]);
+  for (int64_t i = lane(); i < n; i += kWarp)
+    xhat_h += double(rho * xr[i]) * double(rms_norm_dn(r * n + i, dy, gate) * w[i]);
   const float c = float(warp_sum(xhat_h) / double(n));
   for (int64_t i = lane(); i < n; i += kWarp) {
-    const float g = rho * (dyr[i] * w[i] - (rho * xr[i]) * c);
-    dx[r * n + i] = add ? dx[r * n + i] + g : g;
+    const int64_t e = r * n + i;
+    const float g = rho * (rms_norm_dn(e, dy, gate) * w[i] - (rho * xr[i]) * c);
+    dx[e] = add ? dx[e] + g : g;
+    if (!gate) continue;
+    const float dg = math::Silu::backward(gate[e], 0.0f, dy[e] * (w[i] * (rho * xr[i])), 0.0f);
+    dgate[e] = add_dgate ? dgate[e] + dg : dg;
   }
 }
 
-// rms_norm's backward but dw's last pass, in one launch of two kinds of
-// block: blocks [0, dx_blocks) take dx, a warp per row; the others take
-// dw pass 1, a thread per element of partial [chunks, n]. (The branch is
-// the same for a whole block, so each warp's shuffles see all 32 lanes.)
-__global__ void rms_norm_backward_kernel(const float* x, const float* w, const float* rstd,
-                                         const float* dy, float* dx, float* partial,
-                                         int64_t rows, int64_t n, bool add_dx,
-                                         unsigned dx_blocks) {
+// rms_norm's backward in one launch of two kinds of block: blocks [0,
+// dx_blocks) take dx, a warp per row; the others take dw pass 1, a thread
+// per element of partial [chunks, n]. (The branch is the same for a whole
+// block, so each warp's shuffles see all 32 lanes.) The last block to finish
+// takes dw pass 2.
+__global__ void rms_norm_backward_kernel(const float* x, const float* w, const float* gate, const float* rstd,
+                                         const float* dy, float* dx, float* dw, float* dgate, float* partial,
+                                         int64_t rows, int64_t n, bool add_dx, bool add_dw, bool add_dgate,
+                                         unsigned dx_blocks, unsigned* blocks_done) {
   if (blockIdx.x < dx_blocks) {
     const int64_t stride = int64_t(dx_blocks) * kRowsPerBlock;
     for (int64_t r = int64_t(blockIdx.x) * kRowsPerBlock + threadIdx.x / kWarp; r < rows; r += stride)
-      rms_norm_dx_row(r, x, w, rstd, dy, dx, n, add_dx);
-    return;
+      rms_norm_dx_row(r, x, w, gate, rstd, dy, dx, dgate, n, add_dx, add_dgate);
+  } else {
+    const int64_t count = row_chunks(rows) * n;
+    const int64_t stride = int64_t(gridDim.x - dx_blocks) * blockDim.x;
+    for (int64_t i = int64_t(blockIdx.x - dx_blocks) * blockDim.x + threadIdx.x; i < count; i += stride)
+      rms_norm_dw_partial_thread(i, x, gate, rstd, dy, partial, rows, n);
   }
-  const int64_t count = row_chunks(rows) * n;
-  const int64_t stride = int64_t(gridDim.x - dx_blocks) * blockDim.x;
-  for (int64_t i = int64_t(blockIdx.x - dx_blocks) * blockDim.x + threadIdx.x; i < count; i += stride)
-    rms_norm_dw_partial_thread(i, x, rstd, dy, partial, rows, n);
+  if (!last_block_done(blocks_done)) return;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
+    sum_partials_thread(i, partial, row_chunks(rows), n, dw, add_dw);
 }
 
 // l2_norm: x, y [rows, n], norm [rows]:  y = s · x / max(‖x‖, ε), s = scale; norm = ‖x‖.
@@ -108,35 +124,34 @@ __global__ void l2_norm_backward_kernel(const float* x, const float* norm, const
   }
 }
 
-__global__ void sum_partials_kernel(const float* partial, int64_t chunks, int64_t width,
-                                    float* out, bool add) {
-  for (int64_t e = first_index(); e < width; e += index_stride())
-    sum_partials_thread(e, partial, chunks, width, out, add);
-}
-
 __global__ void causal_conv1d_forward_kernel(const float* x, const float* w, float* y,
                                              int64_t count, int64_t T_len, int64_t C, int64_t K) {
   for (int64_t i = first_index(); i < count; i += index_stride())
     causal_conv1d_forward_thread(i, x, w, y, T_len, C, K);
 }
 
-__global__ void causal_conv1d_dx_kernel(const float* w, const float* dy, float* dx, int64_t count,
-                                        int64_t T_len, int64_t C, int64_t K) {
-  for (int64_t i = first_index(); i < count; i += index_stride())
-    causal_conv1d_dx_thread(i, w, dy, dx, T_len, C, K);
-}
-
-__global__ void causal_conv1d_dw_partial_kernel(const float* x, const float* dy, float* partial,
-                                                int64_t count, int64_t B, int64_t T_len,
-                                                int64_t C, int64_t K) {
-  for (int64_t i = first_index(); i < count; i += index_stride())
-    causal_conv1d_dw_partial_thread(i, x, dy, partial, B, T_len, C, K);
-}
-
-__global__ void causal_conv1d_dw_sum_kernel(const float* partial, float* dw, int64_t chunks,
-                                            int64_t C, int64_t K, bool add) {
-  for (int64_t i = first_index(); i < C * K; i += index_stride())
-    causal_conv1d_dw_sum_thread(i, partial, dw, chunks, C, K, add);
+// The conv's backward of dy in one launch of two kinds of block: blocks [0,
+// dx_blocks) take dx, a thread per element; the others take dw pass 1, a
+// thread per element of partial [chunks, K, C]. The last block to finish
+// takes dw pass 2.
+__global__ void causal_conv1d_backward_kernel(const float* x, const float* w, const float* dy, float* dx,
+                                              float* dw, float* partial, int64_t B, int64_t T_len,
+                                              int64_t C, int64_t K, bool add_dw, unsigned dx_blocks,
+                                              unsigned* blocks_done) {
+  const int64_t rows = B * T_len;
+  if (blockIdx.x < dx_blocks) {
+    const int64_t stride = int64_t(dx_blocks) * blockDim.x;
+    for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < rows * C; i += stride)
+      causal_conv1d_dx_thread(i, w, dy, dx, T_len, C, K);
+  } else {
+    const int64_t count = row_chunks(rows) * K * C;
+    const int64_t stride = int64_t(gridDim.x - dx_blocks) * blockDim.x;
+    for (int64_t i = int64_t(blockIdx.x - dx_blocks) * blockDim.x + threadIdx.x; i < count; i += stride)
+      causal_conv1d_dw_partial_thread(i, x, dy, partial, B, T_len, C, K);
+  }
+  if (!last_block_done(blocks_done)) return;
+  for (int64_t i = threadIdx.x; i < C * K; i += blockDim.x)
+    causal_conv1d_dw_sum_thread(i, partial, dw, row_chunks(rows), C, K, add_dw);
 }
 
 __global__ void causal_conv1d_silu_forward_kernel(const float* x, const float* w, float* y,
@@ -161,16 +176,17 @@ __global__ void rope_kernel(const float* x, float* y, int64_t count, int64_t T_l
 
 // ---- launchers ----------------------------------------------------------------------------
 
-void rms_norm_forward(const float* x, const float* w, float* y, float* rstd, int64_t rows,
+void rms_norm_forward(const float* x, const float* w, const float* gate, float* y, float* rstd, int64_t rows,
                       int64_t n, float eps) {
   if (rows == 0) return;
-  LINA_LAUNCH(rms_norm_forward_kernel, row_blocks(rows), kThreads, 0, context().stream)(x, w, y, rstd, rows, n,
-                                                                                     eps);
+  LINA_LAUNCH(rms_norm_forward_kernel, row_blocks(rows), kThreads, 0, context().stream)(x, w, gate, y, rstd,
+                                                                                     rows, n, eps);
   LINA_CHECK_LAUNCH("cuda::rms_norm_forward");
 }
 
-void rms_norm_backward(const float* x, const float* w, const float* rstd, const float* dy,
-                       float* dx, float* dw, int64_t rows, int64_t n, bool add_dx, bool add_dw) {
+void rms_norm_backward(const float* x, const float* w, const float* gate, const float* rstd, const float* dy,
+                       float* dx, float* dw, float* dgate, int64_t rows, int64_t n, bool add_dx, bool add_dw,
+                       bool add_dgate) {
   if (n == 0) return;
   cudaStream_t stream = context().stream;
   if (rows == 0) {  // an empty sum
@@ -181,11 +197,9 @@ void rms_norm_backward(const float* x, const float* w, const float* rstd, const 
   Scratch<float> partial(chunks * n);  // [chunks, n]
   const unsigned dx_blocks = row_blocks(rows);
   LINA_LAUNCH(rms_norm_backward_kernel, dx_blocks + blocks_for(chunks * n), kThreads, 0, stream)(
-      x, w, rstd, dy, dx, partial.get(), rows, n, add_dx, dx_blocks);
-  LINA_CHECK_LAUNCH("cuda::rms_norm_backward (dx, dw partials)");
-  LINA_LAUNCH(sum_partials_kernel, blocks_for(n), kThreads, 0, stream)(partial.get(), chunks, n, dw,
-                                                                       add_dw);
-  LINA_CHECK_LAUNCH("cuda::rms_norm_backward (dw)");
+      x, w, gate, rstd, dy, dx, dw, dgate, partial.get(), rows, n, add_dx, add_dw, add_dgate, dx_blocks,
+      context().blocks_done);
+  LINA_CHECK_LAUNCH("cuda::rms_norm_backward");
 }
 
 void l2_norm_forward(const float* x, float* y, float* norm, int64_t rows, int64_t n, float eps,
@@ -213,24 +227,18 @@ void causal_conv1d_forward(const float* x, const float* w, float* y, int64_t B, 
   LINA_CHECK_LAUNCH("cuda::causal_conv1d_forward");
 }
 
-// The conv's backward of dy, rows = B·T > 0 (dx, then dw in two passes; dw += where add_dw).
-static void conv1d_backward_launches(const float* x, const float* w, const float* dy, float* dx,
-                                     float* dw, int64_t B, int64_t T_len, int64_t C, int64_t K,
-                                     bool add_dw, const char* what) {
-  cudaStream_t stream = context().stream;
+// The conv's backward of dy, rows = B·T > 0: dx, and dw in two passes (dw +=
+// where add_dw), one launch.
+static void conv1d_backward_launch(const float* x, const float* w, const float* dy, float* dx,
+                                   float* dw, int64_t B, int64_t T_len, int64_t C, int64_t K,
+                                   bool add_dw, const char* what) {
   const int64_t rows = B * T_len;
-  LINA_LAUNCH(causal_conv1d_dx_kernel, blocks_for(rows * C), kThreads, 0, stream)(w, dy, dx, rows * C,
-                                                                         T_len, C, K);
-  LINA_CHECK_LAUNCH((std::string(what) + " (dx)").c_str());
-  const int64_t chunks = row_chunks(rows);
-  const int64_t count = chunks * K * C;
-  Scratch<float> partial(count);  // [chunks, K, C]
-  LINA_LAUNCH(causal_conv1d_dw_partial_kernel, blocks_for(count), kThreads, 0, stream)(
-      x, dy, partial.get(), count, B, T_len, C, K);
-  LINA_CHECK_LAUNCH((std::string(what) + " (dw partials)").c_str());
-  LINA_LAUNCH(causal_conv1d_dw_sum_kernel, blocks_for(C * K), kThreads, 0, stream)(partial.get(), dw,
-                                                                          chunks, C, K, add_dw);
-  LINA_CHECK_LAUNCH((std::string(what) + " (dw)").c_str());
+  Scratch<float> partial(row_chunks(rows) * K * C);  // [chunks, K, C]
+  const unsigned dx_blocks = blocks_for(rows * C);
+  LINA_LAUNCH(causal_conv1d_backward_kernel, dx_blocks + blocks_for(row_chunks(rows) * K * C), kThreads, 0,
+              context().stream)(x, w, dy, dx, dw, partial.get(), B, T_len, C, K, add_dw, dx_blocks,
+                                context().blocks_done);
+  LINA_CHECK_LAUNCH(what);
 }
 
 void causal_conv1d_backward(const float* x, const float* w, const float* dy, float* dx, float* dw,
@@ -240,7 +248,7 @@ void causal_conv1d_backward(const float* x, const float* w, const float* dy, flo
     if (!add_dw) fill(dw, C * K, 0.0f);
     return;
   }
-  conv1d_backward_launches(x, w, dy, dx, dw, B, T_len, C, K, add_dw, "cuda::causal_conv1d_backward");
+  conv1d_backward_launch(x, w, dy, dx, dw, B, T_len, C, K, add_dw, "cuda::causal_conv1d_backward");
 }
 
 void causal_conv1d_silu_forward(const float* x, const float* w, float* y, int64_t B,
@@ -265,8 +273,8 @@ void causal_conv1d_silu_backward(const float* x, const float* w, const float* dy
   LINA_LAUNCH(causal_conv1d_silu_dz_kernel, blocks_for(count), kThreads, 0, context().stream)(
       x, w, dy, dz.get(), count, T_len, C, K);
   LINA_CHECK_LAUNCH("cuda::causal_conv1d_silu_backward (dz)");
-  conv1d_backward_launches(x, w, dz.get(), dx, dw, B, T_len, C, K, add_dw,
-                           "cuda::causal_conv1d_silu_backward");
+  conv1d_backward_launch(x, w, dz.get(), dx, dw, B, T_len, C, K, add_dw,
+                         "cuda::causal_conv1d_silu_backward (dx, dw)");
 }
 
 // conv + SiLU, then each head's L2 norm, one warp per head of one token
@@ -362,8 +370,8 @@ void causal_conv1d_silu_l2_norm_backward(const float* x, const float* w, const f
   LINA_LAUNCH(causal_conv1d_silu_l2_norm_dz_kernel, row_blocks(rows * (C / head)), kThreads, 0, context().stream)(
       x, w, norm, dq, dz.get(), rows, T_len, C, K, head, width, normed * width / head, eps, scale);
   LINA_CHECK_LAUNCH("cuda::causal_conv1d_silu_l2_norm_backward (dz)");
-  conv1d_backward_launches(x, w, dz.get(), dx, dw, B, T_len, C, K, add_dw,
-                           "cuda::causal_conv1d_silu_l2_norm_backward");
+  conv1d_backward_launch(x, w, dz.get(), dx, dw, B, T_len, C, K, add_dw,
+                         "cuda::causal_conv1d_silu_l2_norm_backward (dx, dw)");
 }
 
 void rope_apply(const float* x, float* y, int64_t B, int64_t T_len, int64_t H, int64_t D,

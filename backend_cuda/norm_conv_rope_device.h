@@ -9,11 +9,12 @@
 //
 // The norms' row kernels are written in norm_conv_rope.cu, a warp per row.
 //
-// Determinism: no atomics. A row's Σ (the norms) is a warp's butterfly
-// (warp_reduce.cuh); the weight gradients summed over many rows (rms_norm dw,
-// conv dw) take two passes, like the CPU: each thread sums a fixed chunk of
-// kRowsPerChunk rows in row order into a partial buffer, then one thread per
-// weight adds the partials in chunk order. The chunks are the CPU's, so the
+// Determinism: no floating-point atomics. A row's Σ (the norms) is a warp's
+// butterfly (warp_reduce.cuh); the weight gradients summed over many rows
+// (rms_norm dw, conv dw) take two passes, like the CPU: each thread sums a
+// fixed chunk of kRowsPerChunk rows in row order into a partial buffer, then
+// one thread per weight adds the partials in chunk order (on the launch's
+// last block, last_block.cuh). The chunks are the CPU's, so the
 // result is the CPU's summation, term for term.
 #pragma once
 #include <cmath>
@@ -38,16 +39,22 @@ LINA_HD void sum_partials_thread(int64_t e, const float* partial, int64_t chunks
 }
 
 // ---- rms_norm's weight gradient ----------------------------------------------------
-// dw pass 1: thread idx = chunk·n + i sums dy ⊙ x̂ over the chunk's rows, in
-// row order: partial[chunk, i] = Σ_r dy[r, i] · ρ_r x[r, i]; partial [chunks, n].
-LINA_HD void rms_norm_dw_partial_thread(int64_t idx, const float* x, const float* rstd,
+// What reaches the norm of element e: dy, or for the gated norm dy ⊙ silu(gate)
+// (the SwiGLU product's backward, the same bits).
+LINA_HD float rms_norm_dn(int64_t e, const float* dy, const float* gate) {
+  return gate ? dy[e] * math::Silu::forward(gate[e], 0.0f) : dy[e];
+}
+
+// dw pass 1: thread idx = chunk·n + i sums dn ⊙ x̂ over the chunk's rows, in
+// row order: partial[chunk, i] = Σ_r dn[r, i] · ρ_r x[r, i]; partial [chunks, n].
+LINA_HD void rms_norm_dw_partial_thread(int64_t idx, const float* x, const float* gate, const float* rstd,
                                         const float* dy, float* partial, int64_t rows,
                                         int64_t n) {
   const int64_t chunk = idx / n, i = idx % n;
   const int64_t first = chunk * kRowsPerChunk;
   const int64_t end = first + kRowsPerChunk < rows ? first + kRowsPerChunk : rows;
   float s = 0.0f;
-  for (int64_t r = first; r < end; ++r) s += dy[r * n + i] * (rstd[r] * x[r * n + i]);
+  for (int64_t r = first; r < end; ++r) s += rms_norm_dn(r * n + i, dy, gate) * (rstd[r] * x[r * n + i]);
   partial[idx] = s;
 }
 // dw pass 2: sum_partials_thread(i, partial, row_chunks(rows), n, dw, add_dw).

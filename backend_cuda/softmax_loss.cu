@@ -4,7 +4,7 @@
 // Row kernels take one warp per row (backend_cuda/warp_reduce.cuh): lane l
 // owns entries l, l + 32, … of its row; the row's maximum and sums are
 // butterfly shuffles, the same order on every run. The cross-entropy total
-// is one block adding the per-row losses. Embedding and the cross-entropy
+// is the forward's last block adding the per-row losses. Embedding and the cross-entropy
 // gradient are one thread per output element (softmax_loss_device.h).
 #include <cmath>
 #include <cstddef>
@@ -12,6 +12,7 @@
 
 #include "backend_cuda/cuda_context.h"
 #include "backend_cuda/cuda_kernels.h"
+#include "backend_cuda/last_block.cuh"
 #include "backend_cuda/scratch.h"
 #include "backend_cuda/softmax_loss_device.h"
 #include "backend_cuda/warp_reduce.cuh"
@@ -91,10 +92,33 @@ __global__ void log_softmax_backward_kernel(const float* y, const float* dy, flo
 // loss = Σ_r mask_r · nll_r / count, nll_r = −log softmax(logits_r)[t_r],
 // count = max(Σ_r mask_r, 1) (R when there is no mask).
 
-// Per row: probs = softmax(logits), row_nll = mask · (log Σ exp(logits) − logits[t]).
-__global__ void cross_entropy_rows_kernel(const float* logits, const int32_t* targets, const float* mask,
-                                          float* probs, double* row_nll, int64_t R, int64_t V,
-                                          uint64_t* index_error) {
+// Σ_r mask_r over thread t's share r = t, t + kThreads, …, in double; R
+// itself when there is no mask.
+__device__ double mask_count_share(const float* mask, int64_t R) {
+  if (!mask) return threadIdx.x == 0 ? double(R) : 0.0;
+  double s = 0.0;
+  for (int64_t r = threadIdx.x; r < R; r += kThreads) s += double(mask[r]);
+  return s;
+}
+
+__device__ double loss_count(double mask_total) { return mask_total > 1.0 ? mask_total : 1.0; }
+
+// By one whole block: loss = Σ row_nll / max(Σ mask, 1).
+__device__ void cross_entropy_total(const double* row_nll, const float* mask, float* loss, int64_t R) {
+  __shared__ double partial[kRowsPerBlock];
+  double nll = 0.0;
+  for (int64_t r = threadIdx.x; r < R; r += kThreads) nll += row_nll[r];
+  nll = block_total(nll, partial);
+  __syncthreads();  // partial is reused below
+  const double count = block_total(mask_count_share(mask, R), partial);
+  if (threadIdx.x == 0) *loss = float(nll / loss_count(count));
+}
+
+// Per row: probs = softmax(logits), row_nll = mask · (log Σ exp(logits) − logits[t]);
+// then the last block to finish adds the rows' nll into the loss.
+__global__ void cross_entropy_forward_kernel(const float* logits, const int32_t* targets, const float* mask,
+                                             float* probs, double* row_nll, float* loss, int64_t R,
+                                             int64_t V, uint64_t* index_error, unsigned* blocks_done) {
   for (int64_t r = first_row(); r < R; r += row_stride()) {
     const float* x = logits + r * V;
     const RowMaxSum stats = row_max_sum(x, V, probs + r * V);
@@ -107,42 +131,24 @@ __global__ void cross_entropy_rows_kernel(const float* logits, const int32_t* ta
       row_nll[r] = mask ? double(mask[r]) * nll : nll;
     }
   }
+  if (last_block_done(blocks_done)) cross_entropy_total(row_nll, mask, loss, R);
 }
 
-// Σ_r mask_r over thread t's share r = t, t + kThreads, …, in double; R
-// itself when there is no mask.
-__device__ double mask_count_share(const float* mask, int64_t R) {
-  if (!mask) return threadIdx.x == 0 ? double(R) : 0.0;
-  double s = 0.0;
-  for (int64_t r = threadIdx.x; r < R; r += kThreads) s += double(mask[r]);
-  return s;
-}
-
-__device__ double loss_count(double mask_total) { return mask_total > 1.0 ? mask_total : 1.0; }
-
-// One block: loss = Σ row_nll / max(Σ mask, 1).
-__global__ void cross_entropy_total_kernel(const double* row_nll, const float* mask, float* loss, int64_t R) {
-  __shared__ double partial[kRowsPerBlock];
-  double nll = 0.0;
-  for (int64_t r = threadIdx.x; r < R; r += kThreads) nll += row_nll[r];
-  nll = block_total(nll, partial);
-  __syncthreads();  // partial is reused below
-  const double count = block_total(mask_count_share(mask, R), partial);
-  if (threadIdx.x == 0) *loss = float(nll / loss_count(count));
-}
-
-// One block: scale = dloss / max(Σ mask, 1), the factor every dlogits row shares.
+// One block: scale = dloss / max(Σ mask, 1), the factor every dlogits row
+// shares (with a mask; without one it is dloss / max(R, 1), no sum).
 __global__ void cross_entropy_scale_kernel(const float* mask, const float* dloss, float* scale, int64_t R) {
   __shared__ double partial[kRowsPerBlock];
   const double count = block_total(mask_count_share(mask, R), partial);
   if (threadIdx.x == 0) *scale = float(double(*dloss) / loss_count(count));
 }
 
+// scale: the scale kernel's result, read only with a mask.
 __global__ void cross_entropy_backward_kernel(const float* probs, const int32_t* targets,
-                                              const float* mask, const float* scale,
-                                              float* dlogits, int64_t n, int64_t V) {
+                                              const float* mask, const float* scale, const float* dloss,
+                                              float* dlogits, int64_t n, int64_t R, int64_t V) {
+  const float s = mask ? *scale : float(double(*dloss) / loss_count(double(R)));
   for (int64_t i = first_index(); i < n; i += index_stride())
-    cross_entropy_backward_thread(i, probs, targets, mask, scale, dlogits, V);
+    cross_entropy_backward_thread(i, probs, targets, mask, s, dlogits, V);
 }
 
 // ---- embedding ----
@@ -154,9 +160,9 @@ __global__ void embedding_forward_kernel(const float* weight, const int32_t* ids
 }
 
 __global__ void embedding_backward_kernel(const float* dy, const int32_t* ids, float* dweight,
-                                          int64_t n, int64_t N, int64_t C) {
+                                          int64_t n, int64_t N, int64_t C, bool accumulate) {
   for (int64_t i = first_index(); i < n; i += index_stride())
-    embedding_backward_thread(i, dy, ids, dweight, N, C);
+    embedding_backward_thread(i, dy, ids, dweight, N, C, accumulate);
 }
 
 // ---- argmax ----
@@ -209,31 +215,29 @@ void log_softmax_backward(const float* y, const float* dy, float* dx, int64_t R,
   LINA_CHECK_LAUNCH("cuda::log_softmax_backward");
 }
 
-// Per-row nll into a scratch buffer, then one block adds it in a fixed order.
+// Per-row nll into a scratch buffer; the launch's last block adds it in a fixed order.
 void cross_entropy_forward(const float* logits, const int32_t* targets, const float* mask,
                            float* probs, float* loss, int64_t R, int64_t V) {
   Scratch<double> row_nll(R > 0 ? R : 1);  // [R]
-  cudaStream_t stream = context().stream;
-  if (R > 0) {
-    LINA_LAUNCH(cross_entropy_rows_kernel, row_blocks(R), kThreads, 0, stream)(
-        logits, targets, mask, probs, row_nll.get(), R, V, context().index_error);
-    LINA_CHECK_LAUNCH("cuda::cross_entropy_forward");
-  }
-  LINA_LAUNCH(cross_entropy_total_kernel, 1, kThreads, 0, stream)(row_nll.get(), mask, loss, R);
-  LINA_CHECK_LAUNCH("cuda::cross_entropy_forward (total)");
+  LINA_LAUNCH(cross_entropy_forward_kernel, row_blocks(R), kThreads, 0, context().stream)(
+      logits, targets, mask, probs, row_nll.get(), loss, R, V, context().index_error, context().blocks_done);
+  LINA_CHECK_LAUNCH("cuda::cross_entropy_forward");
 }
 
-// dloss / count into a one-float scratch, then one thread per element of dlogits.
+// With a mask, dloss / Σ mask into a one-float scratch first; then one
+// thread per element of dlogits.
 void cross_entropy_backward(const float* probs, const int32_t* targets, const float* mask,
                             const float* dloss, float* dlogits, int64_t R, int64_t V) {
   int64_t n = R * V;
   if (n == 0) return;
-  Scratch<float> scale(1);  // [1]
+  Scratch<float> scale(mask ? 1 : 0);  // [1]
   cudaStream_t stream = context().stream;
-  LINA_LAUNCH(cross_entropy_scale_kernel, 1, kThreads, 0, stream)(mask, dloss, scale.get(), R);
-  LINA_CHECK_LAUNCH("cuda::cross_entropy_backward (scale)");
+  if (mask) {
+    LINA_LAUNCH(cross_entropy_scale_kernel, 1, kThreads, 0, stream)(mask, dloss, scale.get(), R);
+    LINA_CHECK_LAUNCH("cuda::cross_entropy_backward (scale)");
+  }
   LINA_LAUNCH(cross_entropy_backward_kernel, blocks_for(n), kThreads, 0, stream)(
-      probs, targets, mask, scale.get(), dlogits, n, V);
+      probs, targets, mask, scale.get(), dloss, dlogits, n, R, V);
   LINA_CHECK_LAUNCH("cuda::cross_entropy_backward");
 }
 
@@ -247,11 +251,11 @@ void embedding_forward(const float* weight, const int32_t* ids, float* out, int6
 }
 
 void embedding_backward(const float* dy, const int32_t* ids, float* dweight, int64_t N, int64_t V,
-                        int64_t C) {
+                        int64_t C, bool accumulate) {
   int64_t n = V * C;
   if (n == 0) return;
   LINA_LAUNCH(embedding_backward_kernel, blocks_for(n), kThreads, 0, context().stream)(dy, ids, dweight, n,
-                                                                                      N, C);
+                                                                                      N, C, accumulate);
   LINA_CHECK_LAUNCH("cuda::embedding_backward");
 }
 

@@ -33,10 +33,10 @@ LINA_HD bool index_ok(int32_t id, int64_t limit) { return id >= 0 && id < limit;
 
 // Element i = (r, j) of dlogits [R, V]: w · (p − onehot(t_r))[j], w = scale · mask_r.
 LINA_HD void cross_entropy_backward_thread(int64_t i, const float* probs, const int32_t* targets,
-                                           const float* mask, const float* scale, float* dlogits,
+                                           const float* mask, float scale, float* dlogits,
                                            int64_t V) {
   int64_t r = i / V, j = i % V;
-  float w = mask ? *scale * mask[r] : *scale;
+  float w = mask ? scale * mask[r] : scale;
   float d = w * probs[i];
   if (j == targets[r]) d -= w;  // an out-of-range target matches no j (reported by the forward)
   dlogits[i] = d;
@@ -61,12 +61,12 @@ LINA_HD void embedding_forward_thread(int64_t i, const float* weight, const int3
 // added in order of n. Each output has one owner thread, so repeated ids
 // need no atomics and the sum is the same on every run (0 where no id is v).
 LINA_HD void embedding_backward_thread(int64_t i, const float* dy, const int32_t* ids,
-                                       float* dweight, int64_t N, int64_t C) {
+                                       float* dweight, int64_t N, int64_t C, bool accumulate) {
   int64_t v = i / C, c = i % C;
   float s = 0.0f;
   for (int64_t n = 0; n < N; ++n)
     if (ids[n] == v) s += dy[n * C + c];
-  dweight[i] = s;
+  dweight[i] = accumulate ? dweight[i] + s : s;  // dweight += s with accumulate
 }
 
 }  // namespace lina::cuda

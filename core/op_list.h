@@ -28,7 +28,7 @@
 // copy_strided: dst[Σ i_k dst_strides[k]] (= or += with accumulate)
 //   src[Σ i_k src_strides[k]] for i in shape; zero destination strides with
 //   accumulate sum several source elements into one (sum_to).
-// sum_middle: x [outer, n, inner] -> out[o, i] = Σ_j x[o, j, i].
+// sum_middle: x [outer, n, inner] -> out[o, i] = Σ_j x[o, j, i] (+= with accumulate).
 // sum_squares: *out = Σ x², accumulated in double, in a fixed order; out is
 //   one double in the backend's memory (on the GPU for CUDA: no read back).
 // gemm: for i < batch, C_i = alpha·op(A_i)·op(B_i) + beta·C_i, row-major,
@@ -49,7 +49,9 @@
 // rms_norm / l2_norm: x, y, dy, dx [rows, n]; w, dw [n] (dw summed over all
 //   rows); rstd / norm [rows] (l2_norm's norm is ‖x‖, unscaled: y = scale ·
 //   x / max(‖x‖, eps)). rms_norm_backward accumulates (+=) into dx where
-//   add_dx, into dw where add_dw, and writes (=) otherwise.
+//   add_dx, into dw where add_dw, and writes (=) otherwise. A gate (null:
+//   none) [rows, n] makes it the gated norm y = w ⊙ ρx ⊙ silu(gate), whose
+//   backward also writes (or adds into, add_dgate) dgate.
 // causal_conv1d: x, y, dy, dx [B, T, C]; w, dw [C, K], tap K−1 = the current
 //   token, zero left padding. causal_conv1d_silu: y = silu(conv), the conv's
 //   output z never stored; its backward recomputes z to form dy ⊙ silu'(z).
@@ -143,7 +145,7 @@
 #define LINA_REDUCE_LIST(OP, KERNEL, T) \
   OP(Sum, sum) \
   OP(Mean, mean) \
-  KERNEL(void, sum_middle, (const T* x, T* out, int64_t outer, int64_t n, int64_t inner)) \
+  KERNEL(void, sum_middle, (const T* x, T* out, int64_t outer, int64_t n, int64_t inner, bool accumulate)) \
   KERNEL(void, sum_squares, (const T* x, int64_t n, double* out))
 
 // ---- matrix products ----
@@ -166,7 +168,7 @@
   KERNEL(void, cross_entropy_forward, (const T* logits, const int32_t* targets, const T* mask, T* probs, T* loss, int64_t R, int64_t V)) \
   KERNEL(void, cross_entropy_backward, (const T* probs, const int32_t* targets, const T* mask, const T* dloss, T* dlogits, int64_t R, int64_t V)) \
   KERNEL(void, embedding_forward, (const T* weight, const int32_t* ids, T* out, int64_t N, int64_t V, int64_t C)) \
-  KERNEL(void, embedding_backward, (const T* dy, const int32_t* ids, T* dweight, int64_t N, int64_t V, int64_t C)) \
+  KERNEL(void, embedding_backward, (const T* dy, const int32_t* ids, T* dweight, int64_t N, int64_t V, int64_t C, bool accumulate)) \
   KERNEL(void, argmax_last, (const T* x, int32_t* out, int64_t R, int64_t N))
 
 // ---- causal attention ----
@@ -180,13 +182,14 @@
 // backend_cpu/norm_conv_rope.cpp, backend_cuda/norm_conv_rope.cu
 #define LINA_NORM_CONV_ROPE_LIST(OP, KERNEL, T) \
   OP(RmsNorm, rms_norm) \
+  OP(RmsNormGated, rms_norm_gated) \
   OP(L2Norm, l2_norm) \
   OP(CausalConv1d, causal_conv1d) \
   OP(CausalConv1dSilu, causal_conv1d_silu) \
   OP(CausalConv1dSiluL2Norm, causal_conv1d_silu_l2_norm) \
   OP(Rope, rope) \
-  KERNEL(void, rms_norm_forward, (const T* x, const T* w, T* y, T* rstd, int64_t rows, int64_t n, T eps)) \
-  KERNEL(void, rms_norm_backward, (const T* x, const T* w, const T* rstd, const T* dy, T* dx, T* dw, int64_t rows, int64_t n, bool add_dx, bool add_dw)) \
+  KERNEL(void, rms_norm_forward, (const T* x, const T* w, const T* gate, T* y, T* rstd, int64_t rows, int64_t n, T eps)) \
+  KERNEL(void, rms_norm_backward, (const T* x, const T* w, const T* gate, const T* rstd, const T* dy, T* dx, T* dw, T* dgate, int64_t rows, int64_t n, bool add_dx, bool add_dw, bool add_dgate)) \
   KERNEL(void, l2_norm_forward, (const T* x, T* y, T* norm, int64_t rows, int64_t n, T eps, T scale)) \
   KERNEL(void, l2_norm_backward, (const T* x, const T* norm, const T* dy, T* dx, int64_t rows, int64_t n, T eps, T scale)) \
   KERNEL(void, causal_conv1d_forward, (const T* x, const T* w, T* y, int64_t B, int64_t T_len, int64_t C, int64_t K)) \

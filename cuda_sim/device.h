@@ -82,6 +82,17 @@ inline void __syncthreads() { ::cuda_sim::syncthreads(); }
 // CPU a plain add (the host compiler is not asked to contract).
 inline float __fadd_rn(float a, float b) { return a + b; }
 inline void __syncwarp(unsigned mask = 0xffffffffu) { ::cuda_sim::syncwarp(mask); }
+// Blocks run at once on several OS threads, so the memory fence and the
+// integer atomic are the host's own (sequentially consistent).
+inline void __threadfence() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+// old = *address; *address = old >= limit ? 0 : old + 1; returns old (CUDA's atomicInc).
+inline unsigned atomicInc(unsigned* address, unsigned limit) {
+  unsigned old = __atomic_load_n(address, __ATOMIC_SEQ_CST);
+  while (!__atomic_compare_exchange_n(address, &old, old >= limit ? 0u : old + 1u, false, __ATOMIC_SEQ_CST,
+                                      __ATOMIC_SEQ_CST)) {
+  }
+  return old;
+}
 
 // width: lanes form groups of `width` (a power of two ≤ 32), as in CUDA.
 template <class T> T __shfl_sync(unsigned mask, T v, int src, int width = 32) {

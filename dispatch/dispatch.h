@@ -111,7 +111,7 @@ void copy_strided(const Tensor& src, const StridedView& sv, Tensor& dst, const S
 
 // ---- reductions ---------------------------------------------------------------
 // x viewed as [outer, n, inner]: out[o, i] = Σ_j x[o, j, i].
-void sum_middle(const Tensor& x, int64_t outer, int64_t n, int64_t inner, Tensor& out);
+void sum_middle(const Tensor& x, int64_t outer, int64_t n, int64_t inner, Tensor& out, bool accumulate = false);
 double sum_squares(const Tensor& x);  // Σ x², accumulated in double (read back)
 // Σ x² as a float64 scalar tensor on x's device (nothing read back).
 Tensor sum_squares_on_device(const Tensor& x);
@@ -165,6 +165,8 @@ Tensor cross_entropy_backward(const Tensor& probs, const Tensor& targets, const 
 Tensor embedding_forward(const Tensor& weight, const Tensor& ids);
 // dy [..., C] -> dweight [vocab, C], the rows of dy summed per id.
 Tensor embedding_backward(const Tensor& dy, const Tensor& ids, int64_t vocab);
+// dweight += the embedding's gradient (dweight [vocab, C]), no tensor of its own.
+void embedding_backward_add(const Tensor& dy, const Tensor& ids, Tensor& dweight);
 // x [..., N] -> int32 [...]: index of the largest entry of each row (first on ties).
 Tensor argmax_last(const Tensor& x);
 
@@ -172,12 +174,16 @@ Tensor argmax_last(const Tensor& x);
 // The Tensor& arguments below are outputs, assigned freshly allocated tensors.
 // x [..., n], weight [n]: y = weight ⊙ ρx with ρ = (mean(x²) + eps)^(−1/2) per
 // row; rstd_out receives ρ, [rows] (rows = numel / n).
-Tensor rms_norm_forward(const Tensor& x, const Tensor& weight, double eps, Tensor& rstd_out);
-// dx [..., n]; dweight [n] summed over every row. Each of dx and dweight
-// that is defined on entry (its shape, x's dtype and device) has the
-// gradient added into it (+=) instead of a fresh tensor.
+// With a gate (x's shape; undefined: none), the gated norm
+// y = silu(gate) ⊙ weight ⊙ ρx, rms_norm then swiglu in one pass.
+Tensor rms_norm_forward(const Tensor& x, const Tensor& weight, double eps, Tensor& rstd_out,
+                        const Tensor& gate = Tensor());
+// dx [..., n]; dweight [n] summed over every row; with a gate, dgate [..., n]
+// too. Each of dx, dweight and dgate that is defined on entry (its shape,
+// x's dtype and device) has the gradient added into it (+=) instead of a
+// fresh tensor.
 void rms_norm_backward(const Tensor& x, const Tensor& weight, const Tensor& rstd, const Tensor& dy,
-                       Tensor& dx, Tensor& dweight);
+                       Tensor& dx, Tensor& dweight, const Tensor& gate = Tensor(), Tensor* dgate = nullptr);
 // x [..., n]: y = scale · x / max(‖x‖, eps) per row; norm_out receives ‖x‖
 // (unscaled), [rows].
 Tensor l2_norm_forward(const Tensor& x, double eps, double scale, Tensor& norm_out);

@@ -58,15 +58,27 @@ Tensor expand(const Tensor& x, const Shape& shape) {
   return out;
 }
 
+// x's shape ends with `shape`: a sum to `shape` sums leading axes only.
+static bool sums_leading_axes(const Shape& x, const Shape& shape) {
+  if (shape.size() > x.size()) return false;
+  const size_t lead = x.size() - shape.size();
+  for (size_t i = 0; i < shape.size(); ++i)
+    if (shape[i] != x[lead + i]) return false;
+  return true;
+}
+
+bool add_sum_to(const Tensor& x, Tensor& into) {
+  if (!sums_leading_axes(x.shape(), into.shape())) return false;
+  dispatch::sum_middle(x, 1, x.numel() / std::max<int64_t>(into.numel(), 1), into.numel(), into,
+                       /*accumulate=*/true);
+  return true;
+}
+
 Tensor sum_to(const Tensor& x, const Shape& shape) {
   if (x.shape() == shape) return x;
   // Fast path: summing leading dims only ([.., n] -> [n]) is one sum_middle,
   // which writes every output (no zeros first).
-  size_t lead = x.shape().size() - shape.size();
-  bool leading_only = shape.size() <= x.shape().size();
-  for (size_t i = 0; leading_only && i < shape.size(); ++i)
-    leading_only = shape[i] == x.shape()[lead + i];
-  if (leading_only) {
+  if (sums_leading_axes(x.shape(), shape)) {
     Tensor out = Tensor::empty(shape, x.dtype(), x.device());
     dispatch::sum_middle(x, 1, x.numel() / std::max<int64_t>(out.numel(), 1), out.numel(), out);
     return out;

@@ -17,6 +17,9 @@ Tensor transpose(const Tensor& x, int axis0, int axis1);
 Tensor expand(const Tensor& x, const Shape& shape);
 // Reverse of expand: sum the broadcast dimensions so the result has `shape`.
 Tensor sum_to(const Tensor& x, const Shape& shape);
+// into += sum_to(x, into's shape) in one pass, where that sums leading axes
+// only ([.., n] -> [n], a bias's gradient); false, with nothing done, otherwise.
+bool add_sum_to(const Tensor& x, Tensor& into);
 // x[..., start:start+length, ...] along `axis`, copied.
 Tensor slice(const Tensor& x, int axis, int64_t start, int64_t length);
 // dst[..., start:start+len, ...] = src (or += with accumulate).

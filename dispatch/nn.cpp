@@ -187,7 +187,8 @@ Tensor embedding_forward(const Tensor& weight, const Tensor& ids) {
   return out;
 }
 
-Tensor embedding_backward(const Tensor& dy, const Tensor& ids, int64_t vocab) {
+// dweight [vocab, C] = (or += with accumulate) Σ dy[n] over the n with ids[n] = v.
+static void embedding_backward_into(const Tensor& dy, const Tensor& ids, Tensor& dweight, bool accumulate) {
   const char* op = "embedding_backward";
   check_float(dy, op);
   Shape expected = ids.shape();
@@ -195,15 +196,26 @@ Tensor embedding_backward(const Tensor& dy, const Tensor& ids, int64_t vocab) {
   check(ids.dtype() == DType::I32 && dy.shape() == expected,
         std::string(op) + ": gradient " + shape_str(dy.shape()) + " does not match ids " +
             ids.describe());
-  int64_t C = dy.dim(-1);
-  Tensor dweight = Tensor::empty({vocab, C}, dy.dtype(), dy.device());
+  const int64_t vocab = dweight.dim(0), C = dy.dim(-1);
+  check(dweight.shape() == Shape{vocab, C}, std::string(op) + ": the weight's gradient " + dweight.describe() +
+                                                " is not [vocab, " + std::to_string(C) + "]");
+  check_same_dtype_device(dy, dweight, op);
   on_backend(dy, op, [&](auto backend) {
     using B = decltype(backend);
     using T = typename B::type;
-    B::embedding_backward(dy.data<T>(), ids.data<int32_t>(), dweight.data<T>(), ids.numel(),
-                          vocab, C);
+    B::embedding_backward(dy.data<T>(), ids.data<int32_t>(), dweight.data<T>(), ids.numel(), vocab, C,
+                          accumulate);
   });
+}
+
+Tensor embedding_backward(const Tensor& dy, const Tensor& ids, int64_t vocab) {
+  Tensor dweight = Tensor::empty({vocab, dy.ndim() ? dy.dim(-1) : 0}, dy.dtype(), dy.device());
+  embedding_backward_into(dy, ids, dweight, false);
   return dweight;
+}
+
+void embedding_backward_add(const Tensor& dy, const Tensor& ids, Tensor& dweight) {
+  embedding_backward_into(dy, ids, dweight, true);
 }
 
 Tensor argmax_last(const Tensor& x) {
@@ -278,35 +290,48 @@ void check_conv_backward(const Tensor& x, const Tensor& weight, const Tensor& dy
 
 }  // namespace
 
-Tensor rms_norm_forward(const Tensor& x, const Tensor& weight, double eps, Tensor& rstd_out) {
+// A gate, where given, has x's shape, dtype and device.
+static void check_gate(const Tensor& x, const Tensor& gate, const char* op) {
+  if (!gate.defined()) return;
+  check_same_shape(x, gate, op);
+  check_same_dtype_device(x, gate, op);
+}
+
+Tensor rms_norm_forward(const Tensor& x, const Tensor& weight, double eps, Tensor& rstd_out,
+                        const Tensor& gate) {
   check_row_weight(x, weight, "rms_norm");
+  check_gate(x, gate, "rms_norm_gated");
   const int64_t rows = row_count(x), n = x.dim(-1);
   Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
   rstd_out = Tensor::empty({rows}, x.dtype(), x.device());
   on_backend(x, "rms_norm", [&](auto backend) {
     using B = decltype(backend);
     using T = typename B::type;
-    B::rms_norm_forward(x.data<T>(), weight.data<T>(), y.data<T>(), rstd_out.data<T>(), rows,
-                        n, T(eps));
+    B::rms_norm_forward(x.data<T>(), weight.data<T>(), gate.defined() ? gate.data<T>() : nullptr, y.data<T>(),
+                        rstd_out.data<T>(), rows, n, T(eps));
   });
   return y;
 }
 
 void rms_norm_backward(const Tensor& x, const Tensor& weight, const Tensor& rstd, const Tensor& dy,
-                       Tensor& dx, Tensor& dweight) {
+                       Tensor& dx, Tensor& dweight, const Tensor& gate, Tensor* dgate) {
   check_row_weight(x, weight, "rms_norm_backward");
   check_same_shape(x, dy, "rms_norm_backward");
   check_same_dtype_device(x, dy, "rms_norm_backward");
+  check_gate(x, gate, "rms_norm_gated_backward");
+  check(gate.defined() == (dgate != nullptr), "rms_norm_backward: a gate needs its gradient's tensor, and only a gate");
   const int64_t rows = row_count(x), n = x.dim(-1);
   check(rstd.numel() == rows, "rms_norm_backward: rstd " + shape_str(rstd.shape()) +
                                   " does not hold one value per row of " + shape_str(x.shape()));
   const bool add_dx = add_into_or_fresh(dx, x, x, "rms_norm_backward: dx");
   const bool add_dw = add_into_or_fresh(dweight, weight, x, "rms_norm_backward: dweight");
+  const bool add_dgate = dgate && add_into_or_fresh(*dgate, x, x, "rms_norm_backward: dgate");
   on_backend(x, "rms_norm_backward", [&](auto backend) {
     using B = decltype(backend);
     using T = typename B::type;
-    B::rms_norm_backward(x.data<T>(), weight.data<T>(), rstd.data<T>(), dy.data<T>(),
-                         dx.data<T>(), dweight.data<T>(), rows, n, add_dx, add_dw);
+    B::rms_norm_backward(x.data<T>(), weight.data<T>(), gate.defined() ? gate.data<T>() : nullptr,
+                         rstd.data<T>(), dy.data<T>(), dx.data<T>(), dweight.data<T>(),
+                         dgate ? dgate->data<T>() : nullptr, rows, n, add_dx, add_dw, add_dgate);
   });
 }
 

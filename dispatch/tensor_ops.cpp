@@ -185,7 +185,7 @@ void copy_strided(const Tensor& src, const StridedView& sv, Tensor& dst, const S
 
 // ---- reductions -------------------------------------------------------------------------
 
-void sum_middle(const Tensor& x, int64_t outer, int64_t n, int64_t inner, Tensor& out) {
+void sum_middle(const Tensor& x, int64_t outer, int64_t n, int64_t inner, Tensor& out, bool accumulate) {
   check(x.numel() == outer * n * inner && out.numel() == outer * inner,
         "sum_middle: " + x.describe() + " is not [" + std::to_string(outer) + ", " +
             std::to_string(n) + ", " + std::to_string(inner) + "]");
@@ -193,7 +193,7 @@ void sum_middle(const Tensor& x, int64_t outer, int64_t n, int64_t inner, Tensor
   on_backend(x, "sum", [&](auto backend) {
     using B = decltype(backend);
     using T = typename B::type;
-    B::sum_middle(x.data<T>(), out.data<T>(), outer, n, inner);
+    B::sum_middle(x.data<T>(), out.data<T>(), outer, n, inner, accumulate);
   });
 }
 

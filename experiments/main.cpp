@@ -129,7 +129,7 @@ struct TrainCommand {
     app->add_option("--keys", t.keys, "recall: distinct key tokens (default 64)")->check(range("--keys"));
     app->add_option("--values", t.values, "recall: distinct value tokens (default 64)")->check(range("--values"));
     app->add_option("--attention", attention, "fused (default) | composed: attention as one op, or op by op (permute, expand, matmul, softmax) to step through");
-    app->add_option("--conv", conv, "fused (default) | composed: recurrent layers' conv + SiLU (+ q's and k's L2 norm, all but linear) as one op, or as causal_conv1d, silu (, l2_norm) to step through");
+    app->add_option("--conv", conv, "fused (default) | composed: recurrent layers' conv + SiLU (+ q's and k's L2 norm, all but linear) and o_norm + output gate each as one op, or as causal_conv1d, silu (, l2_norm), rms_norm, swiglu to step through");
     app->add_option("--cuda-graph", cuda_graph, "on (default) | off: on cuda, each update captured once as a CUDA graph and replayed, or launched kernel by kernel (the same bits)");
     app->add_flag("--tf32", t.tf32, "on cuda: matrix products in TF32 on the tensor cores (faster, about 1e-3 relative; default float32)");
     app->add_option("--scan-form", scan_form, "chunked (default) | sequential: the recurrence's training form; sequential runs the readable token-by-token backward");

@@ -71,7 +71,8 @@ struct ModelConfig {
   Fusion attention = Fusion::Fused;
   // Recurrent layers' conv + SiLU as one op (causal_conv1d_silu over the
   // 3C channels of [q | k | v], which keeps no pre-activation for the
-  // backward), or as causal_conv1d, silu.
+  // backward), or as causal_conv1d, silu; likewise o_norm and the output
+  // gate (rms_norm_gated, or rms_norm then swiglu).
   Fusion conv = Fusion::Fused;
 
   int n_layer() const { return int(layers.size()); }

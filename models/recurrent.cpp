@@ -16,7 +16,8 @@
 //   o = scan(q, k, v, β, log α)  — the recurrence, see docs/recurrence.md and
 //   docs/recurrence-gated.md; retnet's fixed decay lives in the scan itself
 //   per-head RMSNorm of o, concat, times the output gate silu(x W_gᵀ), W_o
-//   (dropped out in the residual sum, LanguageModel::forward)
+//   (dropped out in the residual sum, LanguageModel::forward); the fused
+//   path takes the norm and the gate as one op (rms_norm_gated)
 #include <cmath>
 
 #include "dispatch/layout.h"
@@ -165,9 +166,15 @@ Var RecurrentMixer::forward(const ModelConfig& c, const Var& x, const LayerNames
   Var o = packed ? scan_of_packed_inputs(*this, c, x, qkv, taps, n, conv_cache, call, alpha_mean)
                  : scan_of_split_inputs(*this, c, x, qkv, taps, n, conv_cache, call, alpha_mean);
   o = named(o, n.o);  // [B, T, H, d]
-  o = named(rms_norm(o, o_norm, c.norm_eps), n.o_norm);  // per head: the last dim is one head's d
   Var gate = named(linear(x, g_proj), n.g_proj);  // [B, T, C] = x W_gᵀ, from the mixer's input
-  Var gated = named(swiglu(gate, reshape(o, {B, T, H * d})), n.gated);  // silu(x W_gᵀ) ⊙ o
+  Var gated;  // [B, T, C] = silu(x W_gᵀ) ⊙ o_norm(o), the norm per head: the last dim is one head's d
+  if (c.conv == Fusion::Fused) {
+    gated = rms_norm_gated(o, o_norm, reshape(gate, {B, T, H, d}), c.norm_eps);  // one op
+  } else {
+    o = named(rms_norm(o, o_norm, c.norm_eps), n.o_norm);
+    gated = swiglu(gate, reshape(o, {B, T, C}));
+  }
+  gated = named(reshape(gated, {B, T, C}), n.gated);
   return named(linear(gated, o_proj), n.mix);  // its dropout joins the residual sum
 }
 

@@ -617,6 +617,12 @@ void add_rms_norm_rows(std::vector<OpRow>& rows) {
               [](V v) { return Vars{rms_norm(v[0], v[1])}; }};
     rows.push_back(large ? row.bits() : row);
   }
+  // the gated norm silu(gate) ⊙ rms_norm(x): y, rstd, dx, dweight, dgate
+  for (const auto& [s, large] : rms) {
+    OpRow row{"rms_norm_gated", shape_str(s), {in::normal(s), in::uniform({s.back()}, 0.5, 1.5), in::normal(s)},
+              [](V v) { return Vars{rms_norm_gated(v[0], v[1], v[2])}; }};
+    rows.push_back(large ? row.bits() : row);
+  }
 }
 
 // l2_norm(x, eps, scale): y, the norm it saved, dx.

@@ -93,6 +93,23 @@ __global__ void warp_sums(const float* in, float* down, float* butterfly) {
 }
 
 // lanes 16..31 never shuffle, but the mask names them
+// Each block writes its index, then counts itself in (atomicInc wraps at
+// gridDim.x − 1); the block that brings the count round is the last, and
+// adds every block's entry.
+__global__ void last_block_sums(float* entries, unsigned* counter, float* total, unsigned* last_seen) {
+  __shared__ bool last;
+  if (threadIdx.x == 0) entries[blockIdx.x] = float(blockIdx.x);
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) last = atomicInc(counter, gridDim.x - 1) == gridDim.x - 1;
+  __syncthreads();
+  if (!last || threadIdx.x != 0) return;
+  float s = 0.0f;
+  for (unsigned b = 0; b < gridDim.x; ++b) s += entries[b];
+  *total = s;
+  *last_seen += 1;
+}
+
 __global__ void shuffle_half_warp(float* out) {
   if (threadIdx.x < 16) out[threadIdx.x] = __shfl_sync(0xffffffffu, 1.0f, 0);
 }
@@ -293,6 +310,22 @@ TEST_CASE("warp shuffles: sums down and by butterfly equal the host's, under eve
       CHECK(down[size_t(w)] == want);
       for (int l = 0; l < 32; ++l) CHECK(fly[size_t(w * 32 + l)] == want);
     }
+  }
+}
+
+TEST_CASE("atomicInc and __threadfence: exactly one block is last, sees every block's write, and resets the count") {
+  Fresh fresh;
+  constexpr unsigned kBlocks = 97;  // shared among the simulator's OS threads
+  float* entries = device_array<float>(kBlocks);
+  float* total = device_array<float>(1);
+  unsigned* counter = device_array<unsigned>(2);  // the count, then how many blocks were last
+  REQUIRE(cudaMemset(counter, 0, 2 * sizeof(unsigned)) == cudaSuccess);
+  for (int launch = 0; launch < 3; ++launch) {
+    LAUNCH(last_block_sums, kBlocks, 64, 0)(entries, counter, total, counter + 1);
+    CHECK(to_host(total, 1)[0] == float(kBlocks * (kBlocks - 1) / 2));
+    const std::vector<unsigned> count = to_host(counter, 2);
+    CHECK(count[0] == 0u);                     // back to 0 for the next launch
+    CHECK(count[1] == unsigned(launch + 1));  // one last block per launch
   }
 }
 

@@ -252,6 +252,44 @@ TEST_CASE("rms_norm's dx and dw and the convs' dw add into gradients handed in, 
   if (dispatch::cuda_available()) check_adds_into(Device::Cuda, DType::F32);
 }
 
+// The gated norm runs rms_norm's and swiglu's own lines in one pass: the same
+// bits as the two ops, forward and every gradient, and its gradients add into
+// sums handed in.
+static void check_gated_norm(Device device, DType dtype) {
+  auto on = [&](Tensor t) { return t.to(dtype).to(device); };
+  const Tensor x = on(randn64({3, 50, 32})), w = on(rand64({32}, 0.5, 1.5)), g = on(randn64({3, 50, 32}));
+  const Tensor r = on(randn64({3, 50, 32}));  // the loss Σ r ⊙ y
+  auto run = [&](bool fused) {
+    Var xv(x, true), wv(w, true), gv(g, true);
+    Var y = fused ? rms_norm_gated(xv, wv, gv, 1e-6) : swiglu(gv, rms_norm(xv, wv, 1e-6));
+    sum_all(mul(y, Var(r))).backward();
+    return std::vector<Tensor>{y.data(), xv.grad(), wv.grad(), gv.grad()};
+  };
+  const std::vector<Tensor> fused = run(true), composed = run(false);
+  const char* what[] = {"y", "dx", "dw", "dgate"};
+  for (size_t i = 0; i < fused.size(); ++i) {
+    INFO(what[i]);
+    CHECK(max_abs_diff(fused[i], composed[i]) == 0.0);
+  }
+  Tensor rstd, dx, dw, dgate, dgate_into = on(randn64({3, 50, 32}));
+  const Tensor dgate0 = dgate_into.clone();
+  dispatch::rms_norm_forward(x, w, 1e-6, rstd, g);
+  dispatch::rms_norm_backward(x, w, rstd, r, dx, dw, g, &dgate);
+  dx = Tensor(), dw = Tensor();
+  dispatch::rms_norm_backward(x, w, rstd, r, dx, dw, g, &dgate_into);
+  CHECK(max_abs_diff(dgate_into, dispatch::binary(BinaryFn::Add, dgate0, dgate)) == 0.0);
+  CHECK_THROWS_WITH_AS(dispatch::rms_norm_backward(x, w, rstd, r, dx, dw, g, nullptr),
+                       doctest::Contains("a gate needs its gradient's tensor"), Error);
+  CHECK_THROWS_WITH_AS(dispatch::rms_norm_forward(x, w, 1e-6, rstd, on(randn64({3, 50, 31}))),
+                       doctest::Contains("rms_norm_gated"), Error);
+}
+
+TEST_CASE("the gated norm equals rms_norm then swiglu bit for bit, CPU and (where present) cuda") {
+  check_gated_norm(Device::Cpu, DType::F64);
+  check_gated_norm(Device::Cpu, DType::F32);
+  if (dispatch::cuda_available()) check_gated_norm(Device::Cuda, DType::F32);
+}
+
 TEST_CASE("norm, conv and rope forwards agree in float32 and float64") {
   Tensor x = randn64({2, 5, 3, 8}), w = rand64({8}, 0.5, 1.5), cw = randn64({8, 4});
   auto f32 = [](const Tensor& t) { return Var(t.to(DType::F32)); };

@@ -7,6 +7,7 @@
 
 #include "autograd/functions.h"
 #include "dispatch/dispatch.h"
+#include "dispatch/layout.h"
 #include "tests/harness.h"
 
 using namespace lina;
@@ -139,6 +140,27 @@ TEST_CASE("embedding picks rows, and its backward sums repeated ids") {
   Tensor dw = dispatch::embedding_backward(dy, ids(id, {N}), V);
   CHECK(dw.shape() == Shape{V, C});
   CHECK(max_abs_diff(dw, f64(expected, {V, C})) < 1e-12);
+
+  // the adding form: a gradient already there gets the sum on top
+  Tensor sum = Tensor::full({V, C}, 2.5, DType::F64);
+  dispatch::embedding_backward_add(dy, ids(id, {N}), sum);
+  for (double& e : expected) e += 2.5;
+  CHECK(max_abs_diff(sum, f64(expected, {V, C})) < 1e-12);
+  Tensor wrong = Tensor::zeros({V, C + 1}, DType::F64);
+  CHECK_THROWS_WITH_AS(dispatch::embedding_backward_add(dy, ids(id, {N}), wrong),
+                       doctest::Contains("is not [vocab, 80]"), Error);
+}
+
+TEST_CASE("add_sum_to adds a bias's row sum into a gradient, and declines other sums") {
+  Rng rng(9);
+  Tensor x = Tensor::randn({4, 3, 5}, rng, 1.0, 0.0, DType::F64);
+  Tensor into = Tensor::full({5}, 1.0, DType::F64);
+  REQUIRE(add_sum_to(x, into));
+  Tensor expected = sum_to(x, {5});
+  for (int64_t i = 0; i < 5; ++i) CHECK(into.at(i) == doctest::Approx(expected.at(i) + 1.0).epsilon(1e-14));
+  Tensor column = Tensor::full({4, 1, 1}, 1.0, DType::F64);
+  CHECK_FALSE(add_sum_to(x, column));  // not a sum over leading axes
+  CHECK(column.at(0) == 1.0);          // untouched
 }
 
 TEST_CASE("argmax over the last axis, first index on ties") {

@@ -106,19 +106,20 @@ TEST_CASE("names: the model names its intermediates after spec 1.4's prefixes") 
   std::set<std::string> names = graph_names(model.forward(Tensor::zeros({1, 4}, DType::I32)));
   for (const char* expected :
        {"tok", "blocks.0.n1", "blocks.0.mix.qkv", "blocks.0.mix.beta_log_alpha",
-        "blocks.0.mix.o", "blocks.0.mix.o_norm", "blocks.0.mix",
+        "blocks.0.mix.o", "blocks.0.mix.gated", "blocks.0.mix",
         "blocks.1.mix.q", "blocks.1.mix.o", "blocks.1.ffn", "blocks.1.out", "norm_f",
         "logits", "lm_head.weight"}) {
     INFO(std::string(expected));
     CHECK(names.count(expected) == 1);
   }
-  // The composed conv runs the recurrent mixer op by op: q, k, v and the gates apart.
+  // The composed conv runs the recurrent mixer op by op: q, k, v and the gates
+  // apart, o_norm before the output gate.
   ModelConfig op_by_op = config;
   op_by_op.conv = Fusion::Composed;
   LanguageModel split(op_by_op, 7);
   names = graph_names(split.forward(Tensor::zeros({1, 4}, DType::I32)));
   for (const char* expected : {"blocks.0.mix.q", "blocks.0.mix.k", "blocks.0.mix.v", "blocks.0.mix.beta",
-                               "blocks.0.mix.log_alpha", "blocks.0.mix.b_proj.bias"}) {
+                               "blocks.0.mix.log_alpha", "blocks.0.mix.b_proj.bias", "blocks.0.mix.o_norm"}) {
     INFO(std::string(expected));
     CHECK(names.count(expected) == 1);
   }

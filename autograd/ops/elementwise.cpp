@@ -17,7 +17,7 @@ static std::vector<Tensor> sum_to_inputs(const Node& node, const Tensor& da, con
 }
 
 struct AddOp : Node {
-  AddOp() : Node(OpKind::Add) {}
+  AddOp() : Node(OpKind::Add) { adds_into_sums = true; }
 
   static Var apply(const Var& a, const Var& b) {
     Tensor out = dispatch::binary(BinaryFn::Add, a.data(), b.data());
@@ -28,6 +28,18 @@ struct AddOp : Node {
   // d(a+b) = (dout, dout)
   std::vector<Tensor> backward(const Tensor& dout) override {
     return sum_to_inputs(*this, dout, dout);
+  }
+  // A broadcast input's summed gradient (a bias's: over every row) goes
+  // straight into the sum the walk offers, in the same pass.
+  std::vector<Tensor> backward_into(const Tensor& dout, const std::vector<Tensor*>& sums) override {
+    std::vector<Tensor> grads(2);
+    for (size_t i = 0; i < 2; ++i) {
+      if (!inputs[i].requires_grad()) continue;
+      const Shape& shape = inputs[i].shape();
+      if (shape != dout.shape() && sums[i] && add_sum_to(dout, *sums[i])) continue;  // added
+      grads[i] = sum_to(dout, shape);
+    }
+    return grads;
   }
 };
 

@@ -10,29 +10,36 @@ namespace lina {
 // sum the walk offers (a pending gradient, a leaf's .grad), else undefined.
 static Tensor sum_or_none(const Tensor* sum) { return sum ? *sum : Tensor(); }
 
-// ---- rms_norm -----------------------------------------------------------------------------
+// ---- rms_norm, and gated ---------------------------------------------------------------
 // x [..., n], weight [n]. ρ = (mean(x²) + ε)^(−1/2) per row, x̂ = ρx, y = w ⊙ x̂.
 // backward, with h = dy ⊙ w:
 //   dx = ρ (h − x̂ (x̂ᵀh) / n)       (the normalisation removes the radial part of h)
 //   dw = Σ_rows dy ⊙ x̂             (over every row: the per-head form shares w across heads)
-// Both are added straight into the sums the walk offers (dw into w's .grad).
+// Gated (rms_norm_gated), y = silu(g) ⊙ m with m = w ⊙ x̂, the norm's dy is
+// dn = dy ⊙ silu(g) in the lines above, and dg = dy ⊙ m ⊙ silu'(g).
+// Each gradient is added straight into the sum the walk offers (dw into w's .grad).
 struct RmsNormOp : Node {
   RmsNormOp() : Node(OpKind::RmsNorm) { adds_into_sums = true; }
-  Tensor x, weight;
+  Tensor x, weight, gate;  // gate: undefined unless gated (RmsNormGatedOp)
   Tensor rstd;  // ρ per row, [rows]; x̂ is recomputed from x
   SavedTensors saved() const override {
+    if (gate.defined()) return {{"x", x}, {"weight", weight}, {"gate", gate}, {"rstd", rstd}};
     return {{"x", x}, {"weight", weight}, {"rstd", rstd}};
   }
 
-  static Var apply(const Var& x, const Var& weight, double eps) {
+  // The forward of both types (Op: RmsNormOp, or RmsNormGatedOp with a gate).
+  template <class Op>
+  static Var apply(const Var& x, const Var& weight, const Var* gate, double eps) {
     Tensor rstd;
-    Tensor y = dispatch::rms_norm_forward(x.data(), weight.data(), eps, rstd);
-    if (!needs_grad({x, weight})) return Var(y);
-    auto node = std::make_shared<RmsNormOp>();
+    Tensor y = dispatch::rms_norm_forward(x.data(), weight.data(), eps, rstd, gate ? gate->data() : Tensor());
+    if (!needs_grad(gate ? std::vector<Var>{x, weight, *gate} : std::vector<Var>{x, weight})) return Var(y);
+    auto node = std::make_shared<Op>();
     node->x = x.data();
     node->weight = weight.data();
     node->rstd = rstd;
-    return record(y, node, {x, weight});
+    if (!gate) return record(y, node, {x, weight});
+    node->gate = gate->data();
+    return record(y, node, {x, weight, *gate});
   }
 
   std::vector<Tensor> backward(const Tensor& dy) override { return backward_into(dy, {nullptr, nullptr}); }
@@ -42,10 +49,31 @@ struct RmsNormOp : Node {
     dispatch::rms_norm_backward(x, weight, rstd, dy, dx, dweight);  // += where defined
     return {sums[0] ? Tensor() : dx, sums[1] ? Tensor() : dweight};
   }
+
+ protected:
+  explicit RmsNormOp(OpKind kind) : Node(kind) { adds_into_sums = true; }
+};
+
+// The gated norm: the same fields and forward, a gate input and its gradient.
+struct RmsNormGatedOp : RmsNormOp {
+  RmsNormGatedOp() : RmsNormOp(OpKind::RmsNormGated) {}
+
+  std::vector<Tensor> backward(const Tensor& dy) override {
+    return backward_into(dy, {nullptr, nullptr, nullptr});
+  }
+
+  std::vector<Tensor> backward_into(const Tensor& dy, const std::vector<Tensor*>& sums) override {
+    Tensor dx = sum_or_none(sums[0]), dweight = sum_or_none(sums[1]), dgate = sum_or_none(sums[2]);
+    dispatch::rms_norm_backward(x, weight, rstd, dy, dx, dweight, gate, &dgate);  // += where defined
+    return {sums[0] ? Tensor() : dx, sums[1] ? Tensor() : dweight, sums[2] ? Tensor() : dgate};
+  }
 };
 
 Var rms_norm(const Var& x, const Var& weight, double eps) {
-  return RmsNormOp::apply(x, weight, eps);
+  return RmsNormOp::apply<RmsNormOp>(x, weight, nullptr, eps);
+}
+Var rms_norm_gated(const Var& x, const Var& weight, const Var& gate, double eps) {
+  return RmsNormOp::apply<RmsNormGatedOp>(x, weight, &gate, eps);
 }
 
 // ---- l2_norm ------------------------------------------------------------------------------

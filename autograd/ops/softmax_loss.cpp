@@ -83,7 +83,7 @@ struct CrossEntropyOp : Node {
 // out[n, :] = weight[ids[n], :], so each row of dweight is the sum of the
 // rows of dout whose id points at it (ids may repeat); ids get no gradient.
 struct EmbeddingOp : Node {
-  EmbeddingOp() : Node(OpKind::Embedding) {}
+  EmbeddingOp() : Node(OpKind::Embedding) { adds_into_sums = true; }
   Tensor ids;  // saved [...] int32
   SavedTensors saved() const override { return {{"ids", ids}}; }
   int64_t vocab = 0;
@@ -99,6 +99,13 @@ struct EmbeddingOp : Node {
 
   std::vector<Tensor> backward(const Tensor& dout) override {
     return {dispatch::embedding_backward(dout, ids, vocab)};
+  }
+  // The table's gradient added straight into the sum the walk offers (the
+  // weight's .grad, its slice of the parameters' gradient buffer).
+  std::vector<Tensor> backward_into(const Tensor& dout, const std::vector<Tensor*>& sums) override {
+    if (!sums[0]) return backward(dout);
+    dispatch::embedding_backward_add(dout, ids, *sums[0]);
+    return {Tensor()};
   }
 };
 
