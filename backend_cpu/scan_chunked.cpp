@@ -19,12 +19,14 @@
 // Layouts: q, k, v, o [B, T, H, D], beta [B, T, H], log_alpha [B, T, H] (or
 // [B, T, H, D] for a decay per key channel); states [B, H, D, D] value ×
 // key; chunk_states [B, H, N, D, D] (N = ⌈T/C⌉) the state entering each
-// chunk. Outputs are written (=), never accumulated. Inside, each chunk's
-// rows are copied into contiguous C×D blocks, a last chunk shorter than C
-// padded with zero rows: q = k = v = 0, β = 0, log a = 0 neither write nor
-// decay, so the padding is exact (§3.3) and every product has the same
-// sizes. The state is carried transposed, Sᵀ [key × value], which makes
-// each product with Sᵀ a row-times-matrix product.
+// chunk, and for the delta rules (scan_keeps_solve) the solve's Y, W and
+// the write vectors U [B, T, H, D], kept by the forward for the backward
+// (ScanChunkedSaved). Outputs are written (=), never accumulated. Inside,
+// each chunk's rows are copied into contiguous C×D blocks, a last chunk
+// shorter than C padded with zero rows: q = k = v = 0, β = 0, log a = 0
+// neither write nor decay, so the padding is exact (§3.3) and every product
+// has the same sizes. The state is carried transposed, Sᵀ [key × value],
+// which makes each product with Sᵀ a row-times-matrix product.
 //
 // Decays. a_r = exp(log a_r) is token r's decay: one number per head (or
 // 1 without decay), or one per key channel (w = D columns instead of 1).
@@ -71,7 +73,8 @@ template <class Rule, class Size, class T> T& decay_at(const Size& z, T* block, 
 }
 
 // One chunk's inputs and everything computed from them before the
-// read-out; the backward recomputes these from the saved entering state.
+// read-out; the backward recomputes these from the saved entering state
+// (but for Y, W, U where the forward kept them).
 template <class T, class Rule, class Size> struct ChunkTerms {
   int c = 0;          // real rows; rows c … C−1 are zero padding
   T* St;              // D×D   Sᵀ, the state entering the chunk (forward: carried)
@@ -191,10 +194,9 @@ void read_out_terms(const Size& z, ChunkTerms<T, Rule, Size>& m) {
   }
 }
 
-// F1–F3 of the delta rules, for the chunk entering with state Sᵀ = m.St.
-template <class T, class Rule, class Size> void delta_terms(const Size& z, ChunkTerms<T, Rule, Size>& m) {
-  const int C = z.C, D = z.D, D2 = z.D2;
-  // F1  A = strictly_lower(diag(β) E),  E = K Kᵀ ⊙ Γ
+// F1 of the delta rules: A = strictly_lower(diag(β) E),  E = K Kᵀ ⊙ Γ.
+template <class T, class Rule, class Size> void delta_system(const Size& z, ChunkTerms<T, Rule, Size>& m) {
+  const int C = z.C, D = z.D;
   product(z.C, z.C, z.D, m.K, D, m.Kt, C, m.E, C);
   for (int r = 0; r < C; ++r) {
     const T beta_r = m.beta[r];
@@ -203,6 +205,11 @@ template <class T, class Rule, class Size> void delta_terms(const Size& z, Chunk
       m.A[r * C + i] = i < r ? beta_r * m.E[r * C + i] : T(0);
     }
   }
+}
+
+// F2–F3 of the delta rules, for the chunk entering with state Sᵀ = m.St.
+template <class T, class Rule, class Size> void delta_solve(const Size& z, ChunkTerms<T, Rule, Size>& m) {
+  const int C = z.C, D = z.D, D2 = z.D2;
   // F2  (I + A) [Y | W] = [diag(β) V | diag(β ⊙ γ) K], by forward substitution
   for (int r = 0; r < C; ++r) {
     scale_row(z.D, m.beta[r], m.V + r * D, m.YW + r * D2);
@@ -214,13 +221,43 @@ template <class T, class Rule, class Size> void delta_terms(const Size& z, Chunk
   product<false, Store::Sub>(z.C, z.D, z.D, m.YW + D, D2, m.St, D, m.U, D);
 }
 
-// Everything before the read-out, for the chunk entering with Sᵀ = m.St.
+// The chunk's Y, W and U into what the forward keeps, Y, W, U [B, T, H, D].
+template <class T, class Rule, class Size>
+void store_solve(const Size& z, const ChunkTerms<T, Rule, Size>& m, const ChunkPlace& at,
+                 const ScanChunkedSaved<T>& kept) {
+  for (int r = 0; r < at.c; ++r) {
+    copy_row(z.D, m.YW + r * z.D2, kept.Y + at.row(r) * z.D);
+    copy_row(z.D, m.YW + r * z.D2 + z.D, kept.W + at.row(r) * z.D);
+  }
+  store_rows(z, m.U, at, kept.U);
+}
+
+// F2–F3 as the forward kept them: the chunk's rows of Y, W, U [B, T, H, D]
+// into [Y | W] and U, zero rows below (what the solve gives the padding).
+template <class T, class Rule, class Size>
+void load_solve(const Size& z, const ScanChunkedSaved<const T>& kept, const ChunkPlace& at,
+                ChunkTerms<T, Rule, Size>& m) {
+  std::fill(m.YW, m.YW + z.C * z.D2, T(0));
+  for (int r = 0; r < at.c; ++r) {
+    copy_row(z.D, kept.Y + at.row(r) * z.D, m.YW + r * z.D2);
+    copy_row(z.D, kept.W + at.row(r) * z.D, m.YW + r * z.D2 + z.D);
+  }
+  load_rows(z, kept.U, at, m.U);
+}
+
+// Everything before the read-out, for the chunk entering with Sᵀ = m.St;
+// the delta rules' F2–F3 read from `kept` where the forward kept them
+// (kept.U not null), else solved.
 template <class T, class Rule, class Size>
 void chunk_terms(const ScanShape& s, const ScanInputs<T>& in, const ChunkPlace& at, const Size& z,
-                 ChunkTerms<T, Rule, Size>& m) {
+                 ChunkTerms<T, Rule, Size>& m, const ScanChunkedSaved<const T>& kept = {}) {
   load_chunk(s, in, at, z, m);
   read_out_terms(z, m);
-  if constexpr (Rule::delta) delta_terms(z, m);
+  if constexpr (Rule::delta) {
+    delta_system(z, m);
+    if (kept.U) load_solve(z, kept, at, m);
+    else delta_solve(z, m);
+  }
 }
 
 // Sᵀ ← diag(γ_end) Sᵀ: S's key channels (rows of Sᵀ) decayed over the whole
@@ -251,10 +288,11 @@ ChunkPlace chunk_place(const ScanShape& s, int64_t C, int64_t b, int64_t h, int6
 }
 
 // F1–F5 chunk by chunk, the state carried (transposed) in m.St from S_0 to
-// S_T, each chunk's entering state saved for the backward.
+// S_T; kept for the backward where `saved` asks: each chunk's entering
+// state, and Y, W, U (delta rules).
 template <class T, class Rule, class Size>
 void chunked_forward(const ScanShape& s, const Size& z, const ScanInputs<T>& in, const T* initial_state,
-                     T* o, T* final_state, T* chunk_states) {
+                     T* o, T* final_state, const ScanChunkedSaved<T>& saved) {
   const int64_t dd = z.D * z.D, pairs = s.B * s.H, chunks = (s.T + z.C - 1) / z.C;
 #pragma omp parallel if (pairs > 1 && pairs * s.T * dd >= kParallelMin)
   {
@@ -267,8 +305,9 @@ void chunked_forward(const ScanShape& s, const Size& z, const ScanInputs<T>& in,
       else std::fill(m.St, m.St + dd, T(0));
       for (int64_t n = 0; n < chunks; ++n) {
         const ChunkPlace at = chunk_place(s, z.C, b, h, n);
-        if (chunk_states) transpose(z.D, z.D, m.St, z.D, chunk_states + (bh * chunks + n) * dd);
+        if (saved.chunk_states) transpose(z.D, z.D, m.St, z.D, saved.chunk_states + (bh * chunks + n) * dd);
         chunk_terms(s, in, at, z, m);
+        if (Rule::delta && saved.U) store_solve(z, m, at, saved);
         read_out(z, m);
         store_rows(z, m.O, at, o);
       }
@@ -471,12 +510,13 @@ void store_decay_gradient(const Size& z, const ChunkGrads<T, Rule, Size>& g, con
 }
 
 // §3.4, one pass over the chunks in reverse: each chunk's terms are
-// recomputed from its saved entering state S, then B1–B2 (the state's
-// gradient, carried to the chunk before) and B3–B10 (the chunk's inputs').
-// dS' is carried both ways round, G and Gᵀ, since products need each.
+// recomputed from its saved entering state S (Y, W, U read from what the
+// forward kept, where it kept them), then B1–B2 (the state's gradient,
+// carried to the chunk before) and B3–B10 (the chunk's inputs'). dS' is
+// carried both ways round, G and Gᵀ, since products need each.
 template <class T, class Rule, class Size>
 void chunked_backward(const ScanShape& s, const Size& z, const ScanInputs<T>& in,
-                      const T* chunk_states, const T* dout, const T* dfinal_state,
+                      const ScanChunkedSaved<const T>& saved, const T* dout, const T* dfinal_state,
                       const ScanInputGrads<T>& grads) {
   const int64_t dd = z.D * z.D, pairs = s.B * s.H, chunks = (s.T + z.C - 1) / z.C;
 #pragma omp parallel if (pairs > 1 && pairs * s.T * dd >= kParallelMin)
@@ -492,9 +532,9 @@ void chunked_backward(const ScanShape& s, const Size& z, const ScanInputs<T>& in
       transpose(z.D, z.D, g.G, z.D, g.Gt);
       for (int64_t n = chunks - 1; n >= 0; --n) {
         const ChunkPlace at = chunk_place(s, z.C, b, h, n);
-        const T* S = chunk_states + (bh * chunks + n) * dd;  // the state entering the chunk
+        const T* S = saved.chunk_states + (bh * chunks + n) * dd;  // the state entering the chunk
         transpose(z.D, z.D, S, z.D, m.St);
-        chunk_terms(s, in, at, z, m);
+        chunk_terms(s, in, at, z, m, saved);
         load_rows(z, dout, at, g.dO);
         state_gradient(z, m, g);
         query_key_gradients(z, m, S, g);
@@ -539,21 +579,21 @@ template <class F> void with_size(const ScanShape& s, int64_t C, F&& f) {
 
 template <class T>
 void scan_chunked_forward(const ScanShape& s, int64_t C, const ScanInputs<T>& in, const T* initial_state,
-                          T* o, T* final_state, T* chunk_states) {
+                          T* o, T* final_state, const ScanChunkedSaved<T>& saved) {
   with_write_rule(s.rule, [&](auto rule) {
     with_size(s, C, [&](auto size) {
-      chunked_forward<T, decltype(rule)>(s, size, in, initial_state, o, final_state, chunk_states);
+      chunked_forward<T, decltype(rule)>(s, size, in, initial_state, o, final_state, saved);
     });
   });
 }
 
 template <class T>
 void scan_chunked_backward(const ScanShape& s, int64_t C, const ScanInputs<T>& in,
-                           const T* chunk_states, const T* dout, const T* dfinal_state,
+                           const ScanChunkedSaved<const T>& saved, const T* dout, const T* dfinal_state,
                            const ScanInputGrads<T>& grads) {
   with_write_rule(s.rule, [&](auto rule) {
     with_size(s, C, [&](auto size) {
-      chunked_backward<T, decltype(rule)>(s, size, in, chunk_states, dout, dfinal_state, grads);
+      chunked_backward<T, decltype(rule)>(s, size, in, saved, dout, dfinal_state, grads);
     });
   });
 }

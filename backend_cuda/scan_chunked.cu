@@ -22,14 +22,20 @@
 //   scan_solve_kernel          F1–F2 of every tile (delta rules)          → Y, W
 //   scan_state_forward_kernel  tile after tile: the entering state, F3, F5 → tile states, U, S_T
 //   scan_output_kernel         F4 of every tile                           → O
-// Backward (recurrence.md §3.4, recurrence-gated.md §3), from the states
-// saved at chunk starts (chunk_states [B, H, ⌈T/C⌉, d, d]):
-//   scan_solve_kernel, scan_state_forward_kernel again, each chunk starting
-//     from its saved state (delta rules, or chunks longer than a tile)     → Y, W, U, tile states
+// What it keeps for the backward (ScanChunkedSaved, core/kernel_args.h):
+// the state entering each chunk (chunk_states [B, H, ⌈T/C⌉, d, d]) and,
+// for the delta rules when a chunk is one tile (min(C, T) ≤ 64,
+// scan_keeps_solve), Y, W and U [B, T, H, d] each. Backward (recurrence.md §3.4, recurrence-gated.md §3),
+// four kernels (three without the delta correction):
 //   scan_readout_backward_kernel  Pᵀ dO of every tile (B1's second term)
 //   scan_state_backward_kernel    tiles in reverse: B1, B2                  → dU, dH' of each tile, dS_0
 //   scan_delta_backward_kernel    B5–B8 of every tile (delta rules)        → dV, dβ, dK's delta terms
 //   scan_gradients_kernel         B3, and the learned decay's B4/B9–B10             → dQ, dK, d log a
+// Chunks longer than a tile keep only chunk_states: their backward first
+// runs scan_solve_kernel (delta rules) and scan_state_forward_kernel again,
+// each chunk starting from its saved state, for Y, W, U and the state
+// entering each tile. Reading what the forward kept gives the same bits as
+// that recomputation: the kernels are the same and run on the same inputs.
 // Outputs are written (=) in a fixed order: no atomics, the same bits on
 // every run.
 //
@@ -689,42 +695,54 @@ void launch_state_forward(const ScanLaunch& launch, const ScanInputs<float>& in,
 
 template <DecayKind kDecay, bool kDelta>
 void chunked_forward(const ScanShape& s, int64_t C, const ScanInputs<float>& in, const float* initial_state,
-                     float* o, float* final_state, float* chunk_states) {
+                     float* o, float* final_state, const ScanChunkedSaved<float>& saved) {
   const ScanLaunch launch = scan_launch<kDecay>(s, C);
   // The state entering each tile: the chunk_states themselves when a chunk is one tile.
-  const bool tiles_are_chunks = launch.z.parts == 1 && chunk_states;
+  const bool tiles_are_chunks = launch.z.parts == 1 && saved.chunk_states;
   Scratch<float> tile_states(tiles_are_chunks ? 0 : launch.tile_states());  // [B, H, tiles, d, d]
-  float* entering = tiles_are_chunks ? chunk_states : tile_states.get();  // [B, H, tiles, d, d]
-  // Y, W of F2 and U of F3 (delta rules)   [B, T, H, d] each
-  const int64_t act = kDelta ? launch.activation() : 0;
-  Scratch<float> Y(act), W(act), U(act);
+  float* entering = tiles_are_chunks ? saved.chunk_states : tile_states.get();  // [B, H, tiles, d, d]
+  // Y, W of F2 and U of F3 (delta rules)   [B, T, H, d] each: kept for the
+  // backward (saved.U not null), else scratch
+  const int64_t act = kDelta && !saved.U ? launch.activation() : 0;
+  Scratch<float> Y_scratch(act), W_scratch(act), U_scratch(act);
+  float* Y = saved.U ? saved.Y : Y_scratch.get();
+  float* W = saved.U ? saved.W : W_scratch.get();
+  float* U = saved.U ? saved.U : U_scratch.get();
 
-  if constexpr (kDelta) launch_solve<kDecay>(launch, in, Y.get(), W.get());
-  launch_state_forward<kDecay, kDelta>(launch, in, Y.get(), W.get(), initial_state, nullptr, U.get(), entering,
-                                       tiles_are_chunks ? nullptr : chunk_states, final_state);
+  if constexpr (kDelta) launch_solve<kDecay>(launch, in, Y, W);
+  launch_state_forward<kDecay, kDelta>(launch, in, Y, W, initial_state, nullptr, U, entering,
+                                       tiles_are_chunks ? nullptr : saved.chunk_states, final_state);
   auto* output = scan_output_kernel<kDecay>;
   const size_t bytes = with_shared_memory(
       output, shared_bytes<OutputShared>(launch.z.rows, s.d, launch.w), kName);
   LINA_LAUNCH(output, launch.per_tile(), kScanThreads, bytes, launch.stream)(s, launch.z, in.q, in.k, in.log_alpha,
-                                                                    kDelta ? U.get() : in.v, entering, o);
+                                                                    kDelta ? U : in.v, entering, o);
   LINA_CHECK_LAUNCH("cuda::scan_chunked_forward (F4)");
 }
 
 template <DecayKind kDecay, bool kDelta>
-void chunked_backward(const ScanShape& s, int64_t C, const ScanInputs<float>& in, const float* chunk_states,
-                      const float* dout, const float* dfinal_state, const ScanInputGrads<float>& grads) {
+void chunked_backward(const ScanShape& s, int64_t C, const ScanInputs<float>& in,
+                      const ScanChunkedSaved<const float>& saved, const float* dout, const float* dfinal_state,
+                      const ScanInputGrads<float>& grads) {
   constexpr bool kLearned = learned_decay<kDecay>();
   const ScanLaunch launch = scan_launch<kDecay>(s, C);
   const int64_t act = launch.activation();
-  // The forward again from the saved chunk-start states, where the backward
-  // needs more than they hold: Y, W, U (delta rules), the state entering
-  // each tile (chunks longer than a tile).
+  // Y, W, U (delta rules) and the state entering each tile: kept by the
+  // forward where a chunk is one tile (the chunk_states are then the tile
+  // states); else the forward's solve and pass over the tiles again, each
+  // chunk starting from its saved state.
+  check(!saved.U || launch.z.parts == 1, "cuda::scan_chunked: Y, W, U kept for chunks longer than a tile");
+  const bool solve_again = kDelta && !saved.U;
   Scratch<float> tile_states(launch.z.parts > 1 ? launch.tile_states() : 0);  // [B, H, tiles, d, d]
-  const float* entering = launch.z.parts > 1 ? tile_states.get() : chunk_states;  // [B, H, tiles, d, d]
-  Scratch<float> Y(kDelta ? act : 0), W(kDelta ? act : 0), U(kDelta ? act : 0);  // [B, T, H, d] each
-  if constexpr (kDelta) launch_solve<kDecay>(launch, in, Y.get(), W.get());
-  if (kDelta || launch.z.parts > 1)
-    launch_state_forward<kDecay, kDelta>(launch, in, Y.get(), W.get(), nullptr, chunk_states, U.get(),
+  const float* entering = launch.z.parts > 1 ? tile_states.get() : saved.chunk_states;  // [B, H, tiles, d, d]
+  const int64_t again = solve_again ? act : 0;
+  Scratch<float> Y_again(again), W_again(again), U_again(again);  // [B, T, H, d] each
+  const float* Y = solve_again ? Y_again.get() : saved.Y;
+  const float* W = solve_again ? W_again.get() : saved.W;
+  const float* U = solve_again ? U_again.get() : saved.U;
+  if (solve_again) launch_solve<kDecay>(launch, in, Y_again.get(), W_again.get());
+  if (solve_again || launch.z.parts > 1)
+    launch_state_forward<kDecay, kDelta>(launch, in, Y, W, nullptr, saved.chunk_states, U_again.get(),
                                          tile_states.get(), nullptr, nullptr);
 
   // dU: Pᵀ dO first, all of it after the reverse pass (dV itself without the delta correction).
@@ -742,7 +760,7 @@ void chunked_backward(const ScanShape& s, int64_t C, const ScanInputs<float>& in
   bytes = with_shared_memory(
       pass, shared_bytes<StateBackwardShared>(launch.z.rows, s.d, launch.w, launch.rows, kDelta), kName);
   LINA_LAUNCH(pass, launch.per_row_group(), kScanThreads, bytes, launch.stream)(
-      s, launch.z, launch.rows, in.q, in.k, in.log_alpha, dout, W.get(), dfinal_state, dU, tile_grads.get(), grads.dinitial_state);
+      s, launch.z, launch.rows, in.q, in.k, in.log_alpha, dout, W, dfinal_state, dU, tile_grads.get(), grads.dinitial_state);
   LINA_CHECK_LAUNCH("cuda::scan_chunked_backward (B1, B2: the pass over the tiles)");
 
   Scratch<float> dlambda_extra(kDelta && kLearned ? act : 0);  // [B, T, H, d]
@@ -750,7 +768,7 @@ void chunked_backward(const ScanShape& s, int64_t C, const ScanInputs<float>& in
     auto* delta = scan_delta_backward_kernel<kDecay>;
     bytes = with_shared_memory(delta, shared_bytes<DeltaBackwardShared>(launch.z.rows, s.d, launch.w), kName);
     LINA_LAUNCH(delta, launch.per_tile(), kScanThreads, bytes, launch.stream)(
-        s, launch.z, in.k, in.v, in.beta, in.log_alpha, entering, dU, Y.get(), W.get(), grads.dv, grads.dbeta,
+        s, launch.z, in.k, in.v, in.beta, in.log_alpha, entering, dU, Y, W, grads.dv, grads.dbeta,
         grads.dk, dlambda_extra.get());
     LINA_CHECK_LAUNCH("cuda::scan_chunked_backward (B5–B8)");
   }
@@ -758,7 +776,7 @@ void chunked_backward(const ScanShape& s, int64_t C, const ScanInputs<float>& in
   bytes = with_shared_memory(
       gradients, shared_bytes<GradientShared>(launch.z.rows, s.d, launch.w, kLearned), kName);
   LINA_LAUNCH(gradients, launch.per_tile(), kScanThreads, bytes, launch.stream)(
-      s, launch.z, in.q, in.k, in.log_alpha, dout, kDelta ? U.get() : in.v, entering, tile_grads.get(),
+      s, launch.z, in.q, in.k, in.log_alpha, dout, kDelta ? U : in.v, entering, tile_grads.get(),
       dlambda_extra.get(), grads.dq, grads.dk, grads.dlog_alpha);
   LINA_CHECK_LAUNCH("cuda::scan_chunked_backward (B3, B9–B10)");
 }
@@ -783,19 +801,19 @@ template <class F> void with_write_rule(ScanRule rule, F&& f) {
 }  // namespace
 
 void scan_chunked_forward(const ScanShape& s, int64_t C, const ScanInputs<float>& in, const float* initial_state,
-                          float* o, float* final_state, float* chunk_states) {
+                          float* o, float* final_state, const ScanChunkedSaved<float>& saved) {
   with_write_rule(s.rule, [&](auto rule) {
     using Rule = decltype(rule);
-    chunked_forward<Rule::decay, Rule::delta>(s, C, in, initial_state, o, final_state, chunk_states);
+    chunked_forward<Rule::decay, Rule::delta>(s, C, in, initial_state, o, final_state, saved);
   });
 }
 
 void scan_chunked_backward(const ScanShape& s, int64_t C, const ScanInputs<float>& in,
-                           const float* chunk_states, const float* dout, const float* dfinal_state,
+                           const ScanChunkedSaved<const float>& saved, const float* dout, const float* dfinal_state,
                            const ScanInputGrads<float>& grads) {
   with_write_rule(s.rule, [&](auto rule) {
     using Rule = decltype(rule);
-    chunked_backward<Rule::decay, Rule::delta>(s, C, in, chunk_states, dout, dfinal_state, grads);
+    chunked_backward<Rule::decay, Rule::delta>(s, C, in, saved, dout, dfinal_state, grads);
   });
 }
 

@@ -15,7 +15,7 @@
 namespace lina::cuda {
 
 constexpr int kScanThreads = 256;   // threads of every chunked-scan block
-constexpr int kMaxTileRows = 64;    // the most tokens one tile holds in shared memory
+constexpr int kMaxTileRows = int(kScanTileTokens);  // the most tokens one tile holds in shared memory
 
 // How the chunked kernels cut a head's T tokens. The kernel list's unit is
 // the chunk of C tokens (one saved state each, chunk_states [B, H, chunks,

@@ -104,6 +104,29 @@ template <class T> struct ScanInputGrads {
   T *dq, *dk, *dv, *dbeta, *dlog_alpha, *dinitial_state;
 };
 
+// The most tokens the chunked form's solve (F2 of docs/recurrence.md §3.3)
+// covers at once on the CUDA backend, which cuts a longer chunk into tiles
+// of at most this many (backend_cuda/scan_tiles.cuh); the CPU solves whole
+// chunks.
+constexpr int64_t kScanTileTokens = 64;
+// Whether the chunked forward keeps its solve's results for the backward:
+// for a delta rule whose chunks are at most one tile long, so that Y and W
+// are the chunk's on every backend. (With longer chunks the CUDA backward
+// solves again, tile by tile.)
+constexpr bool scan_keeps_solve(ScanRule rule, int64_t T, int64_t C) {
+  return uses_beta(rule) && (C < T ? C : T) <= kScanTileTokens;
+}
+// What the chunked forward keeps for its backward: written by
+// scan_chunked_forward (T = float or double), read by scan_chunked_backward
+// (T = const float or const double). chunk_states [B, H, ⌈T/C⌉, d, d], the
+// state entering each chunk (null: no backward will run); where
+// scan_keeps_solve, F2's solution Y, W and F3's write vectors U (row t is
+// u_t), [B, T, H, d] each; otherwise these three are null.
+template <class T> struct ScanChunkedSaved {
+  T* chunk_states;
+  T *Y, *W, *U;
+};
+
 // log γ_h = log(1 − 2^(−5−h)) of the retention rule (RetNet's per-head decay:
 // 0.96875, 0.984375, 0.9921875, 0.99609375 for h = 0..3).
 LINA_HD double retention_log_alpha(int64_t h) {

@@ -101,9 +101,10 @@
 //   computed by the backend from *sum_of_squares (in the backend's memory),
 //   so clipping gradients needs no read back before the update.
 // scan (core/kernel_args.h): token by token, states null or [B, H, T, d, d]
-//   receiving S_0 … S_{T−1}; chunked (chunks of C), chunk_states null or
-//   [B, H, ⌈T/C⌉, d, d] receiving the state entering each chunk; dout
-//   [B, T, H, d]; dfinal_state [B, H, d, d] or null (zero).
+//   receiving S_0 … S_{T−1}; chunked (chunks of C), what the forward keeps
+//   for the backward in ScanChunkedSaved (the state entering each chunk,
+//   and for a delta rule the solve's Y, W, U); dout [B, T, H, d];
+//   dfinal_state [B, H, d, d] or null (zero).
 #pragma once
 #include <cstdint>
 
@@ -220,8 +221,8 @@
 // ---- the scan chunk by chunk ----
 // backend_cpu/scan_chunked.cpp, backend_cuda/scan_chunked.cu
 #define LINA_SCAN_CHUNKED_LIST(OP, KERNEL, T) \
-  KERNEL(void, scan_chunked_forward, (const ScanShape& s, int64_t C, const ScanInputs<T>& in, const T* initial_state, T* o, T* final_state, T* chunk_states)) \
-  KERNEL(void, scan_chunked_backward, (const ScanShape& s, int64_t C, const ScanInputs<T>& in, const T* chunk_states, const T* dout, const T* dfinal_state, const ScanInputGrads<T>& grads))
+  KERNEL(void, scan_chunked_forward, (const ScanShape& s, int64_t C, const ScanInputs<T>& in, const T* initial_state, T* o, T* final_state, const ScanChunkedSaved<T>& saved)) \
+  KERNEL(void, scan_chunked_backward, (const ScanShape& s, int64_t C, const ScanInputs<T>& in, const ScanChunkedSaved<const T>& saved, const T* dout, const T* dfinal_state, const ScanInputGrads<T>& grads))
 
 // ---- every family ----
 #define LINA_ALL_LISTS(OP, KERNEL, T)                                                \

@@ -270,23 +270,31 @@ void clip_to_norm(Tensor& x, const Tensor& sum_of_squares, double max_norm);
 // q, k, v [B, T, H, d]; beta [B, T, H], log_alpha [B, T, H] or [B, T, H, d]
 // for a per-channel gate (undefined when the rule does not use them); initial_state [B, H, d, d] or undefined (zeros).
 // Returns o [B, T, H, d] and writes S_T [B, H, d, d] to final_state. When
-// saved_states is not null it receives what scan_backward needs: S_0 … S_{T−1}
-// [B, H, T, d, d] (sequential) or the chunk-start states [B, H, ⌈T/C⌉, d, d] (chunked).
+// saved is not null it receives what scan_backward needs (ScanSaved).
+struct ScanSaved {
+  // S_0 … S_{T−1} [B, H, T, d, d] (sequential), or the state entering each
+  // chunk [B, H, ⌈T/C⌉, d, d] (chunked)
+  Tensor states;
+  // chunked, where scan_keeps_solve (core/kernel_args.h): F2's solution Y, W
+  // and the write vectors U (row t is u_t), [B, T, H, d] each
+  // (docs/recurrence.md §3.3); undefined otherwise
+  Tensor Y, W, U;
+};
 Tensor scan_forward(const ScanOptions& config, const Tensor& q, const Tensor& k, const Tensor& v,
                     const Tensor& beta, const Tensor& log_alpha, const Tensor& initial_state,
-                    Tensor& final_state, Tensor* saved_states = nullptr);
+                    Tensor& final_state, ScanSaved* saved = nullptr);
 // Gradients of the scan; dbeta / dlog_alpha are undefined when the rule does
 // not use them. dinitial_state is dL/dS_0.
 struct ScanGrads {
   Tensor dq, dk, dv, dbeta, dlog_alpha, dinitial_state;
 };
 // dout [B, T, H, d]; dfinal_state [B, H, d, d] or undefined (S_T unused);
-// saved_states from scan_forward with the same config and inputs. `into`:
+// saved from scan_forward with the same config and inputs. `into`:
 // buffers (views of larger ones, say) the gradients are written to where
 // defined; the others are allocated.
 ScanGrads scan_backward(const ScanOptions& config, const Tensor& q, const Tensor& k,
                         const Tensor& v, const Tensor& beta, const Tensor& log_alpha,
-                        const Tensor& saved_states, const Tensor& dout,
+                        const ScanSaved& saved, const Tensor& dout,
                         const Tensor& dfinal_state, const ScanGrads& into = ScanGrads());
 
 }  // namespace lina::dispatch

@@ -58,6 +58,13 @@ int64_t scan_saved_steps(const ScanOptions& c, int64_t T) {
   return c.form == ScanForm::Chunked ? (T + c.chunk - 1) / c.chunk : T;
 }
 
+// The forward keeps Y, W, U for the backward (ScanSaved).
+bool keeps_solve(const ScanOptions& c, const ScanShape& s) {
+  return c.form == ScanForm::Chunked && scan_keeps_solve(s.rule, s.T, c.chunk);
+}
+
+template <class T> T* data_or_null(const Tensor& x) { return x.defined() ? x.data<T>() : nullptr; }
+
 template <class T>
 ScanInputs<T> scan_inputs(const Tensor& q, const Tensor& k, const Tensor& v,
                                const Tensor& beta, const Tensor& log_alpha) {
@@ -69,37 +76,56 @@ ScanInputs<T> scan_inputs(const Tensor& q, const Tensor& k, const Tensor& v,
 
 Tensor scan_forward(const ScanOptions& options, const Tensor& q, const Tensor& k, const Tensor& v,
                     const Tensor& beta, const Tensor& log_alpha, const Tensor& initial_state,
-                    Tensor& final_state, Tensor* saved_states) {
+                    Tensor& final_state, ScanSaved* saved) {
   const ScanShape s = check_scan_inputs(options, q, k, v, beta, log_alpha);
   const Shape state_shape{s.B, s.H, s.d, s.d};
   if (initial_state.defined()) check_scan_state(initial_state, q, state_shape, "initial_state");
   Tensor o = Tensor::empty(q.shape(), q.dtype(), q.device());
   final_state = Tensor::empty(state_shape, q.dtype(), q.device());
-  if (saved_states)
-    *saved_states = Tensor::empty({s.B, s.H, scan_saved_steps(options, s.T), s.d, s.d}, q.dtype(),
-                                  q.device());
+  if (saved) {
+    *saved = ScanSaved();
+    saved->states = Tensor::empty({s.B, s.H, scan_saved_steps(options, s.T), s.d, s.d}, q.dtype(), q.device());
+    if (keeps_solve(options, s)) {
+      saved->Y = Tensor::empty(q.shape(), q.dtype(), q.device());
+      saved->W = Tensor::empty(q.shape(), q.dtype(), q.device());
+      saved->U = Tensor::empty(q.shape(), q.dtype(), q.device());
+    }
+  }
   on_backend(q, "scan", [&](auto backend) {
     using B = decltype(backend);
     using T = typename B::type;
     const ScanInputs<T> in = scan_inputs<T>(q, k, v, beta, log_alpha);
-    const T* initial = initial_state.defined() ? initial_state.data<T>() : nullptr;
-    T* saved = saved_states ? saved_states->data<T>() : nullptr;
-    if (options.form == ScanForm::Chunked)
-      B::scan_chunked_forward(s, options.chunk, in, initial, o.data<T>(), final_state.data<T>(), saved);
-    else
-      B::scan_sequential_forward(s, in, initial, o.data<T>(), final_state.data<T>(), saved);
+    const T* initial = data_or_null<T>(initial_state);
+    const ScanSaved none;
+    const ScanSaved& keep = saved ? *saved : none;  // undefined tensors: nothing kept
+    if (options.form == ScanForm::Chunked) {
+      const ScanChunkedSaved<T> kept{data_or_null<T>(keep.states), data_or_null<T>(keep.Y),
+                                     data_or_null<T>(keep.W), data_or_null<T>(keep.U)};
+      B::scan_chunked_forward(s, options.chunk, in, initial, o.data<T>(), final_state.data<T>(), kept);
+    } else {
+      B::scan_sequential_forward(s, in, initial, o.data<T>(), final_state.data<T>(),
+                                 data_or_null<T>(keep.states));
+    }
   });
   return o;
 }
 
 ScanGrads scan_backward(const ScanOptions& options, const Tensor& q, const Tensor& k,
                         const Tensor& v, const Tensor& beta, const Tensor& log_alpha,
-                        const Tensor& saved_states, const Tensor& dout,
+                        const ScanSaved& saved, const Tensor& dout,
                         const Tensor& dfinal_state, const ScanGrads& into) {
   const ScanShape s = check_scan_inputs(options, q, k, v, beta, log_alpha);
   const Shape state_shape{s.B, s.H, s.d, s.d};
-  check_scan_state(saved_states, q, {s.B, s.H, scan_saved_steps(options, s.T), s.d, s.d},
+  check_scan_state(saved.states, q, {s.B, s.H, scan_saved_steps(options, s.T), s.d, s.d},
                    "saved states");
+  if (keeps_solve(options, s)) {
+    check_scan_state(saved.Y, q, q.shape(), "saved Y");
+    check_scan_state(saved.W, q, q.shape(), "saved W");
+    check_scan_state(saved.U, q, q.shape(), "saved U");
+  } else {
+    check(!saved.Y.defined() && !saved.W.defined() && !saved.U.defined(),
+          "scan: saved Y, W, U given where the forward keeps none");
+  }
   check_scan_state(dout, q, q.shape(), "dout");
   if (dfinal_state.defined()) check_scan_state(dfinal_state, q, state_shape, "dfinal_state");
   // each gradient in its buffer from `into`, else in a new one
@@ -126,12 +152,13 @@ ScanGrads scan_backward(const ScanOptions& options, const Tensor& q, const Tenso
                                      learns_decay(s.rule) ? g.dlog_alpha.data<T>() : nullptr,
                                      g.dinitial_state.data<T>()};
     const T* dfinal = dfinal_state.defined() ? dfinal_state.data<T>() : nullptr;
-    if (options.form == ScanForm::Chunked)
-      B::scan_chunked_backward(s, options.chunk, in, saved_states.data<T>(), dout.data<T>(),
-                               dfinal, out);
-    else
-      B::scan_sequential_backward(s, in, saved_states.data<T>(), dout.data<T>(), dfinal,
-                                  out);
+    if (options.form == ScanForm::Chunked) {
+      const ScanChunkedSaved<const T> kept{saved.states.data<T>(), data_or_null<T>(saved.Y),
+                                           data_or_null<T>(saved.W), data_or_null<T>(saved.U)};
+      B::scan_chunked_backward(s, options.chunk, in, kept, dout.data<T>(), dfinal, out);
+    } else {
+      B::scan_sequential_backward(s, in, saved.states.data<T>(), dout.data<T>(), dfinal, out);
+    }
   });
   return g;
 }

@@ -846,13 +846,14 @@ void add_scan_rows(std::vector<OpRow>& rows) {
                                                   int(z.chunk)};
                                const Tensor &q = v[0].data(), &k = v[1].data(), &val = v[2].data();
                                const Tensor &beta = v[3].data(), &g = v[4].data();
-                               Tensor final_state, saved;
+                               Tensor final_state;
+                               dispatch::ScanSaved saved;
                                Tensor o = dispatch::scan_forward(config, q, k, val, beta, g, v[5].data(), final_state,
                                                                 &saved);
                                dispatch::ScanGrads gr = dispatch::scan_backward(config, q, k, val, beta, g, saved,
                                                                               v[6].data(), v[7].data());
-                               return out({o, final_state, saved, gr.dq, gr.dk, gr.dv, gr.dbeta, gr.dlog_alpha,
-                                           gr.dinitial_state});
+                               return out({o, final_state, saved.states, saved.Y, saved.W, saved.U, gr.dq, gr.dk,
+                                           gr.dv, gr.dbeta, gr.dlog_alpha, gr.dinitial_state});
                              },
                              kCudaEachSum, true,
                              "the scan's kernels, forward and backward by hand; its gradient checks are "

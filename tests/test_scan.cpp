@@ -82,7 +82,7 @@ Tensor cast(const Tensor& t, DType dtype) {
 // (the kernels then see null pointers, as in training).
 struct ScanRun {
   Tensor o, final_state;
-  Tensor saved;  // sequential: S_0 … S_{T−1} [B, H, T, d, d]; chunked: each chunk's entering state
+  dispatch::ScanSaved saved;  // states: S_0 … S_{T−1} [B, H, T, d, d] (sequential) or each chunk's entering state
   dispatch::ScanGrads grads;
 };
 
@@ -96,6 +96,30 @@ ScanRun run_kernels(const ScanOptions& config, const ScanCase& c, const Tensor& 
   run.grads = dispatch::scan_backward(config, q, k, v, beta, log_alpha, run.saved, cast(R1, dtype),
                                      cast(R2, dtype));
   return run;
+}
+
+// u_t = β_t (v_t − a_t S_{t−1} k_t) of a delta rule (a_t = 1 without decay),
+// [B, T, H, d], from the sequential form's saved states (S_{t−1} at index t):
+// what the chunked form keeps as U.
+Tensor write_vectors(ScanRule rule, const ScanCase& c, const Tensor& states) {
+  const int64_t B = c.q.dim(0), T = c.q.dim(1), H = c.q.dim(2), d = c.q.dim(3);
+  const ScanShape s{B, T, H, d, rule};
+  Tensor u = Tensor::empty(c.q.shape(), DType::F64, Device::Cpu);
+  const double *k = c.k.data<double>(), *v = c.v.data<double>(), *beta = c.beta.data<double>();
+  const double* log_alpha = c.log_alpha.defined() ? c.log_alpha.data<double>() : nullptr;
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t h = 0; h < H; ++h) {
+        const int64_t token = (b * T + t) * H + h;
+        const double a = std::exp(scan_log_alpha(s, log_alpha, token, 0));
+        const double* S = states.data<double>() + ((b * H + h) * T + t) * d * d;
+        for (int64_t i = 0; i < d; ++i) {
+          double Sk = 0;
+          for (int64_t j = 0; j < d; ++j) Sk += S[i * d + j] * k[token * d + j];
+          u.data<double>()[token * d + i] = beta[token] * (v[token * d + i] - a * Sk);
+        }
+      }
+  return u;
 }
 
 // The sequential form's saved states at the start of every chunk of C
@@ -251,8 +275,17 @@ TEST_CASE("scan: the chunked form agrees with the sequential reference, float64 
         const ScanRun reference = run_kernels(kernel_config(rule, false, C), c, R1, R2);
         const ScanRun chunked = run_kernels(kernel_config(rule, true, C), c, R1, R2);
         check_all_close("float64 chunked vs sequential:", chunked, reference, 1e-10, 1.0);
-        check_close("float64 chunked vs sequential: chunk states", chunked.saved,
-                    states_at_chunk_starts(reference.saved, C), 1e-10, 1.0);
+        check_close("float64 chunked vs sequential: chunk states", chunked.saved.states,
+                    states_at_chunk_starts(reference.saved.states, C), 1e-10, 1.0);
+        // the solve's results kept for the backward where a chunk is one tile
+        const bool kept = scan_keeps_solve(rule, T, C);
+        CHECK(chunked.saved.Y.defined() == kept);
+        CHECK(chunked.saved.W.defined() == kept);
+        CHECK(chunked.saved.U.defined() == kept);
+        CHECK_FALSE(reference.saved.U.defined());
+        if (kept)
+          check_close("float64 chunked: the kept U, the write vectors", chunked.saved.U,
+                      write_vectors(rule, c, reference.saved.states), 1e-10, 1.0);
         if (!ends) continue;  // float32 once per shape
         for (bool form_chunked : {false, true}) {
           const ScanRun single = run_kernels(kernel_config(rule, form_chunked, C), c, R1, R2,
@@ -417,6 +450,35 @@ TEST_CASE("scan: only the inputs the rule reads are recorded") {
     CHECK(o.grad_fn()->kind == OpKind::Scan);
     CHECK(o.grad_fn()->inputs.size() == size_t(3 + uses_beta(rule) + learns_decay(rule)));
   }
+}
+
+TEST_CASE("scan: the op keeps the chunked solve's Y, W, U for a delta rule's backward only") {
+  Rng rng(12);
+  for (ScanRule rule : kRules)
+    for (ScanForm form : {ScanForm::Sequential, ScanForm::Chunked}) {
+      INFO(rule_name(rule) << (form == ScanForm::Chunked ? ", chunked C = 2" : ", sequential"));
+      ScanCase c = make_case(rule, 1, 5, 2, 4, rng);
+      auto leaf = [](const Tensor& x, bool grad) { return x.defined() ? Var(x, grad) : Var(); };
+      for (bool grad : {false, true}) {
+        Var o = scan({rule, form, 2}, leaf(c.q, grad), leaf(c.k, grad), leaf(c.v, grad), leaf(c.beta, grad),
+                     leaf(c.log_alpha, grad), c.initial_state);
+        if (!grad) {
+          CHECK(o.grad_fn() == nullptr);  // inference keeps nothing
+          continue;
+        }
+        REQUIRE(o.grad_fn() != nullptr);
+        const bool kept = form == ScanForm::Chunked && uses_beta(rule);
+        int listed = 0;
+        for (const auto& [field, tensor] : o.grad_fn()->saved()) {
+          const std::string name = field;
+          if (name != "Y" && name != "W" && name != "U") continue;
+          ++listed;
+          CHECK_MESSAGE(tensor.defined() == kept, name);
+          if (kept) CHECK(tensor.shape() == c.q.shape());
+        }
+        CHECK(listed == 3);
+      }
+    }
 }
 
 TEST_CASE("scan errors name the problem") {

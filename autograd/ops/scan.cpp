@@ -48,17 +48,20 @@ struct ScanOp : Node {
   ScanOptions options;
   Tensor q, k, v, beta, log_alpha;  // saved inputs (views when packed); beta / log_alpha undefined when unused
   Tensor saved_states;  // S_0 … S_{T−1} (sequential) or the chunk-start states (chunked)
+  Tensor Y, W, U;       // the chunked solve's results, where it keeps them (dispatch::ScanSaved); else undefined
   bool packed = false;  // inputs: {qkv, gates} instead of {q, k, v, β, log α}
   SavedTensors saved() const override {
     return {{"q", q}, {"k", k}, {"v", v}, {"beta", beta}, {"log_alpha", log_alpha},
-            {"states", saved_states}};
+            {"states", saved_states}, {"Y", Y}, {"W", W}, {"U", U}};
   }
+  dispatch::ScanSaved kept() const { return {saved_states, Y, W, U}; }
 
   // inputs: the Vars recorded (the rule's only; the kernels reject the others); in: their tensors.
   static Var apply(const ScanOptions& options, const std::vector<Var>& inputs, const ScanViews& in,
                    bool packed, const Tensor& initial_state, Tensor* final_state) {
     const bool grad = needs_grad(inputs);
-    Tensor last_state, saved;
+    Tensor last_state;
+    dispatch::ScanSaved saved;  // only when a backward will run
     Tensor o = dispatch::scan_forward(options, in.q, in.k, in.v, in.beta, in.log_alpha, initial_state,
                                       last_state, grad ? &saved : nullptr);
     if (final_state) *final_state = last_state;
@@ -70,7 +73,10 @@ struct ScanOp : Node {
     node->v = in.v;
     node->beta = in.beta;
     node->log_alpha = in.log_alpha;
-    node->saved_states = saved;
+    node->saved_states = saved.states;
+    node->Y = saved.Y;
+    node->W = saved.W;
+    node->U = saved.U;
     node->packed = packed;
     return record(o, node, inputs);
   }
@@ -79,8 +85,7 @@ struct ScanOp : Node {
   // the initial state receives no gradient.
   std::vector<Tensor> backward(const Tensor& dout) override {
     if (packed) return backward_packed(dout);
-    dispatch::ScanGrads g = dispatch::scan_backward(options, q, k, v, beta, log_alpha,
-                                                    saved_states, dout, Tensor());
+    dispatch::ScanGrads g = dispatch::scan_backward(options, q, k, v, beta, log_alpha, kept(), dout, Tensor());
     std::vector<Tensor> grads{g.dq, g.dk, g.dv};
     if (uses_beta(options.rule)) grads.push_back(g.dbeta);
     if (learns_decay(options.rule)) grads.push_back(g.dlog_alpha);
@@ -98,7 +103,7 @@ struct ScanOp : Node {
     }
     const ScanViews into = packed_views(options, dqkv, dgates, log_alpha.defined() ? log_alpha.shape() : Shape{});
     dispatch::ScanGrads buffers{into.q, into.k, into.v, into.beta, into.log_alpha, Tensor()};
-    dispatch::scan_backward(options, q, k, v, beta, log_alpha, saved_states, dout, Tensor(), buffers);
+    dispatch::scan_backward(options, q, k, v, beta, log_alpha, kept(), dout, Tensor(), buffers);
     if (inputs.size() > 1) return {dqkv, dgates};
     return {dqkv};
   }

@@ -82,11 +82,12 @@ ScanResult run_scan(const ScanCase& c, ScanRule rule, ScanForm form, Device devi
   Tensor initial_state = normal(state, 0.1), dout = normal(act, 1.0), dfinal_state = normal(state, 0.1);
 
   ScanOptions options{rule, form, int(c.chunk)};
-  Tensor final_state, saved;
+  Tensor final_state;
+  dispatch::ScanSaved saved;
   Tensor o = dispatch::scan_forward(options, q, k, v, beta, log_alpha, c.with_initial_state ? initial_state : Tensor(), final_state, &saved);
   dispatch::ScanGrads gr =
       dispatch::scan_backward(options, q, k, v, beta, log_alpha, saved, dout, c.with_dfinal_state ? dfinal_state : Tensor());
-  return {host(o),     host(final_state), host(saved), host(gr.dq),         host(gr.dk),
+  return {host(o),     host(final_state), host(saved.states), host(gr.dq),   host(gr.dk),
           host(gr.dv), host(gr.dbeta), host(gr.dlog_alpha), host(gr.dinitial_state)};
 }
 
