@@ -98,7 +98,7 @@ Var swiglu(const Var& z);
 //   log α  [B, T, N − n_beta]  = log σ(z + b)   at offset B·T·n_beta,
 //          computed as −softplus(−(z + b)), never log(σ(z + b)).
 // Saves only the output for its backward.
-Var beta_log_alpha(const Var& z, const Var& bias, int64_t n_beta);
+Var beta_log_alpha(const Var& z, const Var& bias, int64_t n_beta);  // z's last bias.dim(0) columns
 // Mean over the positions where mask != 0 of −log softmax(logits)[target].
 // logits [..., V] float; targets [...] int32 in [0, V); mask [...] of the
 // logits' dtype (1 keep, 0 drop) or undefined (keep all). Returns a scalar.
@@ -127,7 +127,9 @@ Var causal_conv1d_silu_l2_norm(const Var& x, const Var& weight, int64_t head, do
                        double eps = 1e-12);
 // The same over `planes` planes of C/planes channels ([q | k | v]: 3), only
 // the first `normed` normalised, the output laid out plane by plane:
-// [planes, B, T, C/planes], each plane a contiguous [B, T, C/planes].
+// [planes, B, T, C/planes], each plane a contiguous [B, T, C/planes]. x may
+// be a wider product [B, T, ld ≥ C] whose first C = weight.dim(0) columns
+// the conv reads (its gradient 0 in the others).
 Var causal_conv1d_silu_l2_norm_planes(const Var& x, const Var& weight, int64_t head, int64_t planes,
                                       int64_t normed, double scale = 1.0, double eps = 1e-12);
 // Rotary position embedding, interleaved pairs (the course's): x [B, T, H, D],

@@ -155,20 +155,21 @@ void swiglu_backward(const T* gate, const T* up, const T* dy, T* dgate, T* dup, 
 }
 
 // ---- beta_log_alpha: β = σ(z + b), log α = log σ(z + b), into two planes ----------------
-// z [rows, N], bias [N]; out: β [rows, n_beta], then log α [rows, N − n_beta]
+// z [rows, ld] (the gates its last N columns), bias [N]; out: β [rows, n_beta], then log α [rows, N − n_beta]
 // (math::BetaLogAlpha). The forward adds the bias into the planes, then runs
 // σ and log σ over each plane in place: float32 on Eigen's packet math
 // (unary_fast.h, the bits sigmoid and log_sigmoid give), float64 the scalar
 // reference.
 template <class T>
-void beta_log_alpha_forward(const T* z, const T* bias, T* out, int64_t rows, int64_t N, int64_t n_beta) {
+void beta_log_alpha_forward(const T* z, const T* bias, T* out, int64_t rows, int64_t N, int64_t ld,
+                            int64_t n_beta) {
   using G = math::BetaLogAlpha;
   const int64_t n_alpha = N - n_beta;
   T* beta = out;                       // [rows, n_beta]
   T* log_alpha = out + rows * n_beta;  // [rows, n_alpha]
   LINA_PARALLEL_FOR_IF(rows * N > kParallelMin)
   for (int64_t r = 0; r < rows; ++r) {
-    const T* zr = z + r * N;
+    const T* zr = z + r * ld + (ld - N);  // the row's gates
     for (int64_t n = 0; n < n_beta; ++n) beta[r * n_beta + n] = zr[n] + bias[n];
     for (int64_t n = 0; n < n_alpha; ++n) log_alpha[r * n_alpha + n] = zr[n_beta + n] + bias[n_beta + n];
   }
@@ -187,7 +188,7 @@ void beta_log_alpha_forward(const T* z, const T* bias, T* out, int64_t rows, int
 // thread count (backend_cpu/row_chunks.h, as rms_norm's and the conv's dw).
 template <class T>
 void beta_log_alpha_backward(const T* out, const T* dout, T* dz, T* dbias, int64_t rows, int64_t N,
-                             int64_t n_beta, bool add_dz, bool add_dbias) {
+                             int64_t ld, int64_t n_beta, bool add_dz, bool add_dbias) {
   using G = math::BetaLogAlpha;
   const int64_t n_alpha = N - n_beta;
   const int64_t chunks = chunk_count(rows);
@@ -201,7 +202,7 @@ void beta_log_alpha_backward(const T* out, const T* dout, T* dz, T* dbias, int64
       const T* dbeta = dout + r * n_beta;
       const T* log_alpha = out + rows * n_beta + r * n_alpha;
       const T* dlog_alpha = dout + rows * n_beta + r * n_alpha;
-      T* dzr = dz + r * N;
+      T* dzr = dz + r * ld + (ld - N);  // the row's gates
       for (int64_t n = 0; n < n_beta; ++n) {
         const T du = G::beta_backward(beta[n], dbeta[n]);
         dzr[n] = add_dz ? dzr[n] + du : du;

@@ -468,12 +468,34 @@ namespace {
 inline int64_t plane_row(int64_t p, int64_t bt, int64_t rows, int64_t plane_width) {
   return (p * rows + bt) * plane_width;
 }
+
+// The first C columns of x [rows, ld], packed [rows, C]: what the conv reads
+// of a wider product.
+template <class T> std::vector<T> first_columns(const T* x, int64_t rows, int64_t C, int64_t ld) {
+  std::vector<T> packed(size_t(rows * C));
+  for (int64_t r = 0; r < rows; ++r) std::copy(x + r * ld, x + r * ld + C, packed.data() + r * C);
+  return packed;
+}
+
+// dx [rows, ld] = the packed dx [rows, C] in the first C columns, 0 in the others.
+template <class T> void spread_columns(const std::vector<T>& packed, T* dx, int64_t rows, int64_t C, int64_t ld) {
+  for (int64_t r = 0; r < rows; ++r) {
+    std::copy(packed.data() + r * C, packed.data() + (r + 1) * C, dx + r * ld);
+    std::fill(dx + r * ld + C, dx + (r + 1) * ld, T(0));
+  }
+}
 }  // namespace
 
 template <class T>
 void causal_conv1d_silu_l2_norm_forward(const T* x, const T* w, T* y, T* norm, int64_t B,
-                                   int64_t T_len, int64_t C, int64_t K, int64_t head,
+                                   int64_t T_len, int64_t C, int64_t ld, int64_t K, int64_t head,
                                    int64_t planes, int64_t normed, T eps, T scale) {
+  if (ld != C) {  // the conv's columns of a wider product, packed first
+    const std::vector<T> packed = first_columns(x, B * T_len, C, ld);
+    causal_conv1d_silu_l2_norm_forward(packed.data(), w, y, norm, B, T_len, C, C, K, head, planes, normed, eps,
+                                       scale);
+    return;
+  }
   const int64_t rows = B * T_len, width = C / planes, heads = normed * width / head;
   const std::vector<T> w_kc = taps_by_channel(w, C, K);
   LINA_PARALLEL_FOR_IF(rows * C * K > kParallelMin)
@@ -492,10 +514,18 @@ void causal_conv1d_silu_l2_norm_forward(const T* x, const T* w, T* y, T* norm, i
 
 template <class T>
 void causal_conv1d_silu_l2_norm_backward(const T* x, const T* w, const T* norm, const T* dq, T* dx,
-                                    T* dw, int64_t B, int64_t T_len, int64_t C, int64_t K,
+                                    T* dw, int64_t B, int64_t T_len, int64_t C, int64_t ld, int64_t K,
                                     int64_t head, int64_t planes, int64_t normed, T eps, T scale,
                                     bool add_dw) {
   const int64_t rows = B * T_len, width = C / planes, heads = normed * width / head;
+  if (ld != C) {  // the conv's columns of a wider product: packed, then dx spread back
+    const std::vector<T> packed = first_columns(x, rows, C, ld);
+    std::vector<T> dx_packed(size_t(rows * C));  // [rows, C]
+    causal_conv1d_silu_l2_norm_backward(packed.data(), w, norm, dq, dx_packed.data(), dw, B, T_len, C, C, K,
+                                        head, planes, normed, eps, scale, add_dw);
+    spread_columns(dx_packed, dx, rows, C, ld);
+    return;
+  }
   conv_backward_of_recomputed(x, w, dx, dw, B, T_len, C, K, add_dw, [&](int64_t bt, T* z, T* scratch) {
     T* y = scratch;           // [C] silu(z)
     T* dy = scratch + C;      // [C] its gradient

@@ -82,6 +82,7 @@ void attention_backward_reference(const AttentionShape& s, const float* q, const
 // rows in order, no shared memory; tests/test_ops_elementwise.cpp compares
 // the shared-memory kernel against it.
 void beta_log_alpha_backward_reference(const float* out, const float* dout, float* dz, float* dbias,
-                                       int64_t rows, int64_t N, int64_t n_beta, bool add_dz, bool add_dbias);
+                                       int64_t rows, int64_t N, int64_t ld, int64_t n_beta, bool add_dz,
+                                       bool add_dbias);
 
 }  // namespace lina::cuda

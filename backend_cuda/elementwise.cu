@@ -77,11 +77,11 @@ __global__ void swiglu_backward_kernel(const float* gate, const float* up, const
 // ---- beta_log_alpha: β = σ(z + b), log α = log σ(z + b) into two planes ----------------
 // (math::BetaLogAlpha; the per-element work in kernels_device.h)
 
-// One thread per element of z [rows, N], writing its plane's element.
+// One thread per gate of z [rows, ld] (its last N columns), writing its plane's element.
 __global__ void beta_log_alpha_forward_kernel(const float* z, const float* bias, float* out, int64_t rows,
-                                              int64_t N, int64_t n_beta) {
+                                              int64_t N, int64_t ld, int64_t n_beta) {
   for (int64_t i = first_index(); i < rows * N; i += index_stride())
-    beta_log_alpha_forward_thread(i, z, bias, out, rows, N, n_beta);
+    beta_log_alpha_forward_thread(i, z, bias, out, rows, N, ld, n_beta);
 }
 
 // The backward, dz and dbias in one launch: a block per tile of `tile`
@@ -93,8 +93,8 @@ __global__ void beta_log_alpha_forward_kernel(const float* z, const float* bias,
 // (dbias += the sum where add_dbias). Neighbouring threads read and write
 // neighbouring columns of a row.
 __global__ void beta_log_alpha_backward_kernel(const float* out, const float* dout, float* dz, float* dbias,
-                                               int64_t rows, int64_t N, int64_t n_beta, bool add_dz,
-                                               bool add_dbias, int tile) {
+                                               int64_t rows, int64_t N, int64_t ld, int64_t n_beta,
+                                               bool add_dz, bool add_dbias, int tile) {
   __shared__ float partial[kThreads];  // [lanes, tile]
   const int c = int(threadIdx.x) % tile, lane = int(threadIdx.x) / tile, lanes = kThreads / tile;
   // the same number of tiles for every thread of the block: the barriers below are reached by all
@@ -103,7 +103,7 @@ __global__ void beta_log_alpha_backward_kernel(const float* out, const float* do
     float s = 0.0f;
     if (n < N)
       for (int64_t r = lane; r < rows; r += lanes)
-        s += beta_log_alpha_dz_thread(r, n, out, dout, dz, rows, N, n_beta, add_dz);
+        s += beta_log_alpha_dz_thread(r, n, out, dout, dz, rows, N, ld, n_beta, add_dz);
     partial[threadIdx.x] = s;
     __syncthreads();
     for (int half = lanes / 2; half > 0; half /= 2) {
@@ -118,11 +118,12 @@ __global__ void beta_log_alpha_backward_kernel(const float* out, const float* do
 // The simple reference beside it: one thread per column, down the rows in
 // order, no shared memory (tests/test_ops_elementwise.cpp compares the two).
 __global__ void beta_log_alpha_backward_reference_kernel(const float* out, const float* dout, float* dz,
-                                                         float* dbias, int64_t rows, int64_t N,
+                                                         float* dbias, int64_t rows, int64_t N, int64_t ld,
                                                          int64_t n_beta, bool add_dz, bool add_dbias) {
   for (int64_t n = first_index(); n < N; n += index_stride()) {
     float s = 0.0f;
-    for (int64_t r = 0; r < rows; ++r) s += beta_log_alpha_dz_thread(r, n, out, dout, dz, rows, N, n_beta, add_dz);
+    for (int64_t r = 0; r < rows; ++r)
+      s += beta_log_alpha_dz_thread(r, n, out, dout, dz, rows, N, ld, n_beta, add_dz);
     dbias[n] = add_dbias ? dbias[n] + s : s;
   }
 }
@@ -207,10 +208,10 @@ void swiglu_backward(const float* gate, const float* up, const float* dy, float*
 }
 
 void beta_log_alpha_forward(const float* z, const float* bias, float* out, int64_t rows, int64_t N,
-                            int64_t n_beta) {
+                            int64_t ld, int64_t n_beta) {
   if (rows * N == 0) return;
-  LINA_LAUNCH(beta_log_alpha_forward_kernel, blocks_for(rows * N), kThreads, 0, context().stream)(z, bias, out,
-                                                                                                   rows, N, n_beta);
+  LINA_LAUNCH(beta_log_alpha_forward_kernel, blocks_for(rows * N), kThreads, 0, context().stream)(
+      z, bias, out, rows, N, ld, n_beta);
   LINA_CHECK_LAUNCH("cuda::beta_log_alpha_forward");
 }
 
@@ -224,22 +225,23 @@ static int gate_tile(int64_t N) {
 }
 
 void beta_log_alpha_backward(const float* out, const float* dout, float* dz, float* dbias, int64_t rows,
-                             int64_t N, int64_t n_beta, bool add_dz, bool add_dbias) {
+                             int64_t N, int64_t ld, int64_t n_beta, bool add_dz, bool add_dbias) {
   if (N == 0) return;  // rows = 0 still writes dbias = 0 (or leaves it as it was)
   const int tile = gate_tile(N);
   const int64_t tiles = (N + tile - 1) / tile;
   const unsigned blocks = unsigned(tiles < (int64_t(1) << 16) ? tiles : (int64_t(1) << 16));  // beyond: the loop strides
   LINA_LAUNCH(beta_log_alpha_backward_kernel, blocks, kThreads, 0, context().stream)(out, dout, dz, dbias, rows,
-                                                                                      N, n_beta, add_dz, add_dbias,
-                                                                                      tile);
+                                                                                      N, ld, n_beta, add_dz,
+                                                                                      add_dbias, tile);
   LINA_CHECK_LAUNCH("cuda::beta_log_alpha_backward");
 }
 
 void beta_log_alpha_backward_reference(const float* out, const float* dout, float* dz, float* dbias,
-                                       int64_t rows, int64_t N, int64_t n_beta, bool add_dz, bool add_dbias) {
+                                       int64_t rows, int64_t N, int64_t ld, int64_t n_beta, bool add_dz,
+                                       bool add_dbias) {
   if (N == 0) return;
   LINA_LAUNCH(beta_log_alpha_backward_reference_kernel, blocks_for(N), kThreads, 0, context().stream)(
-      out, dout, dz, dbias, rows, N, n_beta, add_dz, add_dbias);
+      out, dout, dz, dbias, rows, N, ld, n_beta, add_dz, add_dbias);
   LINA_CHECK_LAUNCH("cuda::beta_log_alpha_backward_reference");
 }
 

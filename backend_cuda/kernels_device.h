@@ -47,22 +47,22 @@ LINA_HD void add_inplace_thread(int64_t i, float* dst, const float* src, float a
 
 // out[plane index of (r, n)] = σ(u) or log σ(u), u = z[i] + bias[n]
 LINA_HD void beta_log_alpha_forward_thread(int64_t i, const float* z, const float* bias, float* out,
-                                           int64_t rows, int64_t N, int64_t n_beta) {
+                                           int64_t rows, int64_t N, int64_t ld, int64_t n_beta) {
   using G = math::BetaLogAlpha;
   const int64_t r = i / N, n = i % N;
-  const float u = z[i] + bias[n];
+  const float u = z[r * ld + (ld - N) + n] + bias[n];  // the last N columns of z's row
   out[G::out_index(r, n, rows, N, n_beta)] = n < n_beta ? G::beta(u) : G::log_alpha(u);
 }
 
 // du of row r, column n, from the output and its gradient; dz[r, n] = du
 // (or += du where add_dz). Returns du, for the caller's Σ over rows (dbias).
 LINA_HD float beta_log_alpha_dz_thread(int64_t r, int64_t n, const float* out, const float* dout,
-                                       float* dz, int64_t rows, int64_t N, int64_t n_beta,
+                                       float* dz, int64_t rows, int64_t N, int64_t ld, int64_t n_beta,
                                        bool add_dz) {
   using G = math::BetaLogAlpha;
   const int64_t o = G::out_index(r, n, rows, N, n_beta);
   const float du = n < n_beta ? G::beta_backward(out[o], dout[o]) : G::log_alpha_backward(out[o], dout[o]);
-  float& d = dz[r * N + n];
+  float& d = dz[r * ld + (ld - N) + n];
   d = add_dz ? d + du : du;
   return du;
 }

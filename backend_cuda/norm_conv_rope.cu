@@ -131,23 +131,23 @@ __global__ void causal_conv1d_forward_kernel(const float* x, const float* w, flo
 }
 
 // The conv's backward of dy in one launch of two kinds of block: blocks [0,
-// dx_blocks) take dx, a thread per element; the others take dw pass 1, a
-// thread per element of partial [chunks, K, C]. The last block to finish
-// takes dw pass 2.
+// dx_blocks) take dx [B, T, ld], a thread per element; the others take dw
+// pass 1, a thread per element of partial [chunks, K, C]. The last block to
+// finish takes dw pass 2. x's and dx's rows are ld ≥ C long.
 __global__ void causal_conv1d_backward_kernel(const float* x, const float* w, const float* dy, float* dx,
                                               float* dw, float* partial, int64_t B, int64_t T_len,
-                                              int64_t C, int64_t K, bool add_dw, unsigned dx_blocks,
-                                              unsigned* blocks_done) {
+                                              int64_t C, int64_t ld, int64_t K, bool add_dw,
+                                              unsigned dx_blocks, unsigned* blocks_done) {
   const int64_t rows = B * T_len;
   if (blockIdx.x < dx_blocks) {
     const int64_t stride = int64_t(dx_blocks) * blockDim.x;
-    for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < rows * C; i += stride)
-      causal_conv1d_dx_thread(i, w, dy, dx, T_len, C, K);
+    for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < rows * ld; i += stride)
+      causal_conv1d_dx_thread(i, w, dy, dx, T_len, C, ld, K);
   } else {
     const int64_t count = row_chunks(rows) * K * C;
     const int64_t stride = int64_t(gridDim.x - dx_blocks) * blockDim.x;
     for (int64_t i = int64_t(blockIdx.x - dx_blocks) * blockDim.x + threadIdx.x; i < count; i += stride)
-      causal_conv1d_dw_partial_thread(i, x, dy, partial, B, T_len, C, K);
+      causal_conv1d_dw_partial_thread(i, x, dy, partial, B, T_len, C, ld, K);
   }
   if (!last_block_done(blocks_done)) return;
   for (int64_t i = threadIdx.x; i < C * K; i += blockDim.x)
@@ -227,16 +227,16 @@ void causal_conv1d_forward(const float* x, const float* w, float* y, int64_t B, 
   LINA_CHECK_LAUNCH("cuda::causal_conv1d_forward");
 }
 
-// The conv's backward of dy, rows = B·T > 0: dx, and dw in two passes (dw +=
-// where add_dw), one launch.
+// The conv's backward of dy [B, T, C], rows = B·T > 0: dx [B, T, ld], and dw
+// in two passes (dw += where add_dw), one launch.
 static void conv1d_backward_launch(const float* x, const float* w, const float* dy, float* dx,
-                                   float* dw, int64_t B, int64_t T_len, int64_t C, int64_t K,
+                                   float* dw, int64_t B, int64_t T_len, int64_t C, int64_t ld, int64_t K,
                                    bool add_dw, const char* what) {
   const int64_t rows = B * T_len;
   Scratch<float> partial(row_chunks(rows) * K * C);  // [chunks, K, C]
-  const unsigned dx_blocks = blocks_for(rows * C);
+  const unsigned dx_blocks = blocks_for(rows * ld);
   LINA_LAUNCH(causal_conv1d_backward_kernel, dx_blocks + blocks_for(row_chunks(rows) * K * C), kThreads, 0,
-              context().stream)(x, w, dy, dx, dw, partial.get(), B, T_len, C, K, add_dw, dx_blocks,
+              context().stream)(x, w, dy, dx, dw, partial.get(), B, T_len, C, ld, K, add_dw, dx_blocks,
                                 context().blocks_done);
   LINA_CHECK_LAUNCH(what);
 }
@@ -248,7 +248,7 @@ void causal_conv1d_backward(const float* x, const float* w, const float* dy, flo
     if (!add_dw) fill(dw, C * K, 0.0f);
     return;
   }
-  conv1d_backward_launch(x, w, dy, dx, dw, B, T_len, C, K, add_dw, "cuda::causal_conv1d_backward");
+  conv1d_backward_launch(x, w, dy, dx, dw, B, T_len, C, C, K, add_dw, "cuda::causal_conv1d_backward");
 }
 
 void causal_conv1d_silu_forward(const float* x, const float* w, float* y, int64_t B,
@@ -273,7 +273,7 @@ void causal_conv1d_silu_backward(const float* x, const float* w, const float* dy
   LINA_LAUNCH(causal_conv1d_silu_dz_kernel, blocks_for(count), kThreads, 0, context().stream)(
       x, w, dy, dz.get(), count, T_len, C, K);
   LINA_CHECK_LAUNCH("cuda::causal_conv1d_silu_backward (dz)");
-  conv1d_backward_launch(x, w, dz.get(), dx, dw, B, T_len, C, K, add_dw,
+  conv1d_backward_launch(x, w, dz.get(), dx, dw, B, T_len, C, C, K, add_dw,
                          "cuda::causal_conv1d_silu_backward (dx, dw)");
 }
 
@@ -288,7 +288,7 @@ __device__ inline int64_t plane_index(int64_t bt, int64_t c, int64_t rows, int64
 // the others; ‖silu(z)‖ summed in double by the warp's butterfly. Each lane
 // recomputes its channels' z for the write (K taps) instead of keeping them.
 __global__ void causal_conv1d_silu_l2_norm_kernel(const float* x, const float* w, float* y, float* norm,
-                                                  int64_t rows, int64_t T_len, int64_t C, int64_t K,
+                                                  int64_t rows, int64_t T_len, int64_t C, int64_t ld, int64_t K,
                                                   int64_t head, int64_t width, int64_t normed_heads,
                                                   float eps, float scale) {
   const int64_t heads = C / head, groups = rows * heads;
@@ -298,14 +298,14 @@ __global__ void causal_conv1d_silu_l2_norm_kernel(const float* x, const float* w
     double sum_squares = 0.0;
     if (normed)
       for (int64_t i = lane(); i < head; i += kWarp) {
-        const float yi = math::Silu::forward(causal_conv1d_value(bt, c0 + i, x, w, T_len, C, K), 0.0f);
+        const float yi = math::Silu::forward(causal_conv1d_value(bt, c0 + i, x, w, T_len, ld, K), 0.0f);
         sum_squares += double(yi) * double(yi);
       }
     const float nrm = float(::sqrt(warp_sum(sum_squares)));  // every lane takes part
     if (normed && lane() == 0) norm[bt * normed_heads + h] = nrm;
     const float inv = normed ? scale / (nrm > eps ? nrm : eps) : 1.0f;  // s / max(‖y‖, ε)
     for (int64_t i = lane(); i < head; i += kWarp) {
-      const float yi = math::Silu::forward(causal_conv1d_value(bt, c0 + i, x, w, T_len, C, K), 0.0f);
+      const float yi = math::Silu::forward(causal_conv1d_value(bt, c0 + i, x, w, T_len, ld, K), 0.0f);
       y[plane_index(bt, c0 + i, rows, width)] = normed ? yi * inv : yi;
     }
   }
@@ -316,7 +316,7 @@ __global__ void causal_conv1d_silu_l2_norm_kernel(const float* x, const float* w
 // or s dq / ε where ‖y‖ ≤ ε. dz is [B, T, C], for the conv's backward.
 __global__ void causal_conv1d_silu_l2_norm_dz_kernel(const float* x, const float* w, const float* norm,
                                                      const float* dq, float* dz, int64_t rows,
-                                                     int64_t T_len, int64_t C, int64_t K, int64_t head,
+                                                     int64_t T_len, int64_t C, int64_t ld, int64_t K, int64_t head,
                                                      int64_t width, int64_t normed_heads, float eps,
                                                      float scale) {
   const int64_t heads = C / head, groups = rows * heads;
@@ -329,12 +329,12 @@ __global__ void causal_conv1d_silu_l2_norm_dz_kernel(const float* x, const float
     double yhat_dq = 0.0;
     if (normed && !linear)
       for (int64_t i = lane(); i < head; i += kWarp) {
-        const float yi = math::Silu::forward(causal_conv1d_value(bt, c0 + i, x, w, T_len, C, K), 0.0f);
+        const float yi = math::Silu::forward(causal_conv1d_value(bt, c0 + i, x, w, T_len, ld, K), 0.0f);
         yhat_dq += double(yi * inv) * double(dq[plane_index(bt, c0 + i, rows, width)]);
       }
     const float ydq = float(warp_sum(yhat_dq));
     for (int64_t i = lane(); i < head; i += kWarp) {
-      const float zi = causal_conv1d_value(bt, c0 + i, x, w, T_len, C, K);
+      const float zi = causal_conv1d_value(bt, c0 + i, x, w, T_len, ld, K);
       const float dqi = dq[plane_index(bt, c0 + i, rows, width)];
       float dyi = dqi;
       if (normed) {
@@ -347,30 +347,31 @@ __global__ void causal_conv1d_silu_l2_norm_dz_kernel(const float* x, const float
 }
 
 void causal_conv1d_silu_l2_norm_forward(const float* x, const float* w, float* q, float* norm, int64_t B,
-                                   int64_t T_len, int64_t C, int64_t K, int64_t head, int64_t planes,
+                                   int64_t T_len, int64_t C, int64_t ld, int64_t K, int64_t head, int64_t planes,
                                    int64_t normed, float eps, float scale) {
   const int64_t rows = B * T_len, width = C / planes;
   if (rows * C == 0) return;
   LINA_LAUNCH(causal_conv1d_silu_l2_norm_kernel, row_blocks(rows * (C / head)), kThreads, 0, context().stream)(
-      x, w, q, norm, rows, T_len, C, K, head, width, normed * width / head, eps, scale);
+      x, w, q, norm, rows, T_len, C, ld, K, head, width, normed * width / head, eps, scale);
   LINA_CHECK_LAUNCH("cuda::causal_conv1d_silu_l2_norm_forward");
 }
 
 // dz from the kernel above, then the conv's backward of dz.
 void causal_conv1d_silu_l2_norm_backward(const float* x, const float* w, const float* norm,
                                     const float* dq, float* dx, float* dw, int64_t B,
-                                    int64_t T_len, int64_t C, int64_t K, int64_t head, int64_t planes,
+                                    int64_t T_len, int64_t C, int64_t ld, int64_t K, int64_t head, int64_t planes,
                                     int64_t normed, float eps, float scale, bool add_dw) {
   const int64_t rows = B * T_len, width = C / planes;
   if (rows * C == 0) {
     causal_conv1d_silu_backward(x, w, dq, dx, dw, B, T_len, C, K, add_dw);  // dw = 0, or as it was
+    if (rows * ld > 0) fill(dx, rows * ld, 0.0f);                            // no channel: dx = 0
     return;
   }
   Scratch<float> dz(rows * C);  // [B, T, C]
   LINA_LAUNCH(causal_conv1d_silu_l2_norm_dz_kernel, row_blocks(rows * (C / head)), kThreads, 0, context().stream)(
-      x, w, norm, dq, dz.get(), rows, T_len, C, K, head, width, normed * width / head, eps, scale);
+      x, w, norm, dq, dz.get(), rows, T_len, C, ld, K, head, width, normed * width / head, eps, scale);
   LINA_CHECK_LAUNCH("cuda::causal_conv1d_silu_l2_norm_backward (dz)");
-  conv1d_backward_launch(x, w, dz.get(), dx, dw, B, T_len, C, K, add_dw,
+  conv1d_backward_launch(x, w, dz.get(), dx, dw, B, T_len, C, ld, K, add_dw,
                          "cuda::causal_conv1d_silu_l2_norm_backward (dx, dw)");
 }
 

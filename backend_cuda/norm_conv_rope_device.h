@@ -63,14 +63,15 @@ LINA_HD void rms_norm_dw_partial_thread(int64_t idx, const float* x, const float
 // x, y, dy, dx [B, T, C]; w, dw [C, K], tap K−1 = the current token; tokens
 // before the sequence start are zeros. Thread idx = (b·T + t)·C + c.
 
-// z_t[c] = Σ_j w[c, j] x_{t−K+1+j}[c] of the token bt = b·T + t
+// z_t[c] = Σ_j w[c, j] x_{t−K+1+j}[c] of the token bt = b·T + t; x's rows
+// are ld long (C, or a wider product's row whose first C columns the conv reads)
 LINA_HD float causal_conv1d_value(int64_t bt, int64_t c, const float* x, const float* w,
-                                  int64_t T_len, int64_t C, int64_t K) {
+                                  int64_t T_len, int64_t ld, int64_t K) {
   const int64_t b = bt / T_len, t = bt % T_len;
   float s = 0.0f;
   for (int64_t j = 0; j < K; ++j) {
     const int64_t src = t - K + 1 + j;
-    if (src >= 0) s += w[c * K + j] * x[(b * T_len + src) * C + c];
+    if (src >= 0) s += w[c * K + j] * x[(b * T_len + src) * ld + c];
   }
   return s;
 }
@@ -81,24 +82,33 @@ LINA_HD void causal_conv1d_forward_thread(int64_t idx, const float* x, const flo
   y[idx] = causal_conv1d_value(idx / C, idx % C, x, w, T_len, C, K);
 }
 
-// dx_s[c] = Σ_j w[c, j] dy_{s+K−1−j}[c], terms past the sequence end dropped
-LINA_HD void causal_conv1d_dx_thread(int64_t idx, const float* w, const float* dy, float* dx,
+// dx_s[c] = Σ_j w[c, j] dy_{s+K−1−j}[c] of the token bs = b·T + s, terms
+// past the sequence end dropped; dy [B, T, C]
+LINA_HD float causal_conv1d_dx_value(int64_t bs, int64_t c, const float* w, const float* dy,
                                      int64_t T_len, int64_t C, int64_t K) {
-  const int64_t bs = idx / C, c = idx % C;
   const int64_t b = bs / T_len, s = bs % T_len;
   float acc = 0.0f;
   for (int64_t j = 0; j < K; ++j) {
     const int64_t t = s + K - 1 - j;
     if (t < T_len) acc += w[c * K + j] * dy[(b * T_len + t) * C + c];
   }
-  dx[idx] = acc;
+  return acc;
+}
+
+// Element idx = bs·ld + c of dx [B, T, ld]: the value above in the conv's C
+// columns, 0 in a wider product's others.
+LINA_HD void causal_conv1d_dx_thread(int64_t idx, const float* w, const float* dy, float* dx,
+                                     int64_t T_len, int64_t C, int64_t ld, int64_t K) {
+  const int64_t bs = idx / ld, c = idx % ld;
+  dx[idx] = c < C ? causal_conv1d_dx_value(bs, c, w, dy, T_len, C, K) : 0.0f;
 }
 
 // dw pass 1, partial [chunks, K, C]: thread idx = (chunk·K + j)·C + c sums
-// dy_t[c] · x_{t−K+1+j}[c] over the chunk's rows bt = b·T + t, in row order.
+// dy_t[c] · x_{t−K+1+j}[c] over the chunk's rows bt = b·T + t, in row order;
+// x's rows ld long, dy's C.
 LINA_HD void causal_conv1d_dw_partial_thread(int64_t idx, const float* x, const float* dy,
                                              float* partial, int64_t B, int64_t T_len, int64_t C,
-                                             int64_t K) {
+                                             int64_t ld, int64_t K) {
   const int64_t c = idx % C, j = (idx / C) % K, chunk = idx / (C * K);
   const int64_t rows = B * T_len;
   const int64_t first = chunk * kRowsPerChunk;
@@ -107,7 +117,7 @@ LINA_HD void causal_conv1d_dw_partial_thread(int64_t idx, const float* x, const 
   for (int64_t bt = first; bt < end; ++bt) {
     const int64_t b = bt / T_len, t = bt % T_len;
     const int64_t src = t - K + 1 + j;
-    if (src >= 0) s += dy[bt * C + c] * x[(b * T_len + src) * C + c];
+    if (src >= 0) s += dy[bt * C + c] * x[(b * T_len + src) * ld + c];
   }
   partial[idx] = s;
 }

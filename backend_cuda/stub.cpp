@@ -45,7 +45,7 @@ void attention_backward_reference(const AttentionShape&, const float*, const flo
   no_cuda("cuda::attention_backward_reference");
 }
 void beta_log_alpha_backward_reference(const float*, const float*, float*, float*, int64_t, int64_t, int64_t,
-                                       bool, bool) {
+                                       int64_t, bool, bool) {
   no_cuda("cuda::beta_log_alpha_backward_reference");
 }
 

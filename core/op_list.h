@@ -59,7 +59,9 @@
 //   (q's, k's, v's); in the first `normed` planes each group of `head`
 //   channels is l2_norm'ed (times scale), the rest pass as they are; y and
 //   dy are laid out [planes, B, T, C/planes] (one plane: [B, T, C]); norm
-//   [B·T, normed·(C/planes)/head] holds the groups' ‖silu(z)‖. The three
+//   [B·T, normed·(C/planes)/head] holds the groups' ‖silu(z)‖; x's and dx's
+//   rows are ld ≥ C long (a wider product's), the conv reading the first C
+//   columns and its backward writing zeros in the others. The three
 //   backwards write dx (=) and accumulate (+=) into dw where add_dw.
 // rope_apply: x, y [B, T, H, D], D even; rotates the interleaved pair (2j, 2j + 1) by
 //   (pos0 + t)·base^(−2j/D), or by minus that angle when `inverse`.
@@ -92,6 +94,8 @@
 //   [rows, width] tensors; stride = 2·width with up = gate + width: the two
 //   halves of one [rows, 2·width] tensor, as one product makes them).
 // beta_log_alpha: z, dz [rows, N] (rows = B·T), bias, dbias [N], 0 ≤ n_beta ≤ N;
+//   z's and dz's rows are ld ≥ N long, the gates their last N columns (a
+//   wider product's: the rest is another op's);
 //   out, dout [rows·N] hold two planes, each contiguous: β [rows, n_beta] =
 //   σ(z + b) (columns < n_beta), then log α [rows, N − n_beta] = log σ(z + b)
 //   = −softplus(−(z + b)) (columns ≥ n_beta). The backward reads the output
@@ -128,8 +132,8 @@
   KERNEL(void, dropout_apply, (const T* x, const T* residual, T* y, int64_t n, const DropoutKey& key)) \
   KERNEL(void, swiglu_forward, (const T* gate, const T* up, T* y, int64_t rows, int64_t width, int64_t stride)) \
   KERNEL(void, swiglu_backward, (const T* gate, const T* up, const T* dy, T* dgate, T* dup, int64_t rows, int64_t width, int64_t stride)) \
-  KERNEL(void, beta_log_alpha_forward, (const T* z, const T* bias, T* out, int64_t rows, int64_t N, int64_t n_beta)) \
-  KERNEL(void, beta_log_alpha_backward, (const T* out, const T* dout, T* dz, T* dbias, int64_t rows, int64_t N, int64_t n_beta, bool add_dz, bool add_dbias))
+  KERNEL(void, beta_log_alpha_forward, (const T* z, const T* bias, T* out, int64_t rows, int64_t N, int64_t ld, int64_t n_beta)) \
+  KERNEL(void, beta_log_alpha_backward, (const T* out, const T* dout, T* dz, T* dbias, int64_t rows, int64_t N, int64_t ld, int64_t n_beta, bool add_dz, bool add_dbias))
 
 // ---- layout: one strided copy serves permute, expand, slice, concat, sum_to ----
 // backend_cpu/layout.cpp, backend_cuda/layout.cu
@@ -197,8 +201,8 @@
   KERNEL(void, causal_conv1d_backward, (const T* x, const T* w, const T* dy, T* dx, T* dw, int64_t B, int64_t T_len, int64_t C, int64_t K, bool add_dw)) \
   KERNEL(void, causal_conv1d_silu_forward, (const T* x, const T* w, T* y, int64_t B, int64_t T_len, int64_t C, int64_t K)) \
   KERNEL(void, causal_conv1d_silu_backward, (const T* x, const T* w, const T* dy, T* dx, T* dw, int64_t B, int64_t T_len, int64_t C, int64_t K, bool add_dw)) \
-  KERNEL(void, causal_conv1d_silu_l2_norm_forward, (const T* x, const T* w, T* y, T* norm, int64_t B, int64_t T_len, int64_t C, int64_t K, int64_t head, int64_t planes, int64_t normed, T eps, T scale)) \
-  KERNEL(void, causal_conv1d_silu_l2_norm_backward, (const T* x, const T* w, const T* norm, const T* dy, T* dx, T* dw, int64_t B, int64_t T_len, int64_t C, int64_t K, int64_t head, int64_t planes, int64_t normed, T eps, T scale, bool add_dw)) \
+  KERNEL(void, causal_conv1d_silu_l2_norm_forward, (const T* x, const T* w, T* y, T* norm, int64_t B, int64_t T_len, int64_t C, int64_t ld, int64_t K, int64_t head, int64_t planes, int64_t normed, T eps, T scale)) \
+  KERNEL(void, causal_conv1d_silu_l2_norm_backward, (const T* x, const T* w, const T* norm, const T* dy, T* dx, T* dw, int64_t B, int64_t T_len, int64_t C, int64_t ld, int64_t K, int64_t head, int64_t planes, int64_t normed, T eps, T scale, bool add_dw)) \
   KERNEL(void, rope_apply, (const T* x, T* y, int64_t B, int64_t T_len, int64_t H, int64_t D, int64_t pos0, double base, bool inverse))
 
 // ---- the optimiser: AdamW, clipping, scaling, and the update plan's bookkeeping ----

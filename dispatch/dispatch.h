@@ -214,7 +214,9 @@ struct ConvPlanes {
 // normalised, the rest pass as they are; the output is laid out plane by
 // plane, [planes, B, T, C/planes] ([B, T, C] for one plane), so each plane
 // is a contiguous view. norm_out receives ‖y‖ per normalised group,
-// [B, T, normed·(C/planes)/head]. The backward recomputes y.
+// [B, T, normed·(C/planes)/head]. The backward recomputes y. x is [B, T, C],
+// or [B, T, ld] with ld > C, a wider product whose first C = weight.dim(0)
+// columns the conv reads: dx is then x's shape, 0 in the other columns.
 Tensor causal_conv1d_silu_l2_norm_forward(const Tensor& x, const Tensor& weight, const ConvPlanes& planes,
                                      double eps, double scale, Tensor& norm_out);
 void causal_conv1d_silu_l2_norm_backward(const Tensor& x, const Tensor& weight, const Tensor& norm,
@@ -225,7 +227,10 @@ void causal_conv1d_silu_l2_norm_backward(const Tensor& x, const Tensor& weight, 
 Tensor rope_apply(const Tensor& x, int64_t pos0, double base, bool inverse);
 
 // ---- the recurrent mixers' gates ----
-// z [B, T, N] (any [..., N]: rows = its numel / N), bias [N], 0 ≤ n_beta ≤ N.
+// z [B, T, N] (any [..., N]: rows = its numel / N), bias [N], 0 ≤ n_beta ≤ N;
+// or z [B, T, ld], ld > N, whose last N columns are the gates (one product
+// made them with what another op reads: the backward then writes, or adds,
+// only those columns of dz, a fresh dz holding 0 in the others).
 // Returns out [B·T·N], two planes, each contiguous (Tensor::view_of):
 //   β [B, T, n_beta] = σ(z + b) (columns < n_beta), at offset 0;
 //   log α [B, T, N − n_beta] = log σ(z + b) = −softplus(−(z + b)) (columns ≥
@@ -236,8 +241,8 @@ Tensor rope_apply(const Tensor& x, int64_t pos0, double base, bool inverse);
 // out's dtype and device) has its gradient added into it (+=), else it is
 // assigned a fresh tensor.
 Tensor beta_log_alpha_forward(const Tensor& z, const Tensor& bias, int64_t n_beta);
-void beta_log_alpha_backward(const Tensor& out, const Tensor& dout, const Shape& z_shape, int64_t n_beta,
-                             Tensor& dz, Tensor& dbias);
+void beta_log_alpha_backward(const Tensor& out, const Tensor& dout, const Shape& z_shape, int64_t N,
+                             int64_t n_beta, Tensor& dz, Tensor& dbias);
 
 // ---- optimiser (AdamW step) ----
 // One AdamW update in place, PyTorch semantics; `step` counts from 1 and sets

@@ -419,8 +419,8 @@ void causal_conv1d_silu_backward(const Tensor& x, const Tensor& weight, const Te
 
 // C splits into `planes` planes, each into whole heads of `head` channels,
 // the first `normed` of them normalised.
-static void check_heads(const Tensor& x, const ConvPlanes& planes, const char* op) {
-  const int64_t C = x.dim(2);
+static void check_heads(const Tensor& x, const Tensor& weight, const ConvPlanes& planes, const char* op) {
+  const int64_t C = weight.dim(0);
   check(planes.count >= 1 && C % planes.count == 0 && planes.normed >= 0 && planes.normed <= planes.count,
         std::string(op) + ": " + std::to_string(C) + " channels of x " + shape_str(x.shape()) +
             " do not form " + std::to_string(planes.count) + " planes with " +
@@ -431,26 +431,37 @@ static void check_heads(const Tensor& x, const ConvPlanes& planes, const char* o
 }
 
 // The output's shape: [B, T, C] for one plane, else [planes, B, T, C/planes].
-static Shape planes_shape(const Tensor& x, const ConvPlanes& planes) {
-  if (planes.count == 1) return x.shape();
-  return {planes.count, x.dim(0), x.dim(1), x.dim(2) / planes.count};
+// The output's shape: C = weight.dim(0) channels (x's first C columns).
+static Shape planes_shape(const Tensor& x, const Tensor& weight, const ConvPlanes& planes) {
+  const int64_t C = weight.dim(0);
+  if (planes.count == 1) return {x.dim(0), x.dim(1), C};
+  return {planes.count, x.dim(0), x.dim(1), C / planes.count};
 }
 
-static int64_t normed_heads(const Tensor& x, const ConvPlanes& planes) {
-  return planes.normed * (x.dim(2) / planes.count) / planes.head;
+static int64_t normed_heads(const Tensor& weight, const ConvPlanes& planes) {
+  return planes.normed * (weight.dim(0) / planes.count) / planes.head;
+}
+
+// x [B, T, ld] whose first C columns the conv reads, weight [C, K], C ≤ ld.
+static void check_conv_columns(const Tensor& x, const Tensor& weight, const char* op) {
+  check(x.ndim() == 3, std::string(op) + ": expected x [B, T, C], got " + shape_str(x.shape()));
+  check_same_dtype_device(x, weight, op);
+  check(weight.ndim() == 2 && weight.dim(0) <= x.dim(2) && weight.dim(1) >= 1,
+        std::string(op) + ": weight " + shape_str(weight.shape()) + " is not [C, K] with C ≤ " +
+            std::to_string(x.dim(2)) + " channels of x " + shape_str(x.shape()));
 }
 
 Tensor causal_conv1d_silu_l2_norm_forward(const Tensor& x, const Tensor& weight, const ConvPlanes& planes,
                                      double eps, double scale, Tensor& norm_out) {
-  check_conv(x, weight, "causal_conv1d_silu_l2_norm");
-  check_heads(x, planes, "causal_conv1d_silu_l2_norm");
-  Tensor q = Tensor::empty(planes_shape(x, planes), x.dtype(), x.device());
-  norm_out = Tensor::empty({x.dim(0), x.dim(1), normed_heads(x, planes)}, x.dtype(), x.device());
+  check_conv_columns(x, weight, "causal_conv1d_silu_l2_norm");
+  check_heads(x, weight, planes, "causal_conv1d_silu_l2_norm");
+  Tensor q = Tensor::empty(planes_shape(x, weight, planes), x.dtype(), x.device());
+  norm_out = Tensor::empty({x.dim(0), x.dim(1), normed_heads(weight, planes)}, x.dtype(), x.device());
   on_backend(x, "causal_conv1d_silu_l2_norm", [&](auto backend) {
     using B = decltype(backend);
     using T = typename B::type;
     B::causal_conv1d_silu_l2_norm_forward(x.data<T>(), weight.data<T>(), q.data<T>(),
-                                     norm_out.data<T>(), x.dim(0), x.dim(1), x.dim(2),
+                                     norm_out.data<T>(), x.dim(0), x.dim(1), weight.dim(0), x.dim(2),
                                      weight.dim(1), planes.head, planes.count, planes.normed,
                                      T(eps), T(scale));
   });
@@ -461,13 +472,13 @@ void causal_conv1d_silu_l2_norm_backward(const Tensor& x, const Tensor& weight, 
                                     const Tensor& dq, const ConvPlanes& planes, double eps,
                                     double scale, Tensor& dx, Tensor& dweight) {
   const char* op = "causal_conv1d_silu_l2_norm_backward";
-  check_conv(x, weight, op);
-  check_heads(x, planes, op);
-  check(dq.shape() == planes_shape(x, planes),
+  check_conv_columns(x, weight, op);
+  check_heads(x, weight, planes, op);
+  check(dq.shape() == planes_shape(x, weight, planes),
         std::string(op) + ": dq " + shape_str(dq.shape()) + " is not the output's shape " +
-            shape_str(planes_shape(x, planes)));
+            shape_str(planes_shape(x, weight, planes)));
   check_same_dtype_device(x, dq, op);
-  check(norm.numel() == x.dim(0) * x.dim(1) * normed_heads(x, planes),
+  check(norm.numel() == x.dim(0) * x.dim(1) * normed_heads(weight, planes),
         std::string(op) + ": norm " + shape_str(norm.shape()) + " is not one per normalised head of " +
             shape_str(x.shape()));
   check_same_dtype_device(x, norm, op);
@@ -479,7 +490,7 @@ void causal_conv1d_silu_l2_norm_backward(const Tensor& x, const Tensor& weight, 
     using T = typename B::type;
     B::causal_conv1d_silu_l2_norm_backward(x.data<T>(), weight.data<T>(), norm.data<T>(), dq.data<T>(),
                                       dx.data<T>(), dweight.data<T>(), x.dim(0), x.dim(1),
-                                      x.dim(2), weight.dim(1), planes.head, planes.count,
+                                      weight.dim(0), x.dim(2), weight.dim(1), planes.head, planes.count,
                                       planes.normed, T(eps), T(scale), add_dw);
   });
 }
@@ -501,47 +512,52 @@ Tensor rope_apply(const Tensor& x, int64_t pos0, double base, bool inverse) {
 
 // ---- beta_log_alpha: the recurrent mixers' gates ----
 
-// z [..., N] (the mixers' [B, T, N]) and 0 ≤ n_beta ≤ N: the rows B·T.
-static int64_t check_gates(const Shape& z_shape, int64_t n_beta, const char* op) {
+// z [..., ld] (the mixers' [B, T, ld]) whose last N ≤ ld columns are the
+// gates, and 0 ≤ n_beta ≤ N: the rows B·T.
+static int64_t check_gates(const Shape& z_shape, int64_t N, int64_t n_beta, const char* op) {
   check(!z_shape.empty(), std::string(op) + ": expected z [B, T, N], got a scalar");
-  const int64_t N = z_shape.back();
+  const int64_t ld = z_shape.back();
+  check(N <= ld, std::string(op) + ": " + std::to_string(N) + " gates do not fit in the last dim of z " +
+                     shape_str(z_shape));
   check(n_beta >= 0 && n_beta <= N, std::string(op) + ": n_beta = " + std::to_string(n_beta) +
                                         " is out of range [0, " + std::to_string(N) + "] for z " +
                                         shape_str(z_shape));
-  return N == 0 ? 0 : numel(z_shape) / N;
+  return ld == 0 ? 0 : numel(z_shape) / ld;
 }
 
 Tensor beta_log_alpha_forward(const Tensor& z, const Tensor& bias, int64_t n_beta) {
   const char* op = "beta_log_alpha";
-  const int64_t rows = check_gates(z.shape(), n_beta, op), N = z.dim(-1);
   check_same_dtype_device(z, bias, op);
-  check(bias.ndim() == 1 && bias.dim(0) == N,
-        std::string(op) + ": bias " + shape_str(bias.shape()) + " is not [N] with N = " + std::to_string(N) +
-            ", the last dim of z " + shape_str(z.shape()));
-  Tensor out = Tensor::empty({z.numel()}, z.dtype(), z.device());
+  check(bias.ndim() == 1, std::string(op) + ": bias " + shape_str(bias.shape()) + " is not [N]");
+  const int64_t N = bias.dim(0), rows = check_gates(z.shape(), N, n_beta, op);
+  Tensor out = Tensor::empty({rows * N}, z.dtype(), z.device());
   on_backend(z, op, [&](auto backend) {
     using B = decltype(backend);
     using T = typename B::type;
-    B::beta_log_alpha_forward(z.data<T>(), bias.data<T>(), out.data<T>(), rows, N, n_beta);
+    B::beta_log_alpha_forward(z.data<T>(), bias.data<T>(), out.data<T>(), rows, N, z.dim(-1), n_beta);
   });
   return out;
 }
 
-void beta_log_alpha_backward(const Tensor& out, const Tensor& dout, const Shape& z_shape, int64_t n_beta,
-                             Tensor& dz, Tensor& dbias) {
+void beta_log_alpha_backward(const Tensor& out, const Tensor& dout, const Shape& z_shape, int64_t N,
+                             int64_t n_beta, Tensor& dz, Tensor& dbias) {
   const char* op = "beta_log_alpha_backward";
-  const int64_t rows = check_gates(z_shape, n_beta, op), N = z_shape.back();
-  check(out.shape() == Shape{numel(z_shape)}, std::string(op) + ": out " + shape_str(out.shape()) +
-                                                  " is not the forward's [" + std::to_string(numel(z_shape)) +
-                                                  "] for z " + shape_str(z_shape));
+  const int64_t rows = check_gates(z_shape, N, n_beta, op), ld = z_shape.back();
+  check(out.shape() == Shape{rows * N}, std::string(op) + ": out " + shape_str(out.shape()) +
+                                            " is not the forward's [" + std::to_string(rows * N) + "] for z " +
+                                            shape_str(z_shape));
   check_same_shape(out, dout, op);
   check_same_dtype_device(out, dout, op);
-  const bool add_dz = add_into_or_fresh(dz, z_shape, out, "beta_log_alpha_backward: dz");
+  bool add_dz = add_into_or_fresh(dz, z_shape, out, "beta_log_alpha_backward: dz");
+  if (!add_dz && ld > N) {  // a fresh dz of a wider z: 0 in the other op's columns
+    fill(dz, 0.0);
+    add_dz = true;
+  }
   const bool add_dbias = add_into_or_fresh(dbias, Shape{N}, out, "beta_log_alpha_backward: dbias");
   on_backend(out, op, [&](auto backend) {
     using B = decltype(backend);
     using T = typename B::type;
-    B::beta_log_alpha_backward(out.data<T>(), dout.data<T>(), dz.data<T>(), dbias.data<T>(), rows, N, n_beta,
+    B::beta_log_alpha_backward(out.data<T>(), dout.data<T>(), dz.data<T>(), dbias.data<T>(), rows, N, ld, n_beta,
                                add_dz, add_dbias);
   });
 }

@@ -1,8 +1,9 @@
 // The recurrent mixer of the linear / delta / gdn / retnet / mamba2 / gla
 // presets (docs/spec.md §1.2, §1.2b):
 //   q, k, v = x W_qᵀ, x W_kᵀ, x W_vᵀ         (each 4 heads × 32), as one product
-//   x [W_q; W_k; W_v]ᵀ: the three weights are neighbours in the parameter
-//   buffer, so the stacked weight is a view of them (stacked_rows)
+//   x [W_q; W_k; W_v]ᵀ (with W_b, W_a on the fused path): the weights are
+//   neighbours in the parameter buffer, so the stacked weight is a view of
+//   them (stacked_rows)
 //   the causal depthwise conv (kernel 4) of [q | k | v], channel by channel,
 //   then SiLU, with `conv.weight`
 //   feature map on q, k: elu + 1, relu + 1e-5 or sigmoid + 1e-5 (linear),
@@ -10,7 +11,8 @@
 //   β = σ(x W_bᵀ + b_b) (delta rules), log α = log σ(x W_aᵀ + b_a) (learned
 //   decays: one per head, or one per head and key channel for gla)
 // The fused path (scan_of_packed_inputs) makes q, k, v in one op as three
-// planes and β, log α in one op as two, from one product with [W_b; W_a];
+// planes and β, log α in one op as two, both from one product with
+// [W_q; W_k; W_v; W_b; W_a];
 // the scan reads the planes in place. The split path (scan_of_split_inputs)
 // runs op by op: linear attention's feature map, and the composed reference.
 //   o = scan(q, k, v, β, log α)  — the recurrence, see docs/recurrence.md and
@@ -77,36 +79,34 @@ struct ScanCall {
 };
 
 // The scan's inputs packed (every rule but linear attention's, with the
-// fused conv): one op makes q, k, v — conv + SiLU over [q | k | v], q's and
-// k's heads L2-normalised — laid out as three planes [3, B, T, H, d]; one
-// product with the stacked [W_b; W_a] and one op make β and log α, laid out
-// as two planes. The scan reads every plane in place: nothing is split.
+// fused conv): one product z = x [W_q; W_k; W_v; W_b; W_a]ᵀ (the weights the
+// rule has, side by side in the buffer: place_together) [B, T, 3C + gates];
+// one op makes β and log α from z's last columns, laid out as two planes;
+// one op makes q, k, v from its first 3C — conv + SiLU, q's and k's heads
+// L2-normalised — laid out as three planes [3, B, T, H, d]. The scan reads
+// every plane in place: nothing is split. The conv op runs after the gates
+// so that its backward runs first, writing z's whole gradient (0 in the
+// gates' columns), which the gates' backward then adds into.
 static Var scan_of_packed_inputs(const RecurrentMixer& m, const ModelConfig& c, const Var& x,
-                                 const Var& qkv, const Var& taps, const LayerNames& n,
-                                 Tensor* conv_cache, const ScanCall& call,
-                                 std::vector<double>* alpha_mean) {
-  const int64_t B = x.dim(0), T = x.dim(1), H = c.n_head, d = c.head_size;
+                                 const Var& taps, const LayerNames& n, Tensor* conv_cache,
+                                 const ScanCall& call, std::vector<double>* alpha_mean) {
+  const int64_t B = x.dim(0), T = x.dim(1), H = c.n_head, d = c.head_size, C = H * d;
   const ScanRule rule = call.options.rule;
-  // [3, B, T, C]: q, k normalised per head of d, v as it is
-  Var planes = with_conv_cache(qkv, conv_cache, /*out_time_axis=*/2, [&](const Var& in) {
-    return causal_conv1d_silu_l2_norm_planes(in, taps, d, /*planes=*/3, /*normed=*/2);
-  });
-  planes = named(reshape(planes, {3, B, T, H, d}), n.qkv);
+  std::vector<Var> w{m.q_proj, m.k_proj, m.v_proj}, b;  // the stacked weights; the gates' biases
+  if (uses_beta(rule)) {
+    w.push_back(m.b_proj_w);
+    b.push_back(m.b_proj_b);
+  }
+  if (learns_decay(rule)) {
+    w.push_back(m.a_proj_w);
+    b.push_back(m.a_proj_b);
+  }
+  Var z = named(linear(x, stacked_rows(w)), n.qkv_proj);  // [B, T, 3C + gates]
 
   Var gates;  // [β | log α], flat
   Shape decay_shape;
-  if (uses_beta(rule) || learns_decay(rule)) {
-    std::vector<Var> w, b;  // [W_b; W_a], [b_b; b_a]: neighbours in the buffer (place_together)
-    if (uses_beta(rule)) {
-      w.push_back(m.b_proj_w);
-      b.push_back(m.b_proj_b);
-    }
-    if (learns_decay(rule)) {
-      w.push_back(m.a_proj_w);
-      b.push_back(m.a_proj_b);
-    }
-    gates = named(beta_log_alpha(linear(x, stacked_rows(w)), stacked_rows(b), uses_beta(rule) ? H : 0),
-                  n.beta_log_alpha);
+  if (!b.empty()) {
+    gates = named(beta_log_alpha(z, stacked_rows(b), uses_beta(rule) ? H : 0), n.beta_log_alpha);
     decay_shape = decays_per_channel(rule) ? Shape{B, T, H, d} : Shape{B, T, H};
     if (alpha_mean && learns_decay(rule)) {
       const int64_t at = uses_beta(rule) ? B * T * H : 0;
@@ -114,6 +114,13 @@ static Var scan_of_packed_inputs(const RecurrentMixer& m, const ModelConfig& c, 
                           decays_per_channel(rule) ? d : 1, alpha_mean);
     }
   }
+  // [3, B, T, C]: q, k normalised per head of d, v as it is; with a conv
+  // cache (generation) from z's first 3C columns, copied
+  Var conv_in = conv_cache && z.dim(2) > 3 * C ? slice(z, 2, 0, 3 * C) : z;
+  Var planes = with_conv_cache(conv_in, conv_cache, /*out_time_axis=*/2, [&](const Var& in) {
+    return causal_conv1d_silu_l2_norm_planes(in, taps, d, /*planes=*/3, /*normed=*/2);
+  });
+  planes = named(reshape(planes, {3, B, T, H, d}), n.qkv);
   return scan_packed(call.options, planes, gates, decay_shape, call.initial_state, call.final_state);
 }
 
@@ -122,12 +129,14 @@ static Var scan_of_packed_inputs(const RecurrentMixer& m, const ModelConfig& c, 
 // split into q, k, v, the feature map; β = σ(x W_bᵀ + b_b), log α =
 // log σ(x W_aᵀ + b_a), each from a product of its own.
 static Var scan_of_split_inputs(const RecurrentMixer& m, const ModelConfig& c, const Var& x,
-                                const Var& qkv_proj, const Var& taps, const LayerNames& n,
-                                Tensor* conv_cache, const ScanCall& call,
-                                std::vector<double>* alpha_mean) {
+                                const Var& taps, const LayerNames& n, Tensor* conv_cache,
+                                const ScanCall& call, std::vector<double>* alpha_mean) {
   const int64_t B = x.dim(0), T = x.dim(1), H = c.n_head, d = c.head_size, C = H * d;
   const Shape heads{B, T, H, d};
   const ScanRule rule = call.options.rule;
+  // [W_q; W_k; W_v] [3C, C]: one product for q, k and v (and one for dx,
+  // one for the three dW in the backward)
+  Var qkv_proj = named(linear(x, stacked_rows({m.q_proj, m.k_proj, m.v_proj})), n.qkv_proj);  // [B, T, 3C]
   Var qkv = named(conv_silu(qkv_proj, taps, conv_cache, c.conv == Fusion::Fused), n.qkv_conv);
   std::vector<Var> parts = split(qkv, -1, {C, C, C});  // [B, T, C] each
   Var q = named(feature_map(c, m.kind, reshape(parts[0], heads)), n.q);
@@ -149,9 +158,6 @@ static Var scan_of_split_inputs(const RecurrentMixer& m, const ModelConfig& c, c
 Var RecurrentMixer::forward(const ModelConfig& c, const Var& x, const LayerNames& n,
                             LayerCache* cache, std::vector<double>* alpha_mean) const {
   const int64_t B = x.dim(0), T = x.dim(1), H = c.n_head, d = c.head_size, C = H * d;
-  // [W_q; W_k; W_v] [3C, C]: one product for q, k and v (and one for dx,
-  // one for the three dW in the backward).
-  Var qkv = named(linear(x, stacked_rows({q_proj, k_proj, v_proj})), n.qkv_proj);  // [B, T, 3C]
   // conv.weight [3C, 1, K] holds the taps of q's channels, then k's, then v's
   Var taps = reshape(conv, {3 * C, conv.dim(2)});  // [3C, K]
 
@@ -163,8 +169,8 @@ Var RecurrentMixer::forward(const ModelConfig& c, const Var& x, const LayerNames
   call.final_state = cache ? &cache->state : nullptr;
   Tensor* conv_cache = cache ? &cache->conv : nullptr;
   const bool packed = kind != MixerKind::Linear && c.conv == Fusion::Fused;
-  Var o = packed ? scan_of_packed_inputs(*this, c, x, qkv, taps, n, conv_cache, call, alpha_mean)
-                 : scan_of_split_inputs(*this, c, x, qkv, taps, n, conv_cache, call, alpha_mean);
+  Var o = packed ? scan_of_packed_inputs(*this, c, x, taps, n, conv_cache, call, alpha_mean)
+                 : scan_of_split_inputs(*this, c, x, taps, n, conv_cache, call, alpha_mean);
   o = named(o, n.o);  // [B, T, H, d]
   Var gate = named(linear(x, g_proj), n.g_proj);  // [B, T, C] = x W_gᵀ, from the mixer's input
   Var gated;  // [B, T, C] = silu(x W_gᵀ) ⊙ o_norm(o), the norm per head: the last dim is one head's d

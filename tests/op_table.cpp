@@ -238,6 +238,12 @@ void add_beta_log_alpha_rows(std::vector<OpRow>& rows) {
                     .within(kCudaEachSum);
     rows.push_back(g.large ? row.bits() : row);
   }
+  // the gates as the last 6 columns of a wider product [2, 9, 11]: the
+  // gradient of z is 0 in the 5 columns before them
+  rows.push_back(OpRow{"beta_log_alpha", "[2, 9, 11], the last 6 columns, n_beta 2",
+                       {in::normal({2, 9, 11}, 2.0), in::normal({6})},
+                       [](V v) { return Vars{beta_log_alpha(v[0], v[1], 2)}; }}
+                     .within(kCudaEachSum));
 }
 
 // Tensor-level: fill (float32, int32, empty, a view at an offset), the
@@ -692,6 +698,12 @@ void add_causal_conv_rows(std::vector<OpRow>& rows) {
               [c](V v) { return Vars{causal_conv1d_silu_l2_norm(v[0], v[1], c.head, c.scale)}; }};
     rows.push_back(c.large ? row.bits() : row);
   }
+  // the planes form (q's, k's, v's planes of 8, heads of 4, two normalised)
+  // reading the first 24 columns of a wider product [2, 9, 29]: dx is 0 in
+  // the other 5 (what another op reads)
+  rows.push_back({"causal_conv1d_silu_l2_norm", "planes 3 of [2, 9, 24] in a [2, 9, 29] product, K 4, heads of 4",
+                  {in::normal({2, 9, 29}), in::normal({24, 4})},
+                  [](V v) { return Vars{causal_conv1d_silu_l2_norm_planes(v[0], v[1], 4, 3, 2)}; }});
 }
 
 // rope(x [B, T, H, D], pos0): the backward rotates back.

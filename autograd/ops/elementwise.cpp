@@ -301,7 +301,8 @@ struct BetaLogAlphaOp : Node {
 
   std::vector<Tensor> backward_into(const Tensor& dout, const std::vector<Tensor*>& sums) override {
     Tensor dz = sum_or_none(sums[0]), dbias = sum_or_none(sums[1]);
-    dispatch::beta_log_alpha_backward(out, dout, inputs[0].shape(), n_beta, dz, dbias);  // += where defined
+    dispatch::beta_log_alpha_backward(out, dout, inputs[0].shape(), inputs[1].dim(0), n_beta, dz,
+                                      dbias);  // += where defined
     return {sums[0] ? Tensor() : dz, sums[1] ? Tensor() : dbias};
   }
 };
