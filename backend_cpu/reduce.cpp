@@ -11,15 +11,20 @@ namespace lina::cpu {
 // axis; out += the sum with accumulate (the sum taken first, then added).
 template <class T>
 void sum_middle(const T* x, T* out, int64_t outer, int64_t n, int64_t inner, bool accumulate) {
+  if (accumulate) {  // out += the sum: the sum on its own first, then one add per element
+    std::vector<T> sum(size_t(outer * inner));  // [outer, inner]
+    sum_middle(x, sum.data(), outer, n, inner, false);
+    for (int64_t i = 0; i < outer * inner; ++i) out[i] += sum[size_t(i)];
+    return;
+  }
   LINA_PARALLEL_FOR_IF(outer * n * inner > kParallelMin && outer > 1)
   for (int64_t o = 0; o < outer; ++o) {
-    std::vector<T> sum(size_t(inner), T(0));  // [inner]
+    T* dst = out + o * inner;
+    for (int64_t i = 0; i < inner; ++i) dst[i] = T(0);
     for (int64_t j = 0; j < n; ++j) {
       const T* row = x + (o * n + j) * inner;
-      for (int64_t i = 0; i < inner; ++i) sum[size_t(i)] += row[i];
+      for (int64_t i = 0; i < inner; ++i) dst[i] += row[i];
     }
-    T* dst = out + o * inner;
-    for (int64_t i = 0; i < inner; ++i) dst[i] = accumulate ? dst[i] + sum[size_t(i)] : sum[size_t(i)];
   }
 }
 

@@ -273,12 +273,15 @@ bool add_into_or_fresh(Tensor& grad, const Shape& shape, const Tensor& x, const 
 }
 
 // x [B, T, C] and weight [C, K].
-void check_conv(const Tensor& x, const Tensor& weight, const char* op = "causal_conv1d") {
+// x [B, T, C] and weight [C, K]; with wider_x, x [B, T, ld ≥ C] whose first
+// C columns the conv reads.
+void check_conv(const Tensor& x, const Tensor& weight, const char* op = "causal_conv1d", bool wider_x = false) {
   check(x.ndim() == 3, std::string(op) + ": expected x [B, T, C], got " + shape_str(x.shape()));
   check_same_dtype_device(x, weight, op);
-  check(weight.ndim() == 2 && weight.dim(0) == x.dim(2) && weight.dim(1) >= 1,
-        std::string(op) + ": weight " + shape_str(weight.shape()) + " is not [C, K] with C = " +
-            std::to_string(x.dim(2)) + " channels of x " + shape_str(x.shape()));
+  const bool channels_fit = wider_x ? weight.dim(0) <= x.dim(2) : weight.dim(0) == x.dim(2);
+  check(weight.ndim() == 2 && channels_fit && weight.dim(1) >= 1,
+        std::string(op) + ": weight " + shape_str(weight.shape()) + " is not [C, K] with C " +
+            (wider_x ? "≤ " : "= ") + std::to_string(x.dim(2)) + " channels of x " + shape_str(x.shape()));
 }
 
 // x [B, T, C], weight [C, K] and dy like x.
@@ -442,18 +445,10 @@ static int64_t normed_heads(const Tensor& weight, const ConvPlanes& planes) {
   return planes.normed * (weight.dim(0) / planes.count) / planes.head;
 }
 
-// x [B, T, ld] whose first C columns the conv reads, weight [C, K], C ≤ ld.
-static void check_conv_columns(const Tensor& x, const Tensor& weight, const char* op) {
-  check(x.ndim() == 3, std::string(op) + ": expected x [B, T, C], got " + shape_str(x.shape()));
-  check_same_dtype_device(x, weight, op);
-  check(weight.ndim() == 2 && weight.dim(0) <= x.dim(2) && weight.dim(1) >= 1,
-        std::string(op) + ": weight " + shape_str(weight.shape()) + " is not [C, K] with C ≤ " +
-            std::to_string(x.dim(2)) + " channels of x " + shape_str(x.shape()));
-}
 
 Tensor causal_conv1d_silu_l2_norm_forward(const Tensor& x, const Tensor& weight, const ConvPlanes& planes,
                                      double eps, double scale, Tensor& norm_out) {
-  check_conv_columns(x, weight, "causal_conv1d_silu_l2_norm");
+  check_conv(x, weight, "causal_conv1d_silu_l2_norm", /*wider_x=*/true);
   check_heads(x, weight, planes, "causal_conv1d_silu_l2_norm");
   Tensor q = Tensor::empty(planes_shape(x, weight, planes), x.dtype(), x.device());
   norm_out = Tensor::empty({x.dim(0), x.dim(1), normed_heads(weight, planes)}, x.dtype(), x.device());
@@ -472,7 +467,7 @@ void causal_conv1d_silu_l2_norm_backward(const Tensor& x, const Tensor& weight, 
                                     const Tensor& dq, const ConvPlanes& planes, double eps,
                                     double scale, Tensor& dx, Tensor& dweight) {
   const char* op = "causal_conv1d_silu_l2_norm_backward";
-  check_conv_columns(x, weight, op);
+  check_conv(x, weight, op, /*wider_x=*/true);
   check_heads(x, weight, planes, op);
   check(dq.shape() == planes_shape(x, weight, planes),
         std::string(op) + ": dq " + shape_str(dq.shape()) + " is not the output's shape " +
