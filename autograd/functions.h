@@ -51,6 +51,10 @@ Var mean_all(const Var& x);
 
 // ---- shape — ops/shape.cpp ----
 Var reshape(const Var& x, const Shape& shape);
+// `out` recorded as the second output of the op that made `first` (an op of
+// two outputs, see Node::second_output_grad); a plain Var where `first` has
+// no op.
+Var second_output(Tensor out, const Var& first);
 Var permute(const Var& x, const std::vector<int>& perm);
 Var transpose(const Var& x, int axis0, int axis1);  // a permute
 Var expand(const Var& x, const Shape& shape);       // broadcast, copying
@@ -112,6 +116,17 @@ Var rms_norm(const Var& x, const Var& weight, double eps = 1e-5);
 // The gated norm: silu(gate) ⊙ rms_norm(x, weight), gate of x's shape, in
 // one pass each way (the recurrent mixers' output gate).
 Var rms_norm_gated(const Var& x, const Var& weight, const Var& gate, double eps = 1e-5);
+// A residual connection's sum and the RMSNorm after it, one op with two
+// outputs: sum = x + dropout(h, key) (residual_dropout's), normed =
+// rms_norm(sum, weight, eps); x, h [..., n], weight [n]. One kernel each way
+// on CUDA instead of two; the same bits as the two ops. With keep_sum false
+// the sum is no output (undefined): a last sum that only its norm reads.
+struct ResidualNormed {
+  Var sum;
+  Var normed;
+};
+ResidualNormed residual_rms_norm(const Var& x, const Var& h, const DropoutKey& key, const Var& weight,
+                                 double eps = 1e-5, bool keep_sum = true);
 // y = scale · x / max(‖x‖, eps) over the last axis (PyTorch's F.normalize
 // at scale 1; the recurrent mixers fold q's 1/√d into scale).
 Var l2_norm(const Var& x, double eps = 1e-12, double scale = 1.0);

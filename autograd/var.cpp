@@ -203,7 +203,7 @@ void Var::backward(Graph after) const {
     Tensor g = std::move(pending[v]);  // complete: every later op has sent its part
     pending.erase(v);
     if (trace::active()) trace::on_backward_op(*v, g);
-    if (g.defined()) {
+    if (g.defined() || v->grad_fn->second_output_grad.defined()) {
       std::vector<Var>& ins = v->grad_fn->inputs;
       std::vector<Tensor> views;  // what sums_to_add_into's sums may point into
       std::vector<Tensor> input_grads =

@@ -130,6 +130,12 @@ struct Node {
   // When the forward recorded this op (1, 2, 3, ... per process): backward
   // runs the ops from the highest number down, the forward in reverse.
   uint64_t sequence = 0;
+  // An op with a second output (residual_rms_norm: the sum, beside its
+  // norm) records that output through second_output() (autograd/functions.h),
+  // a node of its own whose backward, which runs before this op's, leaves
+  // the second output's gradient here. The walk then runs this op's
+  // backward even where its first output got no gradient (dy undefined).
+  Tensor second_output_grad;
 };
 
 // ---- recording --------------------------------------------------------------------------

@@ -179,6 +179,27 @@ void rms_norm_backward(const T* x, const T* w, const T* gate, const T* rstd, con
   reduce_partials(partial_dw, chunks, n, dw, add_dw);
 }
 
+// ---- residual_rms_norm: sum = x + h ⊙ M, y = w ⊙ ρ·sum ------------------------------------
+// dropout's pass, then rms_norm's: on the CPU the fusion is only the op's
+// (one node, its backward one call); the bits are those of residual_dropout
+// then rms_norm.
+
+template <class T>
+void residual_rms_norm_forward(const T* x, const T* h, const T* w, T* sum, T* y, T* rstd, int64_t rows,
+                               int64_t n, T eps, const DropoutKey& key) {
+  dropout_apply(h, x, sum, rows * n, key);
+  rms_norm_forward(sum, w, static_cast<const T*>(nullptr), y, rstd, rows, n, eps);
+}
+
+// dsum (+)= the norm's dx, the gradient of x; dh = dsum ⊙ M where dh is wanted
+template <class T>
+void residual_rms_norm_backward(const T* sum, const T* w, const T* rstd, const T* dy, T* dsum, T* dh, T* dw,
+                                int64_t rows, int64_t n, bool add_dsum, bool add_dw, const DropoutKey& key) {
+  rms_norm_backward(sum, w, static_cast<const T*>(nullptr), rstd, dy, dsum, dw, static_cast<T*>(nullptr), rows,
+                    n, add_dsum, add_dw, false);
+  if (dh) dropout_apply(static_cast<const T*>(dsum), static_cast<const T*>(nullptr), dh, rows * n, key);
+}
+
 // ---- l2_norm ----------------------------------------------------------------------------
 
 // y = s · x / max(‖x‖, ε) with s = scale (1: the plain unit vector; the

@@ -1,4 +1,4 @@
-// CUDA rms_norm, l2_norm, causal depthwise conv1d (alone and fused with
+// CUDA rms_norm (alone and after a residual sum), l2_norm, causal depthwise conv1d (alone and fused with
 // SiLU) and rope (float32), the GPU twins of backend_cpu/norm_conv_rope.cpp. The work of each thread (or,
 // for the norms, each phase of a block) is in
 // backend_cuda/norm_conv_rope_device.h; this file launches it.
@@ -26,21 +26,47 @@ namespace lina::cuda {
 
 // ---- kernels --------------------------------------------------------------------------
 
-// rms_norm: x, y [rows, n], w [n], rstd [rows]:  y = w ⊙ ρx,  ρ = (mean(x²) + ε)^(−1/2);
-// gated (gate [rows, n], else null): y = silu(gate) ⊙ (w ⊙ ρx), as swiglu would.
+// Row r's norm once its Σx² is known, by the 32 lanes of one warp:
+// rstd[r] = ρ = (mean(x²) + ε)^(−1/2), y = w ⊙ ρx; gated (gate [rows, n],
+// else null): y = silu(gate) ⊙ (w ⊙ ρx), as swiglu would.
+__device__ void rms_norm_row(int64_t r, const float* xr, double sum_squares, const float* w, const float* gate,
+                             float* y, float* rstd, int64_t n, float eps) {
+  const float rho = float(1.0 / ::sqrt(sum_squares / double(n) + double(eps)));
+  if (lane() == 0) rstd[r] = rho;
+  for (int64_t i = lane(); i < n; i += kWarp) {
+    const float m = w[i] * (rho * xr[i]);
+    y[r * n + i] = gate ? math::Silu::forward(gate[r * n + i], 0.0f) * m : m;
+  }
+}
+
+// rms_norm: x, y [rows, n], w [n], rstd [rows], a warp per row.
 __global__ void rms_norm_forward_kernel(const float* x, const float* w, const float* gate, float* y,
                                         float* rstd, int64_t rows, int64_t n, float eps) {
   for (int64_t r = first_row(); r < rows; r += row_stride()) {
     const float* xr = x + r * n;
     double sum_squares = 0.0;
     for (int64_t i = lane(); i < n; i += kWarp) sum_squares += double(xr[i]) * double(xr[i]);
-    sum_squares = warp_sum(sum_squares);
-    const float rho = float(1.0 / ::sqrt(sum_squares / double(n) + double(eps)));
-    if (lane() == 0) rstd[r] = rho;
+    rms_norm_row(r, xr, warp_sum(sum_squares), w, gate, y, rstd, n, eps);
+  }
+}
+
+// residual_rms_norm: sum = x + h ⊙ M, then y = w ⊙ ρ·sum, a warp per row;
+// each lane reads back only the sums it wrote. The sum rounds as
+// dropout_kernel's (the product, then the add), so the bits are those of
+// residual_dropout, then rms_norm.
+__global__ void residual_rms_norm_forward_kernel(const float* x, const float* h, const float* w, float* sum,
+                                                 float* y, float* rstd, int64_t rows, int64_t n, float eps,
+                                                 DropoutKey key) {
+  for (int64_t r = first_row(); r < rows; r += row_stride()) {
+    double sum_squares = 0.0;
     for (int64_t i = lane(); i < n; i += kWarp) {
-      const float m = w[i] * (rho * xr[i]);
-      y[r * n + i] = gate ? math::Silu::forward(gate[r * n + i], 0.0f) * m : m;
+      const int64_t e = r * n + i;
+      const float dropped = h[e] * dropout_factor<float>(key, e);
+      const float s = __fadd_rn(x[e], dropped);
+      sum[e] = s;
+      sum_squares += double(s) * double(s);
     }
+    rms_norm_row(r, sum + r * n, warp_sum(sum_squares), w, nullptr, y, rstd, n, eps);
   }
 }
 
@@ -70,15 +96,21 @@ __device__ void rms_norm_dx_row(int64_t r, const float* x, const float* w, const
 // dx_blocks) take dx, a warp per row; the others take dw pass 1, a thread
 // per element of partial [chunks, n]. (The branch is the same for a whole
 // block, so each warp's shuffles see all 32 lanes.) The last block to finish
-// takes dw pass 2.
+// takes dw pass 2. With dh (residual_rms_norm's backward, x its sum and dx
+// the sum's gradient), each dx row also goes on to the branch h:
+// dh = dx ⊙ M, by the lanes that wrote it.
 __global__ void rms_norm_backward_kernel(const float* x, const float* w, const float* gate, const float* rstd,
                                          const float* dy, float* dx, float* dw, float* dgate, float* partial,
                                          int64_t rows, int64_t n, bool add_dx, bool add_dw, bool add_dgate,
-                                         unsigned dx_blocks, unsigned* blocks_done) {
+                                         float* dh, DropoutKey key, unsigned dx_blocks, unsigned* blocks_done) {
   if (blockIdx.x < dx_blocks) {
     const int64_t stride = int64_t(dx_blocks) * kRowsPerBlock;
-    for (int64_t r = int64_t(blockIdx.x) * kRowsPerBlock + threadIdx.x / kWarp; r < rows; r += stride)
+    for (int64_t r = int64_t(blockIdx.x) * kRowsPerBlock + threadIdx.x / kWarp; r < rows; r += stride) {
       rms_norm_dx_row(r, x, w, gate, rstd, dy, dx, dgate, n, add_dx, add_dgate);
+      if (!dh) continue;
+      for (int64_t i = lane(); i < n; i += kWarp)
+        dh[r * n + i] = dx[r * n + i] * dropout_factor<float>(key, r * n + i);
+    }
   } else {
     const int64_t count = row_chunks(rows) * n;
     const int64_t stride = int64_t(gridDim.x - dx_blocks) * blockDim.x;
@@ -184,9 +216,10 @@ void rms_norm_forward(const float* x, const float* w, const float* gate, float* 
   LINA_CHECK_LAUNCH("cuda::rms_norm_forward");
 }
 
-void rms_norm_backward(const float* x, const float* w, const float* gate, const float* rstd, const float* dy,
-                       float* dx, float* dw, float* dgate, int64_t rows, int64_t n, bool add_dx, bool add_dw,
-                       bool add_dgate) {
+// The backward of both norms: rms_norm's (dh null) and residual_rms_norm's.
+static void launch_rms_norm_backward(const float* x, const float* w, const float* gate, const float* rstd,
+                                     const float* dy, float* dx, float* dw, float* dgate, int64_t rows, int64_t n,
+                                     bool add_dx, bool add_dw, bool add_dgate, float* dh, const DropoutKey& key) {
   if (n == 0) return;
   cudaStream_t stream = context().stream;
   if (rows == 0) {  // an empty sum
@@ -197,9 +230,30 @@ void rms_norm_backward(const float* x, const float* w, const float* gate, const 
   Scratch<float> partial(chunks * n);  // [chunks, n]
   const unsigned dx_blocks = row_blocks(rows);
   LINA_LAUNCH(rms_norm_backward_kernel, dx_blocks + blocks_for(chunks * n), kThreads, 0, stream)(
-      x, w, gate, rstd, dy, dx, dw, dgate, partial.get(), rows, n, add_dx, add_dw, add_dgate, dx_blocks,
+      x, w, gate, rstd, dy, dx, dw, dgate, partial.get(), rows, n, add_dx, add_dw, add_dgate, dh, key, dx_blocks,
       context().blocks_done);
   LINA_CHECK_LAUNCH("cuda::rms_norm_backward");
+}
+
+void rms_norm_backward(const float* x, const float* w, const float* gate, const float* rstd, const float* dy,
+                       float* dx, float* dw, float* dgate, int64_t rows, int64_t n, bool add_dx, bool add_dw,
+                       bool add_dgate) {
+  launch_rms_norm_backward(x, w, gate, rstd, dy, dx, dw, dgate, rows, n, add_dx, add_dw, add_dgate, nullptr,
+                           DropoutKey{});
+}
+
+void residual_rms_norm_forward(const float* x, const float* h, const float* w, float* sum, float* y, float* rstd,
+                               int64_t rows, int64_t n, float eps, const DropoutKey& key) {
+  if (rows == 0) return;
+  LINA_LAUNCH(residual_rms_norm_forward_kernel, row_blocks(rows), kThreads, 0, context().stream)(
+      x, h, w, sum, y, rstd, rows, n, eps, key);
+  LINA_CHECK_LAUNCH("cuda::residual_rms_norm_forward");
+}
+
+void residual_rms_norm_backward(const float* sum, const float* w, const float* rstd, const float* dy, float* dsum,
+                                float* dh, float* dw, int64_t rows, int64_t n, bool add_dsum, bool add_dw,
+                                const DropoutKey& key) {
+  launch_rms_norm_backward(sum, w, nullptr, rstd, dy, dsum, dw, nullptr, rows, n, add_dsum, add_dw, false, dh, key);
 }
 
 void l2_norm_forward(const float* x, float* y, float* norm, int64_t rows, int64_t n, float eps,

@@ -52,6 +52,11 @@
 //   add_dx, into dw where add_dw, and writes (=) otherwise. A gate (null:
 //   none) [rows, n] makes it the gated norm y = w ⊙ ρx ⊙ silu(gate), whose
 //   backward also writes (or adds into, add_dgate) dgate.
+// residual_rms_norm: a residual sum and the norm after it, x, h, sum, y
+//   [rows, n]: sum = x + h ⊙ M (M: dropout_factor(key, i), below), y = w ⊙
+//   ρ·sum. Its backward takes dy and dsum, the sum's own gradient (added
+//   into in place where add_dsum, else written): dsum += the norm's dx, then
+//   dh = dsum ⊙ M (dh null: not written); dw as rms_norm's.
 // causal_conv1d: x, y, dy, dx [B, T, C]; w, dw [C, K], tap K−1 = the current
 //   token, zero left padding. causal_conv1d_silu: y = silu(conv), the conv's
 //   output z never stored; its backward recomputes z to form dy ⊙ silu'(z).
@@ -136,13 +141,15 @@
   KERNEL(void, beta_log_alpha_backward, (const T* out, const T* dout, T* dz, T* dbias, int64_t rows, int64_t N, int64_t ld, int64_t n_beta, bool add_dz, bool add_dbias))
 
 // ---- layout: one strided copy serves permute, expand, slice, concat, sum_to ----
-// backend_cpu/layout.cpp, backend_cuda/layout.cu
+// backend_cpu/layout.cpp, backend_cuda/layout.cu (second_output, an op's
+// second output, has no kernel: autograd/ops/shape.cpp)
 #define LINA_LAYOUT_LIST(OP, KERNEL, T) \
   OP(Reshape, reshape) \
   OP(Permute, permute) \
   OP(Expand, expand) \
   OP(Slice, slice) \
   OP(Concat, concat) \
+  OP(SecondOutput, second_output) \
   KERNEL(void, copy_strided, (const T* src, const int64_t* src_strides, T* dst, const int64_t* dst_strides, const int64_t* shape, int ndim, bool accumulate))
 
 // ---- reductions ----
@@ -188,6 +195,7 @@
 #define LINA_NORM_CONV_ROPE_LIST(OP, KERNEL, T) \
   OP(RmsNorm, rms_norm) \
   OP(RmsNormGated, rms_norm_gated) \
+  OP(ResidualRmsNorm, residual_rms_norm) \
   OP(L2Norm, l2_norm) \
   OP(CausalConv1d, causal_conv1d) \
   OP(CausalConv1dSilu, causal_conv1d_silu) \
@@ -195,6 +203,8 @@
   OP(Rope, rope) \
   KERNEL(void, rms_norm_forward, (const T* x, const T* w, const T* gate, T* y, T* rstd, int64_t rows, int64_t n, T eps)) \
   KERNEL(void, rms_norm_backward, (const T* x, const T* w, const T* gate, const T* rstd, const T* dy, T* dx, T* dw, T* dgate, int64_t rows, int64_t n, bool add_dx, bool add_dw, bool add_dgate)) \
+  KERNEL(void, residual_rms_norm_forward, (const T* x, const T* h, const T* w, T* sum, T* y, T* rstd, int64_t rows, int64_t n, T eps, const DropoutKey& key)) \
+  KERNEL(void, residual_rms_norm_backward, (const T* sum, const T* w, const T* rstd, const T* dy, T* dsum, T* dh, T* dw, int64_t rows, int64_t n, bool add_dsum, bool add_dw, const DropoutKey& key)) \
   KERNEL(void, l2_norm_forward, (const T* x, T* y, T* norm, int64_t rows, int64_t n, T eps, T scale)) \
   KERNEL(void, l2_norm_backward, (const T* x, const T* norm, const T* dy, T* dx, int64_t rows, int64_t n, T eps, T scale)) \
   KERNEL(void, causal_conv1d_forward, (const T* x, const T* w, T* y, int64_t B, int64_t T_len, int64_t C, int64_t K)) \

@@ -184,6 +184,18 @@ Tensor rms_norm_forward(const Tensor& x, const Tensor& weight, double eps, Tenso
 // fresh tensor.
 void rms_norm_backward(const Tensor& x, const Tensor& weight, const Tensor& rstd, const Tensor& dy,
                        Tensor& dx, Tensor& dweight, const Tensor& gate = Tensor(), Tensor* dgate = nullptr);
+// A residual sum and the norm after it, one pass: sum_out = x + h ⊙ M (M
+// the dropout factors of `key`, 1 where key.p = 0), y = weight ⊙ ρ·sum_out;
+// x, h [..., n]. rstd_out receives ρ, [rows].
+Tensor residual_rms_norm_forward(const Tensor& x, const Tensor& h, const Tensor& weight, double eps,
+                                 const DropoutKey& key, Tensor& sum_out, Tensor& rstd_out);
+// Its backward, given dy and dsum, the sum's own gradient (undefined: none):
+// dx = dsum + the norm's dx, written into dsum itself where it is defined
+// (it must be a buffer no other tensor shares), else into a fresh tensor,
+// and assigned to dsum; dh = dx ⊙ M, a fresh tensor (dx itself where
+// key.p = 0); dweight += (where defined) or = Σ_rows dy ⊙ x̂.
+void residual_rms_norm_backward(const Tensor& sum, const Tensor& weight, const Tensor& rstd, const Tensor& dy,
+                                const DropoutKey& key, Tensor& dsum, Tensor& dh, Tensor& dweight);
 // x [..., n]: y = scale · x / max(‖x‖, eps) per row; norm_out receives ‖x‖
 // (unscaled), [rows].
 Tensor l2_norm_forward(const Tensor& x, double eps, double scale, Tensor& norm_out);

@@ -338,6 +338,46 @@ void rms_norm_backward(const Tensor& x, const Tensor& weight, const Tensor& rstd
   });
 }
 
+Tensor residual_rms_norm_forward(const Tensor& x, const Tensor& h, const Tensor& weight, double eps,
+                                 const DropoutKey& key, Tensor& sum_out, Tensor& rstd_out) {
+  check_row_weight(x, weight, "residual_rms_norm");
+  check_same_shape(x, h, "residual_rms_norm");
+  check_same_dtype_device(x, h, "residual_rms_norm");
+  check(key.p >= 0 && key.p < 1, "residual_rms_norm: dropout probability must be in [0, 1), got " +
+                                     std::to_string(key.p));
+  const int64_t rows = row_count(x), n = x.dim(-1);
+  Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
+  sum_out = Tensor::empty(x.shape(), x.dtype(), x.device());
+  rstd_out = Tensor::empty({rows}, x.dtype(), x.device());
+  on_backend(x, "residual_rms_norm", [&](auto backend) {
+    using B = decltype(backend);
+    using T = typename B::type;
+    B::residual_rms_norm_forward(x.data<T>(), h.data<T>(), weight.data<T>(), sum_out.data<T>(), y.data<T>(),
+                                 rstd_out.data<T>(), rows, n, T(eps), key);
+  });
+  return y;
+}
+
+void residual_rms_norm_backward(const Tensor& sum, const Tensor& weight, const Tensor& rstd, const Tensor& dy,
+                                const DropoutKey& key, Tensor& dsum, Tensor& dh, Tensor& dweight) {
+  check_row_weight(sum, weight, "residual_rms_norm_backward");
+  check_same_shape(sum, dy, "residual_rms_norm_backward");
+  check_same_dtype_device(sum, dy, "residual_rms_norm_backward");
+  const int64_t rows = row_count(sum), n = sum.dim(-1);
+  check(rstd.numel() == rows, "residual_rms_norm_backward: rstd " + shape_str(rstd.shape()) +
+                                  " does not hold one value per row of " + shape_str(sum.shape()));
+  const bool add_dsum = add_into_or_fresh(dsum, sum, sum, "residual_rms_norm_backward: dsum");
+  const bool add_dw = add_into_or_fresh(dweight, weight, sum, "residual_rms_norm_backward: dweight");
+  dh = key.p > 0 ? Tensor::empty(sum.shape(), sum.dtype(), sum.device()) : dsum;  // dh = dx where M = 1
+  on_backend(sum, "residual_rms_norm_backward", [&](auto backend) {
+    using B = decltype(backend);
+    using T = typename B::type;
+    B::residual_rms_norm_backward(sum.data<T>(), weight.data<T>(), rstd.data<T>(), dy.data<T>(), dsum.data<T>(),
+                                  key.p > 0 ? dh.data<T>() : nullptr, dweight.data<T>(), rows, n, add_dsum,
+                                  add_dw, key);
+  });
+}
+
 Tensor l2_norm_forward(const Tensor& x, double eps, double scale, Tensor& norm_out) {
   check_ndim_at_least(x, 1, "l2_norm");
   const int64_t rows = row_count(x), n = x.dim(-1);

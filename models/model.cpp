@@ -1,6 +1,7 @@
 #include "models/model.h"
 
 #include <cmath>
+#include <utility>
 
 #include "models/mixers.h"
 
@@ -185,6 +186,17 @@ InferenceState LanguageModel::new_state(int64_t batch) const {
 
 // ---- forward --------------------------------------------------------------------------------
 
+// x + dropout(branch), then its norm with `weight`, as one op
+// (residual_rms_norm): x becomes the sum, the residual stream's next value
+// (undefined after the last block, where only norm_f reads it); returns the
+// norm, the next sublayer's input.
+static Var add_and_norm(Var& x, const Var& branch, const DropoutKey& key, const Var& weight, double eps,
+                        const char* sum_name, const char* norm_name, bool last = false) {
+  ResidualNormed out = residual_rms_norm(x, branch, key, weight, eps, /*keep_sum=*/!last);
+  x = named(std::move(out.sum), sum_name);
+  return named(std::move(out.normed), norm_name);
+}
+
 Var LanguageModel::forward(const Tensor& ids, InferenceState* state, AlphaStats* alpha) {
   check(ids.dtype() == DType::I32 && ids.ndim() == 2,
         "model: expected token ids int32 [B, T], got " + ids.describe());
@@ -192,31 +204,36 @@ Var LanguageModel::forward(const Tensor& ids, InferenceState* state, AlphaStats*
         "model: inference state has the wrong number of layers");
   const ModelConfig& c = config_;
   int64_t pos0 = state ? state->position : 0;
-  Var x = named(embedding(tok_, ids), "tok");  // [B, T, C]
+  Var x = named(embedding(tok_, ids), "tok");  // [B, T, C], the residual stream
+  // Every norm but the first follows a residual sum, and runs with it as one
+  // op (add_and_norm): a block ends with the next block's n1 (or norm_f).
+  Var normed = named(rms_norm(x, blocks_.front().n1, c.norm_eps), blocks_.front().names.n1);
   if (alpha) *alpha = AlphaStats{};
   for (size_t i = 0; i < blocks_.size(); ++i) {
     const Block& b = blocks_[i];
     const LayerNames& n = b.names;
     LayerCache* cache = state ? &state->layers[i] : nullptr;
-    Var h = named(rms_norm(x, b.n1, c.norm_eps), n.n1);
+    Var h;
     if (b.kind == MixerKind::Attn) {
-      h = b.attn.forward(c, h, n, pos0, cache, dropout_, b.layer);
+      h = b.attn.forward(c, normed, n, pos0, cache, dropout_, b.layer);
     } else {
       std::vector<double> alpha_mean;
       bool gated = alpha && learns_decay(scan_rule(b.kind));
-      h = b.rec.forward(c, h, n, cache, gated ? &alpha_mean : nullptr);
+      h = b.rec.forward(c, normed, n, cache, gated ? &alpha_mean : nullptr);
       if (gated) {
         alpha->layer.push_back(int(i));
         alpha->mean.push_back(alpha_mean);
       }
     }
-    // x + dropout(h): the sum and the branch's dropout in one kernel
-    x = named(residual_dropout(x, h, dropout_.key(b.layer, DropoutSite::MixerOutput)), n.residual);
-    Var ffn = b.mlp.forward(named(rms_norm(x, b.n2, c.norm_eps), n.n2), n);
-    x = named(residual_dropout(x, ffn, dropout_.key(b.layer, DropoutSite::FfnOutput)), n.out);
+    normed = add_and_norm(x, h, dropout_.key(b.layer, DropoutSite::MixerOutput), b.n2, c.norm_eps, n.residual,
+                          n.n2);
+    Var ffn = b.mlp.forward(normed, n);
+    // the next block's n1, or norm_f after the last block
+    const bool last = i + 1 == blocks_.size();
+    normed = add_and_norm(x, ffn, dropout_.key(b.layer, DropoutSite::FfnOutput), last ? norm_f_ : blocks_[i + 1].n1,
+                          c.norm_eps, n.out, last ? "norm_f" : blocks_[i + 1].names.n1, last);
   }
   if (state) state->position += ids.dim(1);
-  Var normed = named(rms_norm(x, norm_f_, c.norm_eps), "norm_f");
   return named(add(linear(normed, lm_head_), lm_head_bias_), "logits");  // [B, T, vocab]
 }
 

@@ -103,6 +103,8 @@ inline std::string row_op_error(const OpRow& row) {
   if (outs.empty()) return "no output";
   for (size_t k = 0; k < outs.size(); ++k) {
     const Node* node = outs[k].defined() ? outs[k].grad_fn() : nullptr;
+    // an op's second output is made by second_output from the op's first
+    if (node && node->kind == OpKind::SecondOutput && *kind != OpKind::SecondOutput) node = node->inputs[0].grad_fn();
     if (!node) return "output " + std::to_string(k) + " was made by no op";
     if (node->kind != *kind)
       return "output " + std::to_string(k) + " was made by '" + node->name() + "', not '" + row.op + "'";

@@ -629,6 +629,26 @@ void add_rms_norm_rows(std::vector<OpRow>& rows) {
               [](V v) { return Vars{rms_norm_gated(v[0], v[1], v[2])}; }};
     rows.push_back(large ? row.bits() : row);
   }
+  // a residual sum and its norm, one op of two outputs: y, sum = x + h ⊙ M;
+  // rstd, dx, dh, dweight
+  const DropoutKey keys[] = {{0.0, 0, 0, 0}, {0.5, 1, 0, 0}, {0.1, 1337, 7, 5}, {0.0, 0, 0, 0}};
+  for (size_t i = 0; i < 4; ++i) {
+    const auto& [s, large] = rms[i];
+    OpRow row{"residual_rms_norm", shape_str(s) + " p " + num(keys[i].p),
+              {in::normal(s), in::normal(s), in::uniform({s.back()}, 0.5, 1.5)}, [key = keys[i]](V v) {
+                ResidualNormed out = residual_rms_norm(v[0], v[1], key, v[2]);
+                return Vars{out.normed, out.sum};
+              }};
+    rows.push_back(large ? row.bits() : row);
+  }
+  // its second output alone (the norm unused, so its weight a constant):
+  // the op's backward runs on the sum's gradient only
+  for (const DropoutKey& key : {keys[0], keys[2]})
+    rows.push_back(OpRow{"second_output", "residual_rms_norm's sum [3, 7, 37] p " + num(key.p),
+                         {in::normal({3, 7, 37}), in::normal({3, 7, 37})}, [key](V v) {
+                           Var w(Tensor::full({37}, 1.25, v[0].dtype(), v[0].device()));
+                           return Vars{residual_rms_norm(v[0], v[1], key, w).sum};
+                         }});
 }
 
 // l2_norm(x, eps, scale): y, the norm it saved, dx.

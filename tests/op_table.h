@@ -66,10 +66,11 @@ inline constexpr Bound kCudaBound{1e-4, 1e-4};
 // flat (tanh's 1 − y² near y = ±1).
 inline constexpr Bound kCudaEachFunction{1e-4, 1e-4, 1e-5, 1e-6};
 // ... for outputs whose small entries matter (probabilities, saved states,
-// dlog α under strong decay), made of sums: 1e-3·|cpu|, and a floor, half the
+// dlog α under strong decay), made of sums: 1e-3·|cpu|, and a floor, below the
 // tensor's bound, that float32 cancellation in a sum of T·d terms leaves (the
-// chunked scan's gradients under strong decay reach 3.3e-5·max|cpu|).
-inline constexpr Bound kCudaEachSum{1e-4, 1e-4, 1e-3, 5e-5};
+// chunked scan's gradients under strong decay reach 3.3e-5·max|cpu| where
+// the CPU's kernels use AVX-512, 5.0e-5 where they use AVX2).
+inline constexpr Bound kCudaEachSum{1e-4, 1e-4, 1e-3, 8e-5};
 
 struct OpRow {
   std::string op;             // the op as lina's API names it: "matmul", "softmax", "adamw_step"

@@ -290,6 +290,52 @@ TEST_CASE("the gated norm equals rms_norm then swiglu bit for bit, CPU and (wher
   if (dispatch::cuda_available()) check_gated_norm(Device::Cuda, DType::F32);
 }
 
+// residual_rms_norm, two in a row as in the model (the second's x is the
+// first's sum): the same bits as residual_dropout then rms_norm, forward and
+// every gradient, with and without dropout; and where the last norm is not
+// used (`use_last_norm` false) its backward still carries the sum's gradient.
+static void check_residual_norm(Device device, DType dtype, double p, bool use_last_norm) {
+  auto on = [&](Tensor t) { return t.to(dtype).to(device); };
+  const Shape shape{3, 50, 32};
+  const Tensor x = on(randn64(shape)), h1 = on(randn64(shape)), h2 = on(randn64(shape));
+  const Tensor w1 = on(rand64({32}, 0.5, 1.5)), w2 = on(rand64({32}, 0.5, 1.5));
+  const Tensor r1 = on(randn64(shape)), r2 = on(randn64(shape)), r3 = on(randn64(shape));  // the loss's weights
+  const DropoutKey key1{p, 1337, 3, 0}, key2{p, 1337, 3, 1};
+  auto run = [&](bool fused) {
+    Var xv(x, true), h1v(h1, true), h2v(h2, true), w1v(w1, true), w2v(w2, true);
+    Var s1, y1, s2, y2;
+    if (fused) {
+      ResidualNormed a = residual_rms_norm(xv, h1v, key1, w1v, 1e-6), b = residual_rms_norm(a.sum, h2v, key2, w2v, 1e-6);
+      s1 = a.sum, y1 = a.normed, s2 = b.sum, y2 = b.normed;
+    } else {
+      s1 = residual_dropout(xv, h1v, key1), y1 = rms_norm(s1, w1v, 1e-6);
+      s2 = residual_dropout(s1, h2v, key2), y2 = rms_norm(s2, w2v, 1e-6);
+    }
+    Var loss = add(sum_all(mul(y1, Var(r1))), sum_all(mul(s2, Var(r3))));
+    if (use_last_norm) loss = add(loss, sum_all(mul(y2, Var(r2))));
+    loss.backward();
+    return std::vector<Tensor>{s1.data(), y1.data(), s2.data(), y2.data(), xv.grad(), h1v.grad(),
+                               h2v.grad(), w1v.grad(), w2v.grad()};
+  };
+  const std::vector<Tensor> fused = run(true), composed = run(false);
+  const char* what[] = {"sum 1", "y 1", "sum 2", "y 2", "dx", "dh 1", "dh 2", "dw 1", "dw 2"};
+  for (size_t i = 0; i < fused.size(); ++i) {
+    INFO(what[i] << ", p " << p << (use_last_norm ? "" : ", the last norm unused"));
+    REQUIRE(fused[i].defined() == composed[i].defined());
+    if (fused[i].defined()) CHECK(max_abs_diff(fused[i], composed[i]) == 0.0);
+  }
+  CHECK(fused[8].defined() == use_last_norm);  // no gradient for an unused norm's weight
+}
+
+TEST_CASE("a residual sum and its norm as one op equal residual_dropout then rms_norm bit for bit") {
+  for (double p : {0.0, 0.1})
+    for (bool use_last_norm : {true, false}) {
+      check_residual_norm(Device::Cpu, DType::F64, p, use_last_norm);
+      check_residual_norm(Device::Cpu, DType::F32, p, use_last_norm);
+      if (dispatch::cuda_available()) check_residual_norm(Device::Cuda, DType::F32, p, use_last_norm);
+    }
+}
+
 TEST_CASE("norm, conv and rope forwards agree in float32 and float64") {
   Tensor x = randn64({2, 5, 3, 8}), w = rand64({8}, 0.5, 1.5), cw = randn64({8, 4});
   auto f32 = [](const Tensor& t) { return Var(t.to(DType::F32)); };

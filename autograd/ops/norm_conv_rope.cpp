@@ -1,6 +1,8 @@
 // RMSNorm, L2 normalisation, causal depthwise conv1d (alone and fused with
 // SiLU) and RoPE: forward and backward side by side (docs/recurrence.md §4.1,
 // 4.2, 4.5, 4.6).
+#include <utility>
+
 #include "autograd/functions.h"
 #include "dispatch/dispatch.h"
 
@@ -74,6 +76,52 @@ Var rms_norm(const Var& x, const Var& weight, double eps) {
 }
 Var rms_norm_gated(const Var& x, const Var& weight, const Var& gate, double eps) {
   return RmsNormOp::apply<RmsNormGatedOp>(x, weight, &gate, eps);
+}
+
+// ---- residual_rms_norm: a residual sum and the norm after it, two outputs -------------------
+// sum = x + h ⊙ M (M regenerated from the key), y = w ⊙ ρ·sum. The op's Var
+// is y; the sum is its second output (second_output), whose gradient dsum
+// arrives before this backward runs. backward, as rms_norm's then
+// residual_dropout's would run:
+//   dx = dsum + ρ (dy ⊙ w − x̂ c)   (rms_norm's dx, added into dsum in place)
+//   dh = dx ⊙ M,   dw = Σ_rows dy ⊙ x̂
+struct ResidualRmsNormOp : Node {
+  ResidualRmsNormOp() : Node(OpKind::ResidualRmsNorm) { adds_into_sums = true; }
+  Tensor sum, weight;
+  Tensor rstd;  // ρ per row, [rows]
+  DropoutKey key;
+  SavedTensors saved() const override { return {{"sum", sum}, {"weight", weight}, {"rstd", rstd}}; }
+
+  static ResidualNormed apply(const Var& x, const Var& h, const DropoutKey& key, const Var& weight, double eps,
+                              bool keep_sum) {
+    Tensor sum, rstd;
+    Tensor y = dispatch::residual_rms_norm_forward(x.data(), h.data(), weight.data(), eps, key, sum, rstd);
+    if (!needs_grad({x, h, weight})) return {keep_sum ? Var(sum) : Var(), Var(y)};
+    auto node = std::make_shared<ResidualRmsNormOp>();
+    node->sum = sum;
+    node->weight = weight.data();
+    node->rstd = rstd;
+    node->key = key;
+    Var normed = record(y, node, {x, h, weight});
+    return {keep_sum ? second_output(sum, normed) : Var(), normed};
+  }
+
+  std::vector<Tensor> backward(const Tensor& dy) override { return backward_into(dy, {nullptr, nullptr, nullptr}); }
+
+  // dy is undefined where the norm got no gradient (only the sum was used)
+  std::vector<Tensor> backward_into(const Tensor& dy, const std::vector<Tensor*>& sums) override {
+    Tensor dsum = std::exchange(second_output_grad, Tensor());
+    if (dsum.defined() && !dsum.sole_owner()) dsum = dsum.clone();  // written in place below
+    if (!dy.defined()) return {dsum, key.p > 0 ? dispatch::dropout(dsum, key) : dsum, Tensor()};
+    Tensor dh, dweight = sum_or_none(sums[2]);
+    dispatch::residual_rms_norm_backward(sum, weight, rstd, dy, key, dsum, dh, dweight);  // dsum becomes dx
+    return {dsum, dh, sums[2] ? Tensor() : dweight};
+  }
+};
+
+ResidualNormed residual_rms_norm(const Var& x, const Var& h, const DropoutKey& key, const Var& weight, double eps,
+                                 bool keep_sum) {
+  return ResidualRmsNormOp::apply(x, h, key, weight, eps, keep_sum);
 }
 
 // ---- l2_norm ------------------------------------------------------------------------------

@@ -21,6 +21,22 @@ struct ReshapeOp : Node {
   }
 };
 
+// second_output: an op's second output, a Var of its own. Its input is the
+// op's first output, so the op runs first in the forward and last in the
+// backward; the backward hands dy to the op (Node::second_output_grad), whose
+// own backward sends it on, and sends nothing through the first output.
+struct SecondOutputOp : Node {
+  SecondOutputOp() : Node(OpKind::SecondOutput) {}
+  static Var apply(Tensor out, const Var& first) {
+    if (!first.grad_fn()) return Var(std::move(out));  // no graph: a plain tensor
+    return record(std::move(out), std::make_shared<SecondOutputOp>(), {first});
+  }
+  std::vector<Tensor> backward(const Tensor& dy) override {
+    inputs[0].grad_fn()->second_output_grad = dy;
+    return {Tensor()};
+  }
+};
+
 // permute: y.shape[k] = x.shape[perm[k]]. backward: the inverse permutation.
 struct PermuteOp : Node {
   PermuteOp() : Node(OpKind::Permute) {}
@@ -117,6 +133,8 @@ struct ConcatOp : Node {
     return grads;
   }
 };
+
+Var second_output(Tensor out, const Var& first) { return SecondOutputOp::apply(std::move(out), first); }
 
 Var reshape(const Var& x, const Shape& shape) { return ReshapeOp::apply(x, shape); }
 Var permute(const Var& x, const std::vector<int>& perm) { return PermuteOp::apply(x, perm); }
