@@ -113,9 +113,13 @@ Var embedding(const Var& weight, const Tensor& ids);
 // ---- rms_norm, l2_norm, causal conv1d, rope ----
 // y = w ⊙ x / sqrt(mean(x²) + eps) over the last axis; weight [n], x [..., n].
 Var rms_norm(const Var& x, const Var& weight, double eps = 1e-5);
-// The gated norm: silu(gate) ⊙ rms_norm(x, weight), gate of x's shape, in
-// one pass each way (the recurrent mixers' output gate).
-Var rms_norm_gated(const Var& x, const Var& weight, const Var& gate, double eps = 1e-5);
+// The gated norm: silu(gate) ⊙ rms_norm(x, weight), in one pass each way
+// (the recurrent mixers' output gate). gate has x's shape, or is a wider
+// product read in place: for x [B, T, H, d], gate [B, T, ld] whose columns
+// [gate_column, gate_column + H·d) are the gate (head h of token (b, t)
+// gated by gate[b, t, gate_column + h·d + j]); its gradient is 0 in the
+// other columns.
+Var rms_norm_gated(const Var& x, const Var& weight, const Var& gate, double eps = 1e-5, int64_t gate_column = 0);
 // A residual connection's sum and the RMSNorm after it, one op with two
 // outputs: sum = x + dropout(h, key) (residual_dropout's), normed =
 // rms_norm(sum, weight, eps); x, h [..., n], weight [n]. One kernel each way

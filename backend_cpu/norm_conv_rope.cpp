@@ -101,12 +101,15 @@ static double row_dot(int64_t n, const T* a, const T* b, T s = T(1), const T* c 
 }
 
 // ---- rms_norm, and gated: y = w ⊙ ρx (⊙ silu(gate)) --------------------------------------
-// gate (optional) [rows, n] like x: the output gate of the recurrent mixers,
-// silu(gate) ⊙ the norm, with the SwiGLU product's own lines (silu(gate)
-// first, then the product), so it gives the bits of rms_norm, then swiglu.
+// gate (optional): the output gate of the recurrent mixers, silu(gate) ⊙
+// the norm, with the SwiGLU product's own lines (silu(gate) first, then the
+// product), so it gives the bits of rms_norm, then swiglu. Row r of x finds
+// its n gates at gate + columns.row_start(r, n) (GateColumns: x's shape, or
+// columns of the mixer's wider product z).
 
 template <class T>
-void rms_norm_forward(const T* x, const T* w, const T* gate, T* y, T* rstd, int64_t rows, int64_t n, T eps) {
+void rms_norm_forward(const T* x, const T* w, const T* gate, const GateColumns& columns, T* y, T* rstd,
+                      int64_t rows, int64_t n, T eps) {
   LINA_PARALLEL_FOR_IF(rows * n > kParallelMin)
   for (int64_t r = 0; r < rows; ++r) {
     const T* xr = x + r * n;
@@ -118,7 +121,7 @@ void rms_norm_forward(const T* x, const T* w, const T* gate, T* y, T* rstd, int6
       for (int64_t i = 0; i < n; ++i) yr[i] = w[i] * (rho * xr[i]);
       continue;
     }
-    silu_in_row(gate + r * n, yr, n);                                 // y = silu(gate)
+    silu_in_row(gate + columns.row_start(r, n), yr, n);                       // y = silu(gate)
     for (int64_t i = 0; i < n; ++i) yr[i] = yr[i] * (w[i] * (rho * xr[i]));  // ⊙ the norm
   }
 }
@@ -127,11 +130,13 @@ namespace {
 
 // Row r of a gated norm's backward: dgate (= or += with add) = dy ⊙ m ⊙
 // silu'(gate) with m = w ⊙ ρx the norm, and dn = dy ⊙ silu(gate), what
-// reaches the norm; `work` holds 3n scratch values.
+// reaches the norm; `work` holds 3n scratch values. gate and dgate lie as
+// `columns` says (GateColumns).
 template <class T>
-void gate_backward_row(int64_t r, const T* x, const T* w, T rho, const T* gate, const T* dy, T* dgate,
-                       bool add_dgate, int64_t n, T* dn, T* work) {
-  const T* g = gate + r * n;
+void gate_backward_row(int64_t r, const T* x, const T* w, T rho, const T* gate, const GateColumns& columns,
+                       const T* dy, T* dgate, bool add_dgate, int64_t n, T* dn, T* work) {
+  const T* g = gate + columns.row_start(r, n);
+  T* dgr = dgate + columns.row_start(r, n);
   const T* dyr = dy + r * n;
   T* logistic = work;      // [n] σ(gate)
   T* dy_m = work + n;      // [n] dy ⊙ m
@@ -142,14 +147,24 @@ void gate_backward_row(int64_t r, const T* x, const T* w, T rho, const T* gate, 
     dn[i] = dn[i] * dyr[i];  // dn = silu(gate) ⊙ dy
   }
   silu_grad_in_row_from_logistic(g, logistic, dy_m, dg, n);
-  for (int64_t i = 0; i < n; ++i) dgate[r * n + i] = add_dgate ? dgate[r * n + i] + dg[i] : dg[i];
+  for (int64_t i = 0; i < n; ++i) dgr[i] = add_dgate ? dgr[i] + dg[i] : dg[i];
+}
+
+// A fresh dgate of a wider product holds 0 outside the gate's columns: the
+// first row of x in each of its rows writes them.
+template <class T>
+void zero_outside_gate(T* dgate, const GateColumns& columns, int64_t r, int64_t n) {
+  if ((r * n) % columns.cols != 0) return;
+  T* row = dgate + (r * n / columns.cols) * columns.ld;
+  for (int64_t j = 0; j < columns.ld - columns.cols; ++j) row[columns.outside(j)] = T(0);
 }
 
 }  // namespace
 
 template <class T>
-void rms_norm_backward(const T* x, const T* w, const T* gate, const T* rstd, const T* dy, T* dx, T* dw,
-                       T* dgate, int64_t rows, int64_t n, bool add_dx, bool add_dw, bool add_dgate) {
+void rms_norm_backward(const T* x, const T* w, const T* gate, const GateColumns& columns, const T* rstd,
+                       const T* dy, T* dx, T* dw, T* dgate, int64_t rows, int64_t n, bool add_dx, bool add_dw,
+                       bool add_dgate) {
   const int64_t chunks = chunk_count(rows);
   std::vector<T> partial_dw(size_t(chunks * n), T(0));  // [chunks, n]
   LINA_PARALLEL_FOR_IF(rows * n > kParallelMin)
@@ -163,7 +178,9 @@ void rms_norm_backward(const T* x, const T* w, const T* gate, const T* rstd, con
       T* dxr = dx + r * n;
       const T rho = rstd[r];
       if (gate) {
-        gate_backward_row(r, x, w, rho, gate, dy, dgate, add_dgate, n, scratch.data(), scratch.data() + n);
+        gate_backward_row(r, x, w, rho, gate, columns, dy, dgate, add_dgate, n, scratch.data(),
+                          scratch.data() + n);
+        if (!add_dgate) zero_outside_gate(dgate, columns, r, n);
         dyr = scratch.data();
       }
       // c = x̂ᵀh / n with x̂ = ρx, h = dy ⊙ w
@@ -188,15 +205,15 @@ template <class T>
 void residual_rms_norm_forward(const T* x, const T* h, const T* w, T* sum, T* y, T* rstd, int64_t rows,
                                int64_t n, T eps, const DropoutKey& key) {
   dropout_apply(h, x, sum, rows * n, key);
-  rms_norm_forward(sum, w, static_cast<const T*>(nullptr), y, rstd, rows, n, eps);
+  rms_norm_forward(sum, w, static_cast<const T*>(nullptr), GateColumns{}, y, rstd, rows, n, eps);
 }
 
 // dsum (+)= the norm's dx, the gradient of x; dh = dsum ⊙ M where dh is wanted
 template <class T>
 void residual_rms_norm_backward(const T* sum, const T* w, const T* rstd, const T* dy, T* dsum, T* dh, T* dw,
                                 int64_t rows, int64_t n, bool add_dsum, bool add_dw, const DropoutKey& key) {
-  rms_norm_backward(sum, w, static_cast<const T*>(nullptr), rstd, dy, dsum, dw, static_cast<T*>(nullptr), rows,
-                    n, add_dsum, add_dw, false);
+  rms_norm_backward(sum, w, static_cast<const T*>(nullptr), GateColumns{}, rstd, dy, dsum, dw,
+                    static_cast<T*>(nullptr), rows, n, add_dsum, add_dw, false);
   if (dh) dropout_apply(static_cast<const T*>(dsum), static_cast<const T*>(nullptr), dh, rows * n, key);
 }
 
@@ -498,11 +515,19 @@ template <class T> std::vector<T> first_columns(const T* x, int64_t rows, int64_
   return packed;
 }
 
-// dx [rows, ld] = the packed dx [rows, C] in the first C columns, 0 in the others.
-template <class T> void spread_columns(const std::vector<T>& packed, T* dx, int64_t rows, int64_t C, int64_t ld) {
+// dx [rows, ld] = the packed dx [rows, C] in the first C columns, 0 in the
+// others; with add, dx's first C columns += the packed dx, the others kept.
+template <class T>
+void spread_columns(const std::vector<T>& packed, T* dx, int64_t rows, int64_t C, int64_t ld, bool add) {
   for (int64_t r = 0; r < rows; ++r) {
-    std::copy(packed.data() + r * C, packed.data() + (r + 1) * C, dx + r * ld);
-    std::fill(dx + r * ld + C, dx + (r + 1) * ld, T(0));
+    const T* from = packed.data() + r * C;
+    T* to = dx + r * ld;
+    if (add) {
+      for (int64_t c = 0; c < C; ++c) to[c] += from[c];
+      continue;
+    }
+    std::copy(from, from + C, to);
+    std::fill(to + C, to + ld, T(0));
   }
 }
 }  // namespace
@@ -537,14 +562,14 @@ template <class T>
 void causal_conv1d_silu_l2_norm_backward(const T* x, const T* w, const T* norm, const T* dq, T* dx,
                                     T* dw, int64_t B, int64_t T_len, int64_t C, int64_t ld, int64_t K,
                                     int64_t head, int64_t planes, int64_t normed, T eps, T scale,
-                                    bool add_dw) {
+                                    bool add_dx, bool add_dw) {
   const int64_t rows = B * T_len, width = C / planes, heads = normed * width / head;
-  if (ld != C) {  // the conv's columns of a wider product: packed, then dx spread back
-    const std::vector<T> packed = first_columns(x, rows, C, ld);
+  if (ld != C || add_dx) {  // a wider product's columns, or a sum to add into: packed, then spread back
+    const std::vector<T> packed = ld != C ? first_columns(x, rows, C, ld) : std::vector<T>();
     std::vector<T> dx_packed(size_t(rows * C));  // [rows, C]
-    causal_conv1d_silu_l2_norm_backward(packed.data(), w, norm, dq, dx_packed.data(), dw, B, T_len, C, C, K,
-                                        head, planes, normed, eps, scale, add_dw);
-    spread_columns(dx_packed, dx, rows, C, ld);
+    causal_conv1d_silu_l2_norm_backward(ld != C ? packed.data() : x, w, norm, dq, dx_packed.data(), dw, B,
+                                        T_len, C, C, K, head, planes, normed, eps, scale, false, add_dw);
+    spread_columns(dx_packed, dx, rows, C, ld, add_dx);
     return;
   }
   conv_backward_of_recomputed(x, w, dx, dw, B, T_len, C, K, add_dw, [&](int64_t bt, T* z, T* scratch) {

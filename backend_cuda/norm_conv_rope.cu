@@ -27,26 +27,27 @@ namespace lina::cuda {
 // ---- kernels --------------------------------------------------------------------------
 
 // Row r's norm once its Σx² is known, by the 32 lanes of one warp:
-// rstd[r] = ρ = (mean(x²) + ε)^(−1/2), y = w ⊙ ρx; gated (gate [rows, n],
-// else null): y = silu(gate) ⊙ (w ⊙ ρx), as swiglu would.
+// rstd[r] = ρ = (mean(x²) + ε)^(−1/2), y = w ⊙ ρx; gated (else gate null):
+// y = silu(gate) ⊙ (w ⊙ ρx), as swiglu would, x's element e gated by
+// gate[g.index(e)] (GateColumns: x's shape, or columns of a wider product).
 __device__ void rms_norm_row(int64_t r, const float* xr, double sum_squares, const float* w, const float* gate,
-                             float* y, float* rstd, int64_t n, float eps) {
+                             const GateColumns& g, float* y, float* rstd, int64_t n, float eps) {
   const float rho = float(1.0 / ::sqrt(sum_squares / double(n) + double(eps)));
   if (lane() == 0) rstd[r] = rho;
   for (int64_t i = lane(); i < n; i += kWarp) {
     const float m = w[i] * (rho * xr[i]);
-    y[r * n + i] = gate ? math::Silu::forward(gate[r * n + i], 0.0f) * m : m;
+    y[r * n + i] = gate ? math::Silu::forward(gate[g.index(r * n + i)], 0.0f) * m : m;
   }
 }
 
 // rms_norm: x, y [rows, n], w [n], rstd [rows], a warp per row.
-__global__ void rms_norm_forward_kernel(const float* x, const float* w, const float* gate, float* y,
-                                        float* rstd, int64_t rows, int64_t n, float eps) {
+__global__ void rms_norm_forward_kernel(const float* x, const float* w, const float* gate, GateColumns g,
+                                        float* y, float* rstd, int64_t rows, int64_t n, float eps) {
   for (int64_t r = first_row(); r < rows; r += row_stride()) {
     const float* xr = x + r * n;
     double sum_squares = 0.0;
     for (int64_t i = lane(); i < n; i += kWarp) sum_squares += double(xr[i]) * double(xr[i]);
-    rms_norm_row(r, xr, warp_sum(sum_squares), w, gate, y, rstd, n, eps);
+    rms_norm_row(r, xr, warp_sum(sum_squares), w, gate, g, y, rstd, n, eps);
   }
 }
 
@@ -66,30 +67,41 @@ __global__ void residual_rms_norm_forward_kernel(const float* x, const float* h,
       sum[e] = s;
       sum_squares += double(s) * double(s);
     }
-    rms_norm_row(r, sum + r * n, warp_sum(sum_squares), w, nullptr, y, rstd, n, eps);
+    rms_norm_row(r, sum + r * n, warp_sum(sum_squares), w, nullptr, GateColumns{}, y, rstd, n, eps);
   }
+}
+
+// A fresh dgate holds 0 outside the gate's columns: the warp of the first
+// row of x in each of dgate's rows writes them.
+__device__ void zero_outside_gate(int64_t r, int64_t n, const GateColumns& g, float* dgate) {
+  if ((r * n) % g.cols != 0) return;
+  float* row = dgate + (r * n / g.cols) * g.ld;
+  for (int64_t j = lane(); j < g.ld - g.cols; j += kWarp) row[g.outside(j)] = 0.0f;
 }
 
 // Row r's dx = ρ (h − x̂ c) with x̂ = ρx, h = dn ⊙ w, c = x̂ᵀh / n, dn what
 // reaches the norm (rms_norm_dn), by the 32 lanes of one warp; dx += that
-// where `add`. Gated, also dgate = dy ⊙ m ⊙ silu'(gate), m = w ⊙ x̂ the norm.
+// where `add`. Gated, also dgate = dy ⊙ m ⊙ silu'(gate), m = w ⊙ x̂ the norm,
+// at the gate's places (g.index).
 __device__ void rms_norm_dx_row(int64_t r, const float* x, const float* w, const float* gate,
-                                const float* rstd, const float* dy, float* dx, float* dgate, int64_t n,
-                                bool add, bool add_dgate) {
+                                const GateColumns& g, const float* rstd, const float* dy, float* dx,
+                                float* dgate, int64_t n, bool add, bool add_dgate) {
   const float* xr = x + r * n;
   const float rho = rstd[r];
   double xhat_h = 0.0;
   for (int64_t i = lane(); i < n; i += kWarp)
-    xhat_h += double(rho * xr[i]) * double(rms_norm_dn(r * n + i, dy, gate) * w[i]);
+    xhat_h += double(rho * xr[i]) * double(rms_norm_dn(r * n + i, dy, gate, g) * w[i]);
   const float c = float(warp_sum(xhat_h) / double(n));
   for (int64_t i = lane(); i < n; i += kWarp) {
     const int64_t e = r * n + i;
-    const float g = rho * (rms_norm_dn(e, dy, gate) * w[i] - (rho * xr[i]) * c);
-    dx[e] = add ? dx[e] + g : g;
+    const float dxe = rho * (rms_norm_dn(e, dy, gate, g) * w[i] - (rho * xr[i]) * c);
+    dx[e] = add ? dx[e] + dxe : dxe;
     if (!gate) continue;
-    const float dg = math::Silu::backward(gate[e], 0.0f, dy[e] * (w[i] * (rho * xr[i])), 0.0f);
-    dgate[e] = add_dgate ? dgate[e] + dg : dg;
+    const int64_t ge = g.index(e);
+    const float dg = math::Silu::backward(gate[ge], 0.0f, dy[e] * (w[i] * (rho * xr[i])), 0.0f);
+    dgate[ge] = add_dgate ? dgate[ge] + dg : dg;
   }
+  if (gate && !add_dgate) zero_outside_gate(r, n, g, dgate);
 }
 
 // rms_norm's backward in one launch of two kinds of block: blocks [0,
@@ -99,14 +111,15 @@ __device__ void rms_norm_dx_row(int64_t r, const float* x, const float* w, const
 // takes dw pass 2. With dh (residual_rms_norm's backward, x its sum and dx
 // the sum's gradient), each dx row also goes on to the branch h:
 // dh = dx ⊙ M, by the lanes that wrote it.
-__global__ void rms_norm_backward_kernel(const float* x, const float* w, const float* gate, const float* rstd,
-                                         const float* dy, float* dx, float* dw, float* dgate, float* partial,
-                                         int64_t rows, int64_t n, bool add_dx, bool add_dw, bool add_dgate,
-                                         float* dh, DropoutKey key, unsigned dx_blocks, unsigned* blocks_done) {
+__global__ void rms_norm_backward_kernel(const float* x, const float* w, const float* gate, GateColumns g,
+                                         const float* rstd, const float* dy, float* dx, float* dw, float* dgate,
+                                         float* partial, int64_t rows, int64_t n, bool add_dx, bool add_dw,
+                                         bool add_dgate, float* dh, DropoutKey key, unsigned dx_blocks,
+                                         unsigned* blocks_done) {
   if (blockIdx.x < dx_blocks) {
     const int64_t stride = int64_t(dx_blocks) * kRowsPerBlock;
     for (int64_t r = int64_t(blockIdx.x) * kRowsPerBlock + threadIdx.x / kWarp; r < rows; r += stride) {
-      rms_norm_dx_row(r, x, w, gate, rstd, dy, dx, dgate, n, add_dx, add_dgate);
+      rms_norm_dx_row(r, x, w, gate, g, rstd, dy, dx, dgate, n, add_dx, add_dgate);
       if (!dh) continue;
       for (int64_t i = lane(); i < n; i += kWarp)
         dh[r * n + i] = dx[r * n + i] * dropout_factor<float>(key, r * n + i);
@@ -115,7 +128,7 @@ __global__ void rms_norm_backward_kernel(const float* x, const float* w, const f
     const int64_t count = row_chunks(rows) * n;
     const int64_t stride = int64_t(gridDim.x - dx_blocks) * blockDim.x;
     for (int64_t i = int64_t(blockIdx.x - dx_blocks) * blockDim.x + threadIdx.x; i < count; i += stride)
-      rms_norm_dw_partial_thread(i, x, gate, rstd, dy, partial, rows, n);
+      rms_norm_dw_partial_thread(i, x, gate, g, rstd, dy, partial, rows, n);
   }
   if (!last_block_done(blocks_done)) return;
   for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
@@ -165,16 +178,17 @@ __global__ void causal_conv1d_forward_kernel(const float* x, const float* w, flo
 // The conv's backward of dy in one launch of two kinds of block: blocks [0,
 // dx_blocks) take dx [B, T, ld], a thread per element; the others take dw
 // pass 1, a thread per element of partial [chunks, K, C]. The last block to
-// finish takes dw pass 2. x's and dx's rows are ld ≥ C long.
+// finish takes dw pass 2. x's and dx's rows are ld ≥ C long; dx += where
+// add_dx (its first C columns), dw += where add_dw.
 __global__ void causal_conv1d_backward_kernel(const float* x, const float* w, const float* dy, float* dx,
                                               float* dw, float* partial, int64_t B, int64_t T_len,
-                                              int64_t C, int64_t ld, int64_t K, bool add_dw,
+                                              int64_t C, int64_t ld, int64_t K, bool add_dx, bool add_dw,
                                               unsigned dx_blocks, unsigned* blocks_done) {
   const int64_t rows = B * T_len;
   if (blockIdx.x < dx_blocks) {
     const int64_t stride = int64_t(dx_blocks) * blockDim.x;
     for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < rows * ld; i += stride)
-      causal_conv1d_dx_thread(i, w, dy, dx, T_len, C, ld, K);
+      causal_conv1d_dx_thread(i, w, dy, dx, T_len, C, ld, K, add_dx);
   } else {
     const int64_t count = row_chunks(rows) * K * C;
     const int64_t stride = int64_t(gridDim.x - dx_blocks) * blockDim.x;
@@ -208,18 +222,19 @@ __global__ void rope_kernel(const float* x, float* y, int64_t count, int64_t T_l
 
 // ---- launchers ----------------------------------------------------------------------------
 
-void rms_norm_forward(const float* x, const float* w, const float* gate, float* y, float* rstd, int64_t rows,
-                      int64_t n, float eps) {
+void rms_norm_forward(const float* x, const float* w, const float* gate, const GateColumns& g, float* y,
+                      float* rstd, int64_t rows, int64_t n, float eps) {
   if (rows == 0) return;
-  LINA_LAUNCH(rms_norm_forward_kernel, row_blocks(rows), kThreads, 0, context().stream)(x, w, gate, y, rstd,
+  LINA_LAUNCH(rms_norm_forward_kernel, row_blocks(rows), kThreads, 0, context().stream)(x, w, gate, g, y, rstd,
                                                                                      rows, n, eps);
   LINA_CHECK_LAUNCH("cuda::rms_norm_forward");
 }
 
 // The backward of both norms: rms_norm's (dh null) and residual_rms_norm's.
-static void launch_rms_norm_backward(const float* x, const float* w, const float* gate, const float* rstd,
-                                     const float* dy, float* dx, float* dw, float* dgate, int64_t rows, int64_t n,
-                                     bool add_dx, bool add_dw, bool add_dgate, float* dh, const DropoutKey& key) {
+static void launch_rms_norm_backward(const float* x, const float* w, const float* gate, const GateColumns& g,
+                                     const float* rstd, const float* dy, float* dx, float* dw, float* dgate,
+                                     int64_t rows, int64_t n, bool add_dx, bool add_dw, bool add_dgate, float* dh,
+                                     const DropoutKey& key) {
   if (n == 0) return;
   cudaStream_t stream = context().stream;
   if (rows == 0) {  // an empty sum
@@ -230,15 +245,15 @@ static void launch_rms_norm_backward(const float* x, const float* w, const float
   Scratch<float> partial(chunks * n);  // [chunks, n]
   const unsigned dx_blocks = row_blocks(rows);
   LINA_LAUNCH(rms_norm_backward_kernel, dx_blocks + blocks_for(chunks * n), kThreads, 0, stream)(
-      x, w, gate, rstd, dy, dx, dw, dgate, partial.get(), rows, n, add_dx, add_dw, add_dgate, dh, key, dx_blocks,
+      x, w, gate, g, rstd, dy, dx, dw, dgate, partial.get(), rows, n, add_dx, add_dw, add_dgate, dh, key, dx_blocks,
       context().blocks_done);
   LINA_CHECK_LAUNCH("cuda::rms_norm_backward");
 }
 
-void rms_norm_backward(const float* x, const float* w, const float* gate, const float* rstd, const float* dy,
-                       float* dx, float* dw, float* dgate, int64_t rows, int64_t n, bool add_dx, bool add_dw,
-                       bool add_dgate) {
-  launch_rms_norm_backward(x, w, gate, rstd, dy, dx, dw, dgate, rows, n, add_dx, add_dw, add_dgate, nullptr,
+void rms_norm_backward(const float* x, const float* w, const float* gate, const GateColumns& g, const float* rstd,
+                       const float* dy, float* dx, float* dw, float* dgate, int64_t rows, int64_t n, bool add_dx,
+                       bool add_dw, bool add_dgate) {
+  launch_rms_norm_backward(x, w, gate, g, rstd, dy, dx, dw, dgate, rows, n, add_dx, add_dw, add_dgate, nullptr,
                            DropoutKey{});
 }
 
@@ -253,7 +268,8 @@ void residual_rms_norm_forward(const float* x, const float* h, const float* w, f
 void residual_rms_norm_backward(const float* sum, const float* w, const float* rstd, const float* dy, float* dsum,
                                 float* dh, float* dw, int64_t rows, int64_t n, bool add_dsum, bool add_dw,
                                 const DropoutKey& key) {
-  launch_rms_norm_backward(sum, w, nullptr, rstd, dy, dsum, dw, nullptr, rows, n, add_dsum, add_dw, false, dh, key);
+  launch_rms_norm_backward(sum, w, nullptr, GateColumns{}, rstd, dy, dsum, dw, nullptr, rows, n, add_dsum, add_dw,
+                           false, dh, key);
 }
 
 void l2_norm_forward(const float* x, float* y, float* norm, int64_t rows, int64_t n, float eps,
@@ -281,17 +297,17 @@ void causal_conv1d_forward(const float* x, const float* w, float* y, int64_t B, 
   LINA_CHECK_LAUNCH("cuda::causal_conv1d_forward");
 }
 
-// The conv's backward of dy [B, T, C], rows = B·T > 0: dx [B, T, ld], and dw
-// in two passes (dw += where add_dw), one launch.
+// The conv's backward of dy [B, T, C], rows = B·T > 0: dx [B, T, ld] (+=
+// where add_dx), and dw in two passes (+= where add_dw), one launch.
 static void conv1d_backward_launch(const float* x, const float* w, const float* dy, float* dx,
                                    float* dw, int64_t B, int64_t T_len, int64_t C, int64_t ld, int64_t K,
-                                   bool add_dw, const char* what) {
+                                   bool add_dx, bool add_dw, const char* what) {
   const int64_t rows = B * T_len;
   Scratch<float> partial(row_chunks(rows) * K * C);  // [chunks, K, C]
   const unsigned dx_blocks = blocks_for(rows * ld);
   LINA_LAUNCH(causal_conv1d_backward_kernel, dx_blocks + blocks_for(row_chunks(rows) * K * C), kThreads, 0,
-              context().stream)(x, w, dy, dx, dw, partial.get(), B, T_len, C, ld, K, add_dw, dx_blocks,
-                                context().blocks_done);
+              context().stream)(x, w, dy, dx, dw, partial.get(), B, T_len, C, ld, K, add_dx, add_dw,
+                                dx_blocks, context().blocks_done);
   LINA_CHECK_LAUNCH(what);
 }
 
@@ -302,7 +318,8 @@ void causal_conv1d_backward(const float* x, const float* w, const float* dy, flo
     if (!add_dw) fill(dw, C * K, 0.0f);
     return;
   }
-  conv1d_backward_launch(x, w, dy, dx, dw, B, T_len, C, C, K, add_dw, "cuda::causal_conv1d_backward");
+  conv1d_backward_launch(x, w, dy, dx, dw, B, T_len, C, C, K, /*add_dx=*/false, add_dw,
+                         "cuda::causal_conv1d_backward");
 }
 
 void causal_conv1d_silu_forward(const float* x, const float* w, float* y, int64_t B,
@@ -327,7 +344,7 @@ void causal_conv1d_silu_backward(const float* x, const float* w, const float* dy
   LINA_LAUNCH(causal_conv1d_silu_dz_kernel, blocks_for(count), kThreads, 0, context().stream)(
       x, w, dy, dz.get(), count, T_len, C, K);
   LINA_CHECK_LAUNCH("cuda::causal_conv1d_silu_backward (dz)");
-  conv1d_backward_launch(x, w, dz.get(), dx, dw, B, T_len, C, C, K, add_dw,
+  conv1d_backward_launch(x, w, dz.get(), dx, dw, B, T_len, C, C, K, /*add_dx=*/false, add_dw,
                          "cuda::causal_conv1d_silu_backward (dx, dw)");
 }
 
@@ -410,22 +427,23 @@ void causal_conv1d_silu_l2_norm_forward(const float* x, const float* w, float* q
   LINA_CHECK_LAUNCH("cuda::causal_conv1d_silu_l2_norm_forward");
 }
 
-// dz from the kernel above, then the conv's backward of dz.
+// dz from the kernel above, then the conv's backward of dz (dx += where
+// add_dx: the gated norm's backward, run first, began z's gradient).
 void causal_conv1d_silu_l2_norm_backward(const float* x, const float* w, const float* norm,
                                     const float* dq, float* dx, float* dw, int64_t B,
                                     int64_t T_len, int64_t C, int64_t ld, int64_t K, int64_t head, int64_t planes,
-                                    int64_t normed, float eps, float scale, bool add_dw) {
+                                    int64_t normed, float eps, float scale, bool add_dx, bool add_dw) {
   const int64_t rows = B * T_len, width = C / planes;
   if (rows * C == 0) {
     causal_conv1d_silu_backward(x, w, dq, dx, dw, B, T_len, C, K, add_dw);  // dw = 0, or as it was
-    if (rows * ld > 0) fill(dx, rows * ld, 0.0f);                            // no channel: dx = 0
+    if (rows * ld > 0 && !add_dx) fill(dx, rows * ld, 0.0f);                // no channel: dx = 0
     return;
   }
   Scratch<float> dz(rows * C);  // [B, T, C]
   LINA_LAUNCH(causal_conv1d_silu_l2_norm_dz_kernel, row_blocks(rows * (C / head)), kThreads, 0, context().stream)(
       x, w, norm, dq, dz.get(), rows, T_len, C, ld, K, head, width, normed * width / head, eps, scale);
   LINA_CHECK_LAUNCH("cuda::causal_conv1d_silu_l2_norm_backward (dz)");
-  conv1d_backward_launch(x, w, dz.get(), dx, dw, B, T_len, C, ld, K, add_dw,
+  conv1d_backward_launch(x, w, dz.get(), dx, dw, B, T_len, C, ld, K, add_dx, add_dw,
                          "cuda::causal_conv1d_silu_l2_norm_backward (dx, dw)");
 }
 

@@ -40,21 +40,21 @@ LINA_HD void sum_partials_thread(int64_t e, const float* partial, int64_t chunks
 
 // ---- rms_norm's weight gradient ----------------------------------------------------
 // What reaches the norm of element e: dy, or for the gated norm dy ⊙ silu(gate)
-// (the SwiGLU product's backward, the same bits).
-LINA_HD float rms_norm_dn(int64_t e, const float* dy, const float* gate) {
-  return gate ? dy[e] * math::Silu::forward(gate[e], 0.0f) : dy[e];
+// (the SwiGLU product's backward, the same bits); e's gate at gate[g.index(e)].
+LINA_HD float rms_norm_dn(int64_t e, const float* dy, const float* gate, const GateColumns& g) {
+  return gate ? dy[e] * math::Silu::forward(gate[g.index(e)], 0.0f) : dy[e];
 }
 
 // dw pass 1: thread idx = chunk·n + i sums dn ⊙ x̂ over the chunk's rows, in
 // row order: partial[chunk, i] = Σ_r dn[r, i] · ρ_r x[r, i]; partial [chunks, n].
-LINA_HD void rms_norm_dw_partial_thread(int64_t idx, const float* x, const float* gate, const float* rstd,
-                                        const float* dy, float* partial, int64_t rows,
+LINA_HD void rms_norm_dw_partial_thread(int64_t idx, const float* x, const float* gate, const GateColumns& g,
+                                        const float* rstd, const float* dy, float* partial, int64_t rows,
                                         int64_t n) {
   const int64_t chunk = idx / n, i = idx % n;
   const int64_t first = chunk * kRowsPerChunk;
   const int64_t end = first + kRowsPerChunk < rows ? first + kRowsPerChunk : rows;
   float s = 0.0f;
-  for (int64_t r = first; r < end; ++r) s += rms_norm_dn(r * n + i, dy, gate) * (rstd[r] * x[r * n + i]);
+  for (int64_t r = first; r < end; ++r) s += rms_norm_dn(r * n + i, dy, gate, g) * (rstd[r] * x[r * n + i]);
   partial[idx] = s;
 }
 // dw pass 2: sum_partials_thread(i, partial, row_chunks(rows), n, dw, add_dw).
@@ -96,11 +96,17 @@ LINA_HD float causal_conv1d_dx_value(int64_t bs, int64_t c, const float* w, cons
 }
 
 // Element idx = bs·ld + c of dx [B, T, ld]: the value above in the conv's C
-// columns, 0 in a wider product's others.
+// columns, 0 in a wider product's others; with add, the value added into
+// the conv's columns (a sum another op's backward began) and the others kept.
 LINA_HD void causal_conv1d_dx_thread(int64_t idx, const float* w, const float* dy, float* dx,
-                                     int64_t T_len, int64_t C, int64_t ld, int64_t K) {
+                                     int64_t T_len, int64_t C, int64_t ld, int64_t K, bool add) {
   const int64_t bs = idx / ld, c = idx % ld;
-  dx[idx] = c < C ? causal_conv1d_dx_value(bs, c, w, dy, T_len, C, K) : 0.0f;
+  if (c >= C) {
+    if (!add) dx[idx] = 0.0f;
+    return;
+  }
+  const float v = causal_conv1d_dx_value(bs, c, w, dy, T_len, C, K);
+  dx[idx] = add ? dx[idx] + v : v;
 }
 
 // dw pass 1, partial [chunks, K, C]: thread idx = (chunk·K + j)·C + c sums

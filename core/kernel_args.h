@@ -27,6 +27,23 @@ struct AttentionShape {
   DropoutKey dropout;
 };
 
+// ---- rms_norm_gated: where its gate lies ----
+// Element e = r·n + i of x [rows, n] (counted flat) has its gate at
+// gate[(e / cols)·ld + offset + e % cols]: the gate takes `cols` columns,
+// from column `offset`, of a matrix whose rows are ld long. A gate of x's
+// shape: cols = ld = n, offset 0. The recurrent mixers' gate inside their
+// one product z [B, T, ld] (x [B, T, H, n]): cols = C = H·n, offset 3C.
+// cols is a multiple of n, so each row of x finds its gate in one row.
+struct GateColumns {
+  int64_t cols = 1, ld = 1, offset = 0;
+  LINA_HD int64_t index(int64_t e) const { return (e / cols) * ld + offset + e % cols; }
+  // Where row r of x [rows, n] finds its n gates, one after another.
+  LINA_HD int64_t row_start(int64_t r, int64_t n) const { return index(r * n); }
+  // The j-th column outside the gate's (0 ≤ j < ld − cols): what a fresh
+  // gradient of the matrix holds 0 in.
+  LINA_HD int64_t outside(int64_t j) const { return j < offset ? j : j + cols; }
+};
+
 // ---- scan: the recurrences of the recurrent mixers ----
 // The write rule, one type from the model down to the kernels:
 //   Linear              S_t = S_{t−1} + v_t k_tᵀ

@@ -50,8 +50,11 @@
 //   rows); rstd / norm [rows] (l2_norm's norm is ‖x‖, unscaled: y = scale ·
 //   x / max(‖x‖, eps)). rms_norm_backward accumulates (+=) into dx where
 //   add_dx, into dw where add_dw, and writes (=) otherwise. A gate (null:
-//   none) [rows, n] makes it the gated norm y = w ⊙ ρx ⊙ silu(gate), whose
-//   backward also writes (or adds into, add_dgate) dgate.
+//   none) makes it the gated norm y = w ⊙ ρx ⊙ silu(gate), the gate of
+//   x's element e at gate[g.index(e)] (GateColumns, core/kernel_args.h: x's
+//   shape, or columns of a wider product); its backward also adds into
+//   dgate's gate columns (add_dgate) or writes them, and then 0 in the
+//   other columns of dgate's rows, so a fresh dgate is the whole gradient.
 // residual_rms_norm: a residual sum and the norm after it, x, h, sum, y
 //   [rows, n]: sum = x + h ⊙ M (M: dropout_factor(key, i), below), y = w ⊙
 //   ρ·sum. Its backward takes dy and dsum, the sum's own gradient (added
@@ -66,8 +69,9 @@
 //   dy are laid out [planes, B, T, C/planes] (one plane: [B, T, C]); norm
 //   [B·T, normed·(C/planes)/head] holds the groups' ‖silu(z)‖; x's and dx's
 //   rows are ld ≥ C long (a wider product's), the conv reading the first C
-//   columns and its backward writing zeros in the others. The three
-//   backwards write dx (=) and accumulate (+=) into dw where add_dw.
+//   columns; its backward adds into dx's first C columns where add_dx, else
+//   writes them and zeros in the others. The three backwards accumulate (+=)
+//   into dw where add_dw; the other two write dx (=).
 // rope_apply: x, y [B, T, H, D], D even; rotates the interleaved pair (2j, 2j + 1) by
 //   (pos0 + t)·base^(−2j/D), or by minus that angle when `inverse`.
 // adamw_step over n elements (PyTorch's single-tensor form), one call over
@@ -201,8 +205,8 @@
   OP(CausalConv1dSilu, causal_conv1d_silu) \
   OP(CausalConv1dSiluL2Norm, causal_conv1d_silu_l2_norm) \
   OP(Rope, rope) \
-  KERNEL(void, rms_norm_forward, (const T* x, const T* w, const T* gate, T* y, T* rstd, int64_t rows, int64_t n, T eps)) \
-  KERNEL(void, rms_norm_backward, (const T* x, const T* w, const T* gate, const T* rstd, const T* dy, T* dx, T* dw, T* dgate, int64_t rows, int64_t n, bool add_dx, bool add_dw, bool add_dgate)) \
+  KERNEL(void, rms_norm_forward, (const T* x, const T* w, const T* gate, const GateColumns& g, T* y, T* rstd, int64_t rows, int64_t n, T eps)) \
+  KERNEL(void, rms_norm_backward, (const T* x, const T* w, const T* gate, const GateColumns& g, const T* rstd, const T* dy, T* dx, T* dw, T* dgate, int64_t rows, int64_t n, bool add_dx, bool add_dw, bool add_dgate)) \
   KERNEL(void, residual_rms_norm_forward, (const T* x, const T* h, const T* w, T* sum, T* y, T* rstd, int64_t rows, int64_t n, T eps, const DropoutKey& key)) \
   KERNEL(void, residual_rms_norm_backward, (const T* sum, const T* w, const T* rstd, const T* dy, T* dsum, T* dh, T* dw, int64_t rows, int64_t n, bool add_dsum, bool add_dw, const DropoutKey& key)) \
   KERNEL(void, l2_norm_forward, (const T* x, T* y, T* norm, int64_t rows, int64_t n, T eps, T scale)) \
@@ -212,7 +216,7 @@
   KERNEL(void, causal_conv1d_silu_forward, (const T* x, const T* w, T* y, int64_t B, int64_t T_len, int64_t C, int64_t K)) \
   KERNEL(void, causal_conv1d_silu_backward, (const T* x, const T* w, const T* dy, T* dx, T* dw, int64_t B, int64_t T_len, int64_t C, int64_t K, bool add_dw)) \
   KERNEL(void, causal_conv1d_silu_l2_norm_forward, (const T* x, const T* w, T* y, T* norm, int64_t B, int64_t T_len, int64_t C, int64_t ld, int64_t K, int64_t head, int64_t planes, int64_t normed, T eps, T scale)) \
-  KERNEL(void, causal_conv1d_silu_l2_norm_backward, (const T* x, const T* w, const T* norm, const T* dy, T* dx, T* dw, int64_t B, int64_t T_len, int64_t C, int64_t ld, int64_t K, int64_t head, int64_t planes, int64_t normed, T eps, T scale, bool add_dw)) \
+  KERNEL(void, causal_conv1d_silu_l2_norm_backward, (const T* x, const T* w, const T* norm, const T* dy, T* dx, T* dw, int64_t B, int64_t T_len, int64_t C, int64_t ld, int64_t K, int64_t head, int64_t planes, int64_t normed, T eps, T scale, bool add_dx, bool add_dw)) \
   KERNEL(void, rope_apply, (const T* x, T* y, int64_t B, int64_t T_len, int64_t H, int64_t D, int64_t pos0, double base, bool inverse))
 
 // ---- the optimiser: AdamW, clipping, scaling, and the update plan's bookkeeping ----

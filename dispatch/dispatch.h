@@ -174,16 +174,22 @@ Tensor argmax_last(const Tensor& x);
 // The Tensor& arguments below are outputs, assigned freshly allocated tensors.
 // x [..., n], weight [n]: y = weight ⊙ ρx with ρ = (mean(x²) + eps)^(−1/2) per
 // row; rstd_out receives ρ, [rows] (rows = numel / n).
-// With a gate (x's shape; undefined: none), the gated norm
-// y = silu(gate) ⊙ weight ⊙ ρx, rms_norm then swiglu in one pass.
+// With a gate (undefined: none), the gated norm y = silu(gate) ⊙ weight ⊙
+// ρx, rms_norm then swiglu in one pass. The gate has x's shape, or is a
+// wider product whose leading dims are x's first ones and whose columns
+// [gate_column, gate_column + cols) are the gate, cols the numel of x's
+// remaining dims (the recurrent mixers' z [B, T, ld] for x [B, T, H, d]:
+// cols = H·d).
 Tensor rms_norm_forward(const Tensor& x, const Tensor& weight, double eps, Tensor& rstd_out,
-                        const Tensor& gate = Tensor());
-// dx [..., n]; dweight [n] summed over every row; with a gate, dgate [..., n]
-// too. Each of dx, dweight and dgate that is defined on entry (its shape,
-// x's dtype and device) has the gradient added into it (+=) instead of a
-// fresh tensor.
+                        const Tensor& gate = Tensor(), int64_t gate_column = 0);
+// dx [..., n]; dweight [n] summed over every row; with a gate, dgate of the
+// gate's shape too (a fresh one: 0 outside the gate's columns, written by
+// the same kernel). Each of dx, dweight and dgate that is defined on entry
+// (its shape, x's dtype and device) has the gradient added into it (+=;
+// dgate's gate columns only) instead of a fresh tensor.
 void rms_norm_backward(const Tensor& x, const Tensor& weight, const Tensor& rstd, const Tensor& dy,
-                       Tensor& dx, Tensor& dweight, const Tensor& gate = Tensor(), Tensor* dgate = nullptr);
+                       Tensor& dx, Tensor& dweight, const Tensor& gate = Tensor(), Tensor* dgate = nullptr,
+                       int64_t gate_column = 0);
 // A residual sum and the norm after it, one pass: sum_out = x + h ⊙ M (M
 // the dropout factors of `key`, 1 where key.p = 0), y = weight ⊙ ρ·sum_out;
 // x, h [..., n]. rstd_out receives ρ, [rows].
@@ -228,7 +234,9 @@ struct ConvPlanes {
 // is a contiguous view. norm_out receives ‖y‖ per normalised group,
 // [B, T, normed·(C/planes)/head]. The backward recomputes y. x is [B, T, C],
 // or [B, T, ld] with ld > C, a wider product whose first C = weight.dim(0)
-// columns the conv reads: dx is then x's shape, 0 in the other columns.
+// columns the conv reads: dx is then x's shape, 0 in the other columns. A dx
+// defined on entry (x's shape, dtype and device) has the gradient added
+// into its first C columns (+=), the others as they were.
 Tensor causal_conv1d_silu_l2_norm_forward(const Tensor& x, const Tensor& weight, const ConvPlanes& planes,
                                      double eps, double scale, Tensor& norm_out);
 void causal_conv1d_silu_l2_norm_backward(const Tensor& x, const Tensor& weight, const Tensor& norm,

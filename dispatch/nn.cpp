@@ -293,46 +293,57 @@ void check_conv_backward(const Tensor& x, const Tensor& weight, const Tensor& dy
 
 }  // namespace
 
-// A gate, where given, has x's shape, dtype and device.
-static void check_gate(const Tensor& x, const Tensor& gate, const char* op) {
-  if (!gate.defined()) return;
-  check_same_shape(x, gate, op);
+// Where a gate lies (GateColumns), after checking it: x's shape, or a wider
+// product [..., ld] whose leading dims are x's first ones, the gate taking
+// its columns [column, column + cols), cols the numel of x's other dims.
+// x's dtype and device. (No gate: any columns, unread.)
+static GateColumns check_gate(const Tensor& x, const Tensor& gate, int64_t column, const char* op) {
+  if (!gate.defined()) return {};
   check_same_dtype_device(x, gate, op);
+  const int64_t lead = gate.ndim() - 1;  // the dims the gate shares with x
+  bool fits = lead >= 0 && lead < x.ndim();
+  for (int64_t i = 0; fits && i < lead; ++i) fits = gate.dim(i) == x.dim(i);
+  int64_t cols = 1;
+  for (int64_t i = lead; fits && i < x.ndim(); ++i) cols *= x.dim(i);
+  fits = fits && column >= 0 && column + cols <= gate.dim(-1);
+  check(fits, std::string(op) + ": gate " + shape_str(gate.shape()) + " from column " + std::to_string(column) +
+                  " is neither x's shape " + shape_str(x.shape()) + " nor a wider product holding x's gates");
+  return {cols > 0 ? cols : 1, gate.dim(-1), column};  // an empty x reads no gate
 }
 
 Tensor rms_norm_forward(const Tensor& x, const Tensor& weight, double eps, Tensor& rstd_out,
-                        const Tensor& gate) {
+                        const Tensor& gate, int64_t gate_column) {
   check_row_weight(x, weight, "rms_norm");
-  check_gate(x, gate, "rms_norm_gated");
+  const GateColumns columns = check_gate(x, gate, gate_column, "rms_norm_gated");
   const int64_t rows = row_count(x), n = x.dim(-1);
   Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
   rstd_out = Tensor::empty({rows}, x.dtype(), x.device());
   on_backend(x, "rms_norm", [&](auto backend) {
     using B = decltype(backend);
     using T = typename B::type;
-    B::rms_norm_forward(x.data<T>(), weight.data<T>(), gate.defined() ? gate.data<T>() : nullptr, y.data<T>(),
-                        rstd_out.data<T>(), rows, n, T(eps));
+    B::rms_norm_forward(x.data<T>(), weight.data<T>(), gate.defined() ? gate.data<T>() : nullptr, columns,
+                        y.data<T>(), rstd_out.data<T>(), rows, n, T(eps));
   });
   return y;
 }
 
 void rms_norm_backward(const Tensor& x, const Tensor& weight, const Tensor& rstd, const Tensor& dy,
-                       Tensor& dx, Tensor& dweight, const Tensor& gate, Tensor* dgate) {
+                       Tensor& dx, Tensor& dweight, const Tensor& gate, Tensor* dgate, int64_t gate_column) {
   check_row_weight(x, weight, "rms_norm_backward");
   check_same_shape(x, dy, "rms_norm_backward");
   check_same_dtype_device(x, dy, "rms_norm_backward");
-  check_gate(x, gate, "rms_norm_gated_backward");
+  const GateColumns columns = check_gate(x, gate, gate_column, "rms_norm_gated_backward");
   check(gate.defined() == (dgate != nullptr), "rms_norm_backward: a gate needs its gradient's tensor, and only a gate");
   const int64_t rows = row_count(x), n = x.dim(-1);
   check(rstd.numel() == rows, "rms_norm_backward: rstd " + shape_str(rstd.shape()) +
                                   " does not hold one value per row of " + shape_str(x.shape()));
   const bool add_dx = add_into_or_fresh(dx, x, x, "rms_norm_backward: dx");
   const bool add_dw = add_into_or_fresh(dweight, weight, x, "rms_norm_backward: dweight");
-  const bool add_dgate = dgate && add_into_or_fresh(*dgate, x, x, "rms_norm_backward: dgate");
+  const bool add_dgate = dgate && add_into_or_fresh(*dgate, gate.shape(), x, "rms_norm_backward: dgate");
   on_backend(x, "rms_norm_backward", [&](auto backend) {
     using B = decltype(backend);
     using T = typename B::type;
-    B::rms_norm_backward(x.data<T>(), weight.data<T>(), gate.defined() ? gate.data<T>() : nullptr,
+    B::rms_norm_backward(x.data<T>(), weight.data<T>(), gate.defined() ? gate.data<T>() : nullptr, columns,
                          rstd.data<T>(), dy.data<T>(), dx.data<T>(), dweight.data<T>(),
                          dgate ? dgate->data<T>() : nullptr, rows, n, add_dx, add_dw, add_dgate);
   });
@@ -517,7 +528,7 @@ void causal_conv1d_silu_l2_norm_backward(const Tensor& x, const Tensor& weight, 
         std::string(op) + ": norm " + shape_str(norm.shape()) + " is not one per normalised head of " +
             shape_str(x.shape()));
   check_same_dtype_device(x, norm, op);
-  dx = Tensor::empty(x.shape(), x.dtype(), x.device());
+  const bool add_dx = add_into_or_fresh(dx, x, x, "causal_conv1d_silu_l2_norm_backward: dx");
   const bool add_dw =
       add_into_or_fresh(dweight, weight, x, "causal_conv1d_silu_l2_norm_backward: dweight");
   on_backend(x, op, [&](auto backend) {
@@ -526,7 +537,7 @@ void causal_conv1d_silu_l2_norm_backward(const Tensor& x, const Tensor& weight, 
     B::causal_conv1d_silu_l2_norm_backward(x.data<T>(), weight.data<T>(), norm.data<T>(), dq.data<T>(),
                                       dx.data<T>(), dweight.data<T>(), x.dim(0), x.dim(1),
                                       weight.dim(0), x.dim(2), weight.dim(1), planes.head, planes.count,
-                                      planes.normed, T(eps), T(scale), add_dw);
+                                      planes.normed, T(eps), T(scale), add_dx, add_dw);
   });
 }
 

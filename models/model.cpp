@@ -120,17 +120,21 @@ void init_recurrent(Initialiser& init, const ModelConfig& c, const std::string& 
     r.a_proj_w = init.linear(p + "mix.a_proj.weight", gates, C);
     r.a_proj_b = init.constant(p + "mix.a_proj.bias", {gates}, 3.0);  // α ≈ σ(3) ≈ 0.95
   }
-  // [W_q; W_k; W_v; W_b; W_a] (those the rule has) and [b_b; b_a]: one
-  // product for everything the scan reads, and one bias for its gates
-  std::vector<std::string> read_by_scan{p + "mix.q_proj.weight", p + "mix.k_proj.weight", p + "mix.v_proj.weight"};
-  if (uses_beta(rule)) read_by_scan.push_back(p + "mix.b_proj.weight");
-  if (learns_decay(rule)) read_by_scan.push_back(p + "mix.a_proj.weight");
-  init.params.place_together(read_by_scan);
-  if (uses_beta(rule) && learns_decay(rule))
-    init.params.place_together({p + "mix.b_proj.bias", p + "mix.a_proj.bias"});
   r.g_proj = init.linear(p + "mix.g_proj.weight", C, C);
   r.o_norm = init.constant(p + "mix.o_norm.weight", {c.head_size}, 1.0);
   r.o_proj = init.linear(p + "mix.o_proj.weight", C, C);
+  // [W_q; W_k; W_v; W_g; W_b; W_a] (the gates those the rule has) and [b_b;
+  // b_a]: one product for everything the scan and the output gate read, W_g
+  // after W_v so that the conv reads the first 3C columns and the gates the
+  // last ones, and one bias for the gates. (Registration keeps the course's
+  // order: only the buffer's layout changes.)
+  std::vector<std::string> one_product{p + "mix.q_proj.weight", p + "mix.k_proj.weight",
+                                       p + "mix.v_proj.weight", p + "mix.g_proj.weight"};
+  if (uses_beta(rule)) one_product.push_back(p + "mix.b_proj.weight");
+  if (learns_decay(rule)) one_product.push_back(p + "mix.a_proj.weight");
+  init.params.place_together(one_product);
+  if (uses_beta(rule) && learns_decay(rule))
+    init.params.place_together({p + "mix.b_proj.bias", p + "mix.a_proj.bias"});
 }
 
 }  // namespace

@@ -1,9 +1,9 @@
 // The recurrent mixer of the linear / delta / gdn / retnet / mamba2 / gla
 // presets (docs/spec.md §1.2, §1.2b):
 //   q, k, v = x W_qᵀ, x W_kᵀ, x W_vᵀ         (each 4 heads × 32), as one product
-//   x [W_q; W_k; W_v]ᵀ (with W_b, W_a on the fused path): the weights are
-//   neighbours in the parameter buffer, so the stacked weight is a view of
-//   them (stacked_rows)
+//   x [W_q; W_k; W_v]ᵀ (with W_g, W_b, W_a on the fused path): the weights
+//   are neighbours in the parameter buffer, so the stacked weight is a view
+//   of them (stacked_rows)
 //   the causal depthwise conv (kernel 4) of [q | k | v], channel by channel,
 //   then SiLU, with `conv.weight`
 //   feature map on q, k: elu + 1, relu + 1e-5 or sigmoid + 1e-5 (linear),
@@ -12,9 +12,10 @@
 //   decays: one per head, or one per head and key channel for gla)
 // The fused path (scan_of_packed_inputs) makes q, k, v in one op as three
 // planes and β, log α in one op as two, both from one product with
-// [W_q; W_k; W_v; W_b; W_a];
-// the scan reads the planes in place. The split path (scan_of_split_inputs)
-// runs op by op: linear attention's feature map, and the composed reference.
+// [W_q; W_k; W_v; W_g; W_b; W_a], whose columns [3C, 4C) are also the output
+// gate's x W_gᵀ; the scan reads the planes in place, the gated norm its gate.
+// The split path (scan_of_split_inputs) runs op by op: linear attention's
+// feature map, and the composed reference.
 //   o = scan(q, k, v, β, log α)  — the recurrence, see docs/recurrence.md and
 //   docs/recurrence-gated.md; retnet's fixed decay lives in the scan itself
 //   per-head RMSNorm of o, concat, times the output gate silu(x W_gᵀ), W_o
@@ -79,20 +80,22 @@ struct ScanCall {
 };
 
 // The scan's inputs packed (every rule but linear attention's, with the
-// fused conv): one product z = x [W_q; W_k; W_v; W_b; W_a]ᵀ (the weights the
-// rule has, side by side in the buffer: place_together) [B, T, 3C + gates];
-// one op makes β and log α from z's last columns, laid out as two planes;
-// one op makes q, k, v from its first 3C — conv + SiLU, q's and k's heads
-// L2-normalised — laid out as three planes [3, B, T, H, d]. The scan reads
-// every plane in place: nothing is split. The conv op runs after the gates
-// so that its backward runs first, writing z's whole gradient (0 in the
-// gates' columns), which the gates' backward then adds into.
+// fused conv): one product z = x [W_q; W_k; W_v; W_g; W_b; W_a]ᵀ (W_b, W_a
+// where the rule has them; the weights side by side in the buffer:
+// place_together) [B, T, 4C + gates], handed back in *z for the output
+// gate, whose x W_gᵀ is z's columns [3C, 4C) (gated_output); one op makes β
+// and log α from z's last columns, laid out as two planes; one op makes q,
+// k, v from its first 3C — conv + SiLU, q's and k's heads L2-normalised —
+// laid out as three planes [3, B, T, H, d]. The scan reads every plane in
+// place: nothing is split. The backward runs z's readers in reverse: the
+// gated norm's first, returning z's whole gradient (0 outside the gate's
+// columns), then the conv's and the gates', each adding into its columns.
 static Var scan_of_packed_inputs(const RecurrentMixer& m, const ModelConfig& c, const Var& x,
                                  const Var& taps, const LayerNames& n, Tensor* conv_cache,
-                                 const ScanCall& call, std::vector<double>* alpha_mean) {
+                                 const ScanCall& call, std::vector<double>* alpha_mean, Var* z) {
   const int64_t B = x.dim(0), T = x.dim(1), H = c.n_head, d = c.head_size, C = H * d;
   const ScanRule rule = call.options.rule;
-  std::vector<Var> w{m.q_proj, m.k_proj, m.v_proj}, b;  // the stacked weights; the gates' biases
+  std::vector<Var> w{m.q_proj, m.k_proj, m.v_proj, m.g_proj}, b;  // the stacked weights; the gates' biases
   if (uses_beta(rule)) {
     w.push_back(m.b_proj_w);
     b.push_back(m.b_proj_b);
@@ -101,12 +104,12 @@ static Var scan_of_packed_inputs(const RecurrentMixer& m, const ModelConfig& c, 
     w.push_back(m.a_proj_w);
     b.push_back(m.a_proj_b);
   }
-  Var z = named(linear(x, stacked_rows(w)), n.qkv_proj);  // [B, T, 3C + gates]
+  *z = named(linear(x, stacked_rows(w)), n.qkv_proj);  // [B, T, 4C + gates]
 
   Var gates;  // [β | log α], flat
   Shape decay_shape;
   if (!b.empty()) {
-    gates = named(beta_log_alpha(z, stacked_rows(b), uses_beta(rule) ? H : 0), n.beta_log_alpha);
+    gates = named(beta_log_alpha(*z, stacked_rows(b), uses_beta(rule) ? H : 0), n.beta_log_alpha);
     decay_shape = decays_per_channel(rule) ? Shape{B, T, H, d} : Shape{B, T, H};
     if (alpha_mean && learns_decay(rule)) {
       const int64_t at = uses_beta(rule) ? B * T * H : 0;
@@ -116,7 +119,7 @@ static Var scan_of_packed_inputs(const RecurrentMixer& m, const ModelConfig& c, 
   }
   // [3, B, T, C]: q, k normalised per head of d, v as it is; with a conv
   // cache (generation) from z's first 3C columns, copied
-  Var conv_in = conv_cache && z.dim(2) > 3 * C ? slice(z, 2, 0, 3 * C) : z;
+  Var conv_in = conv_cache ? slice(*z, 2, 0, 3 * C) : *z;
   Var planes = with_conv_cache(conv_in, conv_cache, /*out_time_axis=*/2, [&](const Var& in) {
     return causal_conv1d_silu_l2_norm_planes(in, taps, d, /*planes=*/3, /*normed=*/2);
   });
@@ -155,9 +158,31 @@ static Var scan_of_split_inputs(const RecurrentMixer& m, const ModelConfig& c, c
   return scan(call.options, q, k, v, beta, log_alpha, call.initial_state, call.final_state);
 }
 
+// silu(x W_gᵀ) ⊙ o_norm(o) [B, T, C], the norm per head (o [B, T, H, d]).
+// Fused, one op (rms_norm_gated): reading its gate in place from the packed
+// product z's columns [3C, 4C) where there is one, else from a product of
+// its own. Composed: rms_norm, then swiglu.
+static Var gated_output(const RecurrentMixer& m, const ModelConfig& c, const Var& x, const Var& o, const Var& z,
+                        const LayerNames& n) {
+  const int64_t B = x.dim(0), T = x.dim(1), H = c.n_head, d = c.head_size, C = H * d;
+  Var gated;
+  if (z.defined()) {
+    gated = rms_norm_gated(o, m.o_norm, z, c.norm_eps, /*gate_column=*/3 * C);
+  } else {
+    Var gate = named(linear(x, m.g_proj), n.g_proj);  // [B, T, C] = x W_gᵀ, from the mixer's input
+    if (c.conv == Fusion::Fused) {
+      gated = rms_norm_gated(o, m.o_norm, reshape(gate, {B, T, H, d}), c.norm_eps);
+    } else {
+      Var normed = named(rms_norm(o, m.o_norm, c.norm_eps), n.o_norm);
+      gated = swiglu(gate, reshape(normed, {B, T, C}));
+    }
+  }
+  return named(reshape(gated, {B, T, C}), n.gated);
+}
+
 Var RecurrentMixer::forward(const ModelConfig& c, const Var& x, const LayerNames& n,
                             LayerCache* cache, std::vector<double>* alpha_mean) const {
-  const int64_t B = x.dim(0), T = x.dim(1), H = c.n_head, d = c.head_size, C = H * d;
+  const int64_t C = c.n_head * c.head_size;
   // conv.weight [3C, 1, K] holds the taps of q's channels, then k's, then v's
   Var taps = reshape(conv, {3 * C, conv.dim(2)});  // [3C, K]
 
@@ -169,18 +194,11 @@ Var RecurrentMixer::forward(const ModelConfig& c, const Var& x, const LayerNames
   call.final_state = cache ? &cache->state : nullptr;
   Tensor* conv_cache = cache ? &cache->conv : nullptr;
   const bool packed = kind != MixerKind::Linear && c.conv == Fusion::Fused;
-  Var o = packed ? scan_of_packed_inputs(*this, c, x, taps, n, conv_cache, call, alpha_mean)
+  Var z;  // packed: the one product, whose columns [3C, 4C) are x W_gᵀ
+  Var o = packed ? scan_of_packed_inputs(*this, c, x, taps, n, conv_cache, call, alpha_mean, &z)
                  : scan_of_split_inputs(*this, c, x, taps, n, conv_cache, call, alpha_mean);
   o = named(o, n.o);  // [B, T, H, d]
-  Var gate = named(linear(x, g_proj), n.g_proj);  // [B, T, C] = x W_gᵀ, from the mixer's input
-  Var gated;  // [B, T, C] = silu(x W_gᵀ) ⊙ o_norm(o), the norm per head: the last dim is one head's d
-  if (c.conv == Fusion::Fused) {
-    gated = rms_norm_gated(o, o_norm, reshape(gate, {B, T, H, d}), c.norm_eps);  // one op
-  } else {
-    o = named(rms_norm(o, o_norm, c.norm_eps), n.o_norm);
-    gated = swiglu(gate, reshape(o, {B, T, C}));
-  }
-  gated = named(reshape(gated, {B, T, C}), n.gated);
+  Var gated = gated_output(*this, c, x, o, z, n);  // [B, T, C]
   return named(linear(gated, o_proj), n.mix);  // its dropout joins the residual sum
 }
 

@@ -629,6 +629,13 @@ void add_rms_norm_rows(std::vector<OpRow>& rows) {
               [](V v) { return Vars{rms_norm_gated(v[0], v[1], v[2])}; }};
     rows.push_back(large ? row.bits() : row);
   }
+  // the gate read in place from a wider product, as the recurrent mixers
+  // do: x [2, 9, 3, 4] (C = 12) gated by the columns [24, 36) of z [2, 9,
+  // 41]; z's gradient is 0 in the 29 others (what other ops read)
+  rows.push_back(OpRow{"rms_norm_gated", "[2, 9, 3, 4], the gate columns [24, 36) of a [2, 9, 41] product",
+                       {in::normal({2, 9, 3, 4}), in::uniform({4}, 0.5, 1.5), in::normal({2, 9, 41})},
+                       [](V v) { return Vars{rms_norm_gated(v[0], v[1], v[2], 1e-5, 24)}; }}
+                     .bits());
   // a residual sum and its norm, one op of two outputs: y, sum = x + h ⊙ M;
   // rstd, dx, dh, dweight
   const DropoutKey keys[] = {{0.0, 0, 0, 0}, {0.5, 1, 0, 0}, {0.1, 1337, 7, 5}, {0.0, 0, 0, 0}};

@@ -431,12 +431,12 @@ TEST_CASE("cuda: after the first training step, a step reads back 2 numbers and 
 // training step (forward with dropout, backward, clip, AdamW) after the
 // first, per preset, at B 4 × T 33. Each ceiling is today's count: a change
 // that launches more fails here, and a fusion that launches fewer lowers the
-// ceiling with it (the goal for a CUDA-graph step is about 150 for gdn).
+// ceiling with it (the goal for a CUDA-graph step, at most 150 for gdn, holds).
 TEST_CASE("cuda: a training step stays within its launch and allocation budget, every preset") {
   struct Budget { const char* preset; int64_t launches, allocations; };
-  const Budget budgets[] = {{"attn", 139, 141},   {"linear", 199, 213}, {"delta", 155, 185},
-                            {"gdn", 155, 189},    {"hybrid", 151, 177}, {"retnet", 139, 161},
-                            {"mamba2", 147, 169}, {"gla", 147, 169}};
+  const Budget budgets[] = {{"attn", 139, 141},   {"linear", 199, 213}, {"delta", 143, 177},
+                            {"gdn", 143, 181},    {"hybrid", 142, 171}, {"retnet", 127, 153},
+                            {"mamba2", 135, 161}, {"gla", 135, 161}};
   for (const Budget& budget : budgets) {
     LanguageModel model(make_config(budget.preset, kVocab), 7, DType::F32, Device::Cuda);
     AdamW opt(model.params());

@@ -11,7 +11,10 @@
 
 #include "autograd/functions.h"
 #include "dispatch/dispatch.h"
+#include "dispatch/layout.h"
+#include "tests/gradcheck.h"
 #include "tests/harness.h"
+#include "tests/op_check.h"
 
 using namespace lina;
 using namespace lina::test;
@@ -239,14 +242,16 @@ static void check_adds_into(Device device, DType dtype) {
       if (op == 2) dispatch::causal_conv1d_silu_l2_norm_backward(x, w_conv, norm, dy, {4, 1, 1}, 1e-6, 0.5, d_x, d_w);
     };
     Tensor fresh_dx, fresh_dw, into_dx, into_dw = dw0_conv.clone();
+    if (op == 2) into_dx = dx0.clone();  // the fused conv's dx adds into a sum too
     backward(fresh_dx, fresh_dw);
     backward(into_dx, into_dw);
-    CHECK(max_abs_diff(into_dx, fresh_dx) == 0.0);
+    if (op == 2) check_sum(into_dx, dx0, fresh_dx);
+    else CHECK(max_abs_diff(into_dx, fresh_dx) == 0.0);
     check_sum(into_dw, dw0_conv, fresh_dw);
   }
 }
 
-TEST_CASE("rms_norm's dx and dw and the convs' dw add into gradients handed in, CPU and (where present) cuda") {
+TEST_CASE("rms_norm's dx and dw, the convs' dw and the fused conv's dx add into gradients handed in, CPU and (where present) cuda") {
   check_adds_into(Device::Cpu, DType::F64);
   check_adds_into(Device::Cpu, DType::F32);
   if (dispatch::cuda_available()) check_adds_into(Device::Cuda, DType::F32);
@@ -288,6 +293,62 @@ TEST_CASE("the gated norm equals rms_norm then swiglu bit for bit, CPU and (wher
   check_gated_norm(Device::Cpu, DType::F64);
   check_gated_norm(Device::Cpu, DType::F32);
   if (dispatch::cuda_available()) check_gated_norm(Device::Cuda, DType::F32);
+}
+
+// The gated norm reading its gate in place from columns of a wider product
+// z gives the bits of reading a copy of those columns: y, dx, dw, and z's
+// gradient is the copy's gradient in the gate's columns, 0 in the others;
+// added into a gradient handed in, only the gate's columns change.
+static void check_gate_in_product(Device device, DType dtype) {
+  auto on = [&](Tensor t) { return t.to(dtype).to(device); };
+  const Tensor x = on(randn64({3, 50, 4, 8})), w = on(rand64({8}, 0.5, 1.5)), z = on(randn64({3, 50, 45}));
+  const Tensor r = on(randn64({3, 50, 4, 8}));  // the loss Σ r ⊙ y
+  const Tensor gate = slice(z, 2, 9, 32).reshape({3, 50, 4, 8});  // z's columns [9, 41)
+  Tensor rstd, y = dispatch::rms_norm_forward(x, w, 1e-6, rstd, z, 9);
+  Tensor rstd_copy, y_copy = dispatch::rms_norm_forward(x, w, 1e-6, rstd_copy, gate);
+  CHECK(max_abs_diff(y, y_copy) == 0.0);
+  Tensor dx, dw, dz, dx_copy, dw_copy, dgate_copy;
+  dispatch::rms_norm_backward(x, w, rstd, r, dx, dw, z, &dz, 9);
+  dispatch::rms_norm_backward(x, w, rstd_copy, r, dx_copy, dw_copy, gate, &dgate_copy);
+  CHECK(max_abs_diff(dx, dx_copy) == 0.0);
+  CHECK(max_abs_diff(dw, dw_copy) == 0.0);
+  REQUIRE(dz.shape() == z.shape());
+  CHECK(max_abs_diff(slice(dz, 2, 9, 32).reshape({3, 50, 4, 8}), dgate_copy) == 0.0);
+  for (const auto& [from, count] : {std::pair<int64_t, int64_t>{0, 9}, {41, 4}})
+    CHECK(max_abs_diff(slice(dz, 2, from, count), on(Tensor::zeros({3, 50, count}, DType::F64))) == 0.0);
+  const Tensor dz0 = on(randn64({3, 50, 45}));
+  Tensor dz_into = dz0.clone();
+  dx = Tensor(), dw = Tensor();
+  dispatch::rms_norm_backward(x, w, rstd, r, dx, dw, z, &dz_into, 9);
+  CHECK(max_abs_diff(dz_into, dispatch::binary(BinaryFn::Add, dz0, dz)) == 0.0);
+  CHECK_THROWS_WITH_AS(dispatch::rms_norm_forward(x, w, 1e-6, rstd, z, 14), doctest::Contains("rms_norm_gated"),
+                       Error);
+}
+
+TEST_CASE("the gated norm reads its gate from columns of a wider product, CPU and (where present) cuda") {
+  check_gate_in_product(Device::Cpu, DType::F64);
+  check_gate_in_product(Device::Cpu, DType::F32);
+  if (dispatch::cuda_available()) check_gate_in_product(Device::Cuda, DType::F32);
+}
+
+// The recurrent mixers' three readers of one product z [2, 9, 35], recorded
+// in their order: the gates (its last 3 columns), the conv (columns [0,
+// 24)), the gated norm of o [2, 9, 2, 4] (columns [24, 32)). The norm's
+// backward runs first and returns z's whole gradient; the conv's and then
+// the gates' add into their columns of it. Float64 gradients against
+// central differences, and cuda against the CPU.
+TEST_CASE("one product read by the gates, the conv and the gated norm: each backward adds into z's gradient") {
+  const OpRow row{"causal_conv1d_silu_l2_norm", "the mixer's three readers of z [2, 9, 35]",
+                  {in::normal({2, 9, 35}), in::normal({24, 4}), in::normal({3}), in::normal({2, 9, 2, 4}),
+                   in::uniform({4}, 0.5, 1.5)},
+                  [](const Vars& v) {
+                    Var gates = beta_log_alpha(v[0], v[2], 1);
+                    Var planes = causal_conv1d_silu_l2_norm_planes(v[0], v[1], 4, 3, 2);
+                    return Vars{gates, planes, rms_norm_gated(v[3], v[4], v[0], 1e-5, 24)};
+                  }};
+  const GradcheckResult r = row_gradient_error(row);
+  CHECK_MESSAGE(r.worst <= kGradcheck.tolerance, "worst " << r.where << " (error " << r.worst << ")");
+  if (dispatch::cuda_available()) CHECK(cuda_error(row.within(kCudaEachSum)) == "");
 }
 
 // residual_rms_norm, two in a row as in the model (the second's x is the

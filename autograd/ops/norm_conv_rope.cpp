@@ -18,11 +18,15 @@ static Tensor sum_or_none(const Tensor* sum) { return sum ? *sum : Tensor(); }
 //   dx = ρ (h − x̂ (x̂ᵀh) / n)       (the normalisation removes the radial part of h)
 //   dw = Σ_rows dy ⊙ x̂             (over every row: the per-head form shares w across heads)
 // Gated (rms_norm_gated), y = silu(g) ⊙ m with m = w ⊙ x̂, the norm's dy is
-// dn = dy ⊙ silu(g) in the lines above, and dg = dy ⊙ m ⊙ silu'(g).
+// dn = dy ⊙ silu(g) in the lines above, and dg = dy ⊙ m ⊙ silu'(g). The gate
+// may be columns of a wider product z (the recurrent mixers' one product):
+// its backward, run before z's other readers', then returns z's whole
+// gradient, 0 outside the gate's columns, for them to add into.
 // Each gradient is added straight into the sum the walk offers (dw into w's .grad).
 struct RmsNormOp : Node {
   RmsNormOp() : Node(OpKind::RmsNorm) { adds_into_sums = true; }
   Tensor x, weight, gate;  // gate: undefined unless gated (RmsNormGatedOp)
+  int64_t gate_column = 0;  // where the gate starts in gate's last dim (dispatch::rms_norm_forward)
   Tensor rstd;  // ρ per row, [rows]; x̂ is recomputed from x
   SavedTensors saved() const override {
     if (gate.defined()) return {{"x", x}, {"weight", weight}, {"gate", gate}, {"rstd", rstd}};
@@ -31,9 +35,10 @@ struct RmsNormOp : Node {
 
   // The forward of both types (Op: RmsNormOp, or RmsNormGatedOp with a gate).
   template <class Op>
-  static Var apply(const Var& x, const Var& weight, const Var* gate, double eps) {
+  static Var apply(const Var& x, const Var& weight, const Var* gate, double eps, int64_t gate_column = 0) {
     Tensor rstd;
-    Tensor y = dispatch::rms_norm_forward(x.data(), weight.data(), eps, rstd, gate ? gate->data() : Tensor());
+    Tensor y = dispatch::rms_norm_forward(x.data(), weight.data(), eps, rstd, gate ? gate->data() : Tensor(),
+                                          gate_column);
     if (!needs_grad(gate ? std::vector<Var>{x, weight, *gate} : std::vector<Var>{x, weight})) return Var(y);
     auto node = std::make_shared<Op>();
     node->x = x.data();
@@ -41,6 +46,7 @@ struct RmsNormOp : Node {
     node->rstd = rstd;
     if (!gate) return record(y, node, {x, weight});
     node->gate = gate->data();
+    node->gate_column = gate_column;
     return record(y, node, {x, weight, *gate});
   }
 
@@ -66,7 +72,7 @@ struct RmsNormGatedOp : RmsNormOp {
 
   std::vector<Tensor> backward_into(const Tensor& dy, const std::vector<Tensor*>& sums) override {
     Tensor dx = sum_or_none(sums[0]), dweight = sum_or_none(sums[1]), dgate = sum_or_none(sums[2]);
-    dispatch::rms_norm_backward(x, weight, rstd, dy, dx, dweight, gate, &dgate);  // += where defined
+    dispatch::rms_norm_backward(x, weight, rstd, dy, dx, dweight, gate, &dgate, gate_column);  // += where defined
     return {sums[0] ? Tensor() : dx, sums[1] ? Tensor() : dweight, sums[2] ? Tensor() : dgate};
   }
 };
@@ -74,8 +80,8 @@ struct RmsNormGatedOp : RmsNormOp {
 Var rms_norm(const Var& x, const Var& weight, double eps) {
   return RmsNormOp::apply<RmsNormOp>(x, weight, nullptr, eps);
 }
-Var rms_norm_gated(const Var& x, const Var& weight, const Var& gate, double eps) {
-  return RmsNormOp::apply<RmsNormGatedOp>(x, weight, &gate, eps);
+Var rms_norm_gated(const Var& x, const Var& weight, const Var& gate, double eps, int64_t gate_column) {
+  return RmsNormOp::apply<RmsNormGatedOp>(x, weight, &gate, eps, gate_column);
 }
 
 // ---- residual_rms_norm: a residual sum and the norm after it, two outputs -------------------
@@ -227,7 +233,8 @@ Var causal_conv1d_silu(const Var& x, const Var& weight) { return CausalConv1dSil
 // per normalised head (the composition would also keep z and y, two more
 // [B, T, C]). backward: y recomputed, dy = l2_norm's backward of dq (above)
 // in the normalised planes, dq itself in the others, then
-// causal_conv1d_silu's backward of dy.
+// causal_conv1d_silu's backward of dy. dx is added into the sum the walk
+// offers (z's gradient, begun by the gated norm's backward), else fresh.
 struct CausalConv1dSiluL2NormOp : Node {
   CausalConv1dSiluL2NormOp() : Node(OpKind::CausalConv1dSiluL2Norm) { adds_into_sums = true; }
   Tensor x, weight;
@@ -253,11 +260,11 @@ struct CausalConv1dSiluL2NormOp : Node {
 
   std::vector<Tensor> backward(const Tensor& dq) override { return backward_into(dq, {nullptr, nullptr}); }
 
-  // dw added straight into the weight's .grad where the walk offers it
+  // dx and dw added straight into the sums the walk offers (dw: the weight's .grad)
   std::vector<Tensor> backward_into(const Tensor& dq, const std::vector<Tensor*>& sums) override {
-    Tensor dx, dweight = sum_or_none(sums[1]);
+    Tensor dx = sum_or_none(sums[0]), dweight = sum_or_none(sums[1]);
     dispatch::causal_conv1d_silu_l2_norm_backward(x, weight, norm, dq, planes, eps, scale, dx, dweight);
-    return {dx, sums[1] ? Tensor() : dweight};
+    return {sums[0] ? Tensor() : dx, sums[1] ? Tensor() : dweight};
   }
 };
 
