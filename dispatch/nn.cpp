@@ -272,7 +272,6 @@ bool add_into_or_fresh(Tensor& grad, const Shape& shape, const Tensor& x, const 
   return true;
 }
 
-// x [B, T, C] and weight [C, K].
 // x [B, T, C] and weight [C, K]; with wider_x, x [B, T, ld ≥ C] whose first
 // C columns the conv reads.
 void check_conv(const Tensor& x, const Tensor& weight, const char* op = "causal_conv1d", bool wider_x = false) {
@@ -484,8 +483,8 @@ static void check_heads(const Tensor& x, const Tensor& weight, const ConvPlanes&
             " do not split into heads of " + std::to_string(planes.head));
 }
 
-// The output's shape: [B, T, C] for one plane, else [planes, B, T, C/planes].
-// The output's shape: C = weight.dim(0) channels (x's first C columns).
+// The output's shape, C = weight.dim(0) channels (x's first C columns):
+// [B, T, C] for one plane, else [planes, B, T, C/planes].
 static Shape planes_shape(const Tensor& x, const Tensor& weight, const ConvPlanes& planes) {
   const int64_t C = weight.dim(0);
   if (planes.count == 1) return {x.dim(0), x.dim(1), C};
@@ -495,7 +494,6 @@ static Shape planes_shape(const Tensor& x, const Tensor& weight, const ConvPlane
 static int64_t normed_heads(const Tensor& weight, const ConvPlanes& planes) {
   return planes.normed * (weight.dim(0) / planes.count) / planes.head;
 }
-
 
 Tensor causal_conv1d_silu_l2_norm_forward(const Tensor& x, const Tensor& weight, const ConvPlanes& planes,
                                      double eps, double scale, Tensor& norm_out) {
