@@ -567,20 +567,18 @@ __device__ void gradients_dq_dk(const GradientShared& t, const TileDecay<kDecay>
   }
 }
 
-// B4–B5 one key channel per thread: the last row's terms, then t.dlam
-// summed from the tile end, in place   [c][d]
+// B4–B5 by the whole block: the last row's terms added to t.dlam's last
+// row, then t.dlam summed from the tile end, in place   [c][d]. Overwrites
+// t.G and t.k_dk_end, which nothing reads after.
 template <DecayKind kDecay>
 __device__ void dlambda_sums_from_end(const GradientShared& t, const TileDecay<kDecay>& decay, int c, int d) {
-  for (int j = threadIdx.x; j < d; j += blockDim.x) {
-    float GH = 0.0f, sum = 0.0f;
-    for (int v = 0; v < d; ++v) GH += t.G[v * d + j] * t.H[v * d + j];
-    for (int i = 0; i < c; ++i) sum += t.k_dk_end[i * d + j];
-    sum += decay.from_start(c - 1, j) * GH;
-    for (int r = c - 1; r >= 0; --r) {
-      sum += t.dlam[r * d + j];
-      t.dlam[r * d + j] = sum;
-    }
-  }
+  for (int e = threadIdx.x; e < d * d; e += blockDim.x) t.G[e] *= t.H[e];
+  sums_down_columns(t.G, d, d, false);         // last row: Σ_v (dH' ⊙ H)_vj
+  sums_down_columns(t.k_dk_end, c, d, false);  // last row: Σ_i k_ij (dk through Kend)_ij
+  __syncthreads();
+  for (int j = threadIdx.x; j < d; j += blockDim.x)
+    t.dlam[(c - 1) * d + j] += t.k_dk_end[(c - 1) * d + j] + decay.from_start(c - 1, j) * t.G[(d - 1) * d + j];
+  sums_down_columns(t.dlam, c, d, /*from_end=*/true);
 }
 
 // d log a from t.dlam: dlog_alpha [B, T, H, d] for a decay per channel,

@@ -96,21 +96,47 @@ template <DecayKind kDecay> constexpr int decay_width(int d) {
   return kDecay == DecayKind::LearnedPerChannel ? d : kDecay == DecayKind::None ? 0 : 1;
 }
 
+// x [c][w] summed down each column in place, by the whole block (every
+// thread calls it; it syncs first, so x may have been written just before):
+// x_rj ← x_0j + … + x_rj, or with from_end x_rj ← x_rj + … + x_{c−1,j}. One
+// thread per column would leave all but w threads idle for c steps, so each
+// column is cut into segments of rows, a thread per (segment, column): each
+// sums its segment in place, then adds the totals of the segments before it
+// (the two passes of a blocked prefix sum). The caller syncs before reading.
+template <class T> __device__ void sums_down_columns(T* x, int c, int w, bool from_end) {
+  const int segments = w >= int(blockDim.x) ? 1 : int(blockDim.x) / w;  // per column
+  const int length = (c + segments - 1) / segments;                    // rows of a segment
+  auto at = [&](int i, int j) -> T& { return x[(from_end ? c - 1 - i : i) * w + j]; };  // i-th row walked
+  __syncthreads();
+  for (int e = threadIdx.x; e < segments * w; e += blockDim.x) {  // its own segment
+    const int j = e % w, first = (e / w) * length, end = first + length < c ? first + length : c;
+    T sum = T(0);
+    for (int i = first; i < end; ++i) sum = at(i, j) = sum + at(i, j);
+  }
+  if (segments == 1) return;  // one segment per column: done (then segments · w ≤ blockDim.x below)
+  __syncthreads();
+  const int e = threadIdx.x, j = e % w, segment = e / w, first = segment * length;
+  T before = T(0);  // the totals of the earlier segments: read by every thread before any adds
+  if (e < segments * w)
+    for (int s = 0; s < segment && s * length < c; ++s)
+      before += at(((s + 1) * length < c ? (s + 1) * length : c) - 1, j);  // segment s's last row
+  __syncthreads();
+  if (e < segments * w)
+    for (int i = first; i < first + length && i < c; ++i) at(i, j) += before;
+}
+
 // lambda [c][w] = λ_rj = log a_0j + … + log a_rj, the log-decay from the tile
-// start to token r inclusive: one key channel per thread, walking the tile's
-// tokens (one thread in all for a decay per head). Summed in float64, so a
-// difference λ_r − λ_i is as exact as the segment sum log a_{i+1} + … + log a_r
-// (docs/recurrence.md §5.3) however large λ grows inside the tile.
+// start to token r inclusive (one column for a decay per head), by the whole
+// block. Summed in float64, so a difference λ_r − λ_i is as exact as the
+// segment sum log a_{i+1} + … + log a_r (docs/recurrence.md §5.3) however
+// large λ grows inside the tile.
 template <DecayKind kDecay>
 __device__ void load_log_alpha(double* lambda, const ScanShape& s, const float* log_alpha, const Tile& at) {
   const int w = decay_width<kDecay>(int(s.d));
-  for (int j = threadIdx.x; j < w; j += blockDim.x) {
-    double sum = 0.0;
-    for (int r = 0; r < at.rows; ++r) {
-      sum += double(scan_log_alpha(s, log_alpha, at.token(r), j));
-      lambda[r * w + j] = sum;
-    }
-  }
+  if (w == 0) return;
+  for (int e = threadIdx.x; e < at.rows * w; e += blockDim.x)
+    lambda[e] = double(scan_log_alpha(s, log_alpha, at.token(e / w), e % w));
+  sums_down_columns(lambda, at.rows, w, /*from_end=*/false);
 }
 
 // The decays of a tile, read from λ in shared memory. Every exponent is a
