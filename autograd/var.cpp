@@ -176,13 +176,19 @@ static std::vector<Tensor*> sums_to_add_into(const std::vector<Var>& ins,
 // device and shared by every backward: no kernel fills a new one each
 // step. Its holders never own it alone, so nothing adds into it in place.
 // Never freed (the CUDA runtime may be gone at exit).
+static std::mutex ones_mutex;
+static std::map<std::pair<DType, Device>, Tensor*> ones;
 static Tensor one_like(const Tensor& x) {
-  static std::mutex mutex;
-  static std::map<std::pair<DType, Device>, Tensor*> ones;
-  std::lock_guard<std::mutex> lock(mutex);
+  std::lock_guard<std::mutex> lock(ones_mutex);
   Tensor*& one = ones[{x.dtype(), x.device()}];
   if (!one) one = new Tensor(Tensor::ones({1}, x.dtype(), x.device()));
   return one->reshape(x.shape());
+}
+
+bool is_backward_seed(const Tensor& dy) {
+  std::lock_guard<std::mutex> lock(ones_mutex);
+  auto one = ones.find({dy.dtype(), dy.device()});
+  return one != ones.end() && dy.same_storage(*one->second);
 }
 
 void Var::backward(Graph after) const {

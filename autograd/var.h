@@ -178,6 +178,10 @@ class ReleaseUnreadOutputs {
 bool needs_grad(const std::vector<Var>& inputs);
 // Wraps `out` in a Var produced by `node` from `inputs`.
 Var record(Tensor out, std::shared_ptr<Node> node, std::vector<Var> inputs);
+// Whether dy is the gradient a backward starts from, dL/dL = 1 (Var::backward):
+// the op that made the loss may then hand over a gradient it formed in its
+// forward for dL = 1, with no kernel to multiply by 1.
+bool is_backward_seed(const Tensor& dy);
 
 // ---- names ------------------------------------------------------------------------------------
 

@@ -14,16 +14,19 @@ namespace lina::cpu {
 //   v  ← β2 v + (1 − β2) g²                  second moment
 //   p  ← p − lr·m̂ / (√v̂ + eps)               m̂ = m / bc1, v̂ = v / bc2
 // The last line is computed as (lr / bc1)·m / (√v / √bc2 + eps), as PyTorch does.
+// With max_norm > 0, g is first clipped: g · min(1, max_norm / (‖g‖ + 1e-6)).
 template <class T>
 void adamw_step(T* p, const T* g, T* m, T* v, const T* decay_mask, int64_t n, T beta1, T beta2,
-                T eps, const T* scalars, const int32_t* control) {
+                T eps, const T* scalars, const int32_t* control, const double* sum_of_squares,
+                double max_norm) {
   if (control != nullptr && control[2] != 0) return;  // a refused update (end_update)
   const T decay_factor = scalars[0];           // 1 − lr·wd, where decay_mask is 1 (or null)
   const T step_size = scalars[1];              // lr / bc1
   const T bias_correction2_sqrt = scalars[2];  // √bc2
+  const T clip = sum_of_squares ? T(math::clip_factor(*sum_of_squares, max_norm)) : T(1);
   LINA_PARALLEL_FOR_IF(n > kParallelMin)
   for (int64_t i = 0; i < n; ++i) {
-    T gi = g[i];
+    T gi = g[i] * clip;
     m[i] = beta1 * m[i] + (T(1) - beta1) * gi;
     v[i] = beta2 * v[i] + (T(1) - beta2) * gi * gi;
     T denom = std::sqrt(v[i]) / bias_correction2_sqrt + eps;
@@ -45,7 +48,9 @@ void begin_update(const T* scalar_table, T* scalars, const int32_t* ids_table, i
 }
 
 template <class T>
-void end_update(const T* loss, const double* sum_of_squares, double* log, int32_t* control) {
+void end_update(const T* loss, const T* grad, int64_t n, double* sum_of_squares, double* log,
+                int32_t* control) {
+  sum_squares(grad, n, sum_of_squares);
   const int64_t s = control[0];
   log[2 * s] = double(*loss);
   log[2 * s + 1] = *sum_of_squares;
@@ -64,7 +69,7 @@ void scale_inplace(T* x, int64_t n, T factor) {
 // The clip factor of clip_grad_norm (models/optim.h), from Σ g².
 template <class T>
 void clip_to_norm(T* x, int64_t n, const double* sum_of_squares, double max_norm) {
-  double factor = max_norm / (std::sqrt(*sum_of_squares) + 1e-6);
+  const double factor = math::clip_factor(*sum_of_squares, max_norm);
   if (factor < 1.0) scale_inplace<T>(x, n, T(factor));
 }
 

@@ -104,38 +104,30 @@ static double cross_entropy_count(const T* mask, int64_t R) {
   return std::max(count, 1.0);
 }
 
-// One pass per row: max, exponentials (written to probs) and their sum, then
-// normalise; −log p_t = log Σ exp(x − max) − (x_t − max).
+// One pass per row: max, exponentials (written to dlogits) and their sum,
+// then normalise to p; −log p_t = log Σ exp(x − max) − (x_t − max). The row
+// is then the loss's gradient (dloss = 1): w · (p − onehot(t)), w = mask /
+// count, since d(−log p_t)/dx = p − onehot(t).
 template <class T>
-void cross_entropy_forward(const T* logits, const int32_t* targets, const T* mask, T* probs,
+void cross_entropy_forward(const T* logits, const int32_t* targets, const T* mask, T* dlogits,
                            T* loss, int64_t R, int64_t V) {
+  const double count = cross_entropy_count(mask, R);
+  const T scale = T(1.0 / count);
   std::vector<double> row_nll(static_cast<size_t>(R));  // one value per row: summed serially below
   LINA_PARALLEL_FOR_IF(R * V > kParallelMin)
   for (int64_t n = 0; n < R; ++n) {
     const T* xr = logits + n * V;
-    T* pr = probs + n * V;
+    T* dr = dlogits + n * V;
     // −log softmax(x)[t] = log Σ exp(x) − x[t]
-    double nll = double(softmax_row(xr, pr, V)) - double(xr[targets[n]]);
+    double nll = double(softmax_row(xr, dr, V)) - double(xr[targets[n]]);  // dr = p
     row_nll[size_t(n)] = mask ? double(mask[n]) * nll : nll;
+    const T w = mask ? scale * mask[n] : scale;
+    for (int64_t j = 0; j < V; ++j) dr[j] = w * dr[j];
+    dr[targets[n]] -= w;
   }
   double total = 0;
   for (double v : row_nll) total += v;
-  *loss = T(total / cross_entropy_count(mask, R));
-}
-
-// dlogits_n = dloss · mask_n · (p_n − onehot(t_n)) / count
-template <class T>
-void cross_entropy_backward(const T* probs, const int32_t* targets, const T* mask, const T* dloss,
-                            T* dlogits, int64_t R, int64_t V) {
-  T scale = T(double(*dloss) / cross_entropy_count(mask, R));
-  LINA_PARALLEL_FOR_IF(R * V > kParallelMin)
-  for (int64_t n = 0; n < R; ++n) {
-    const T* pr = probs + n * V;
-    T* dr = dlogits + n * V;
-    T w = mask ? scale * mask[n] : scale;
-    for (int64_t j = 0; j < V; ++j) dr[j] = w * pr[j];
-    dr[targets[n]] -= w;
-  }
+  *loss = T(total / count);
 }
 
 // ---- embedding ----------------------------------------------------------------------

@@ -39,7 +39,7 @@ struct Context {
   cudaStream_t stream = nullptr;
   cublasHandle_t cublas = nullptr;
   bool sync_after_launch = false;   // LINA_CUDA_SYNC=1
-  double* reduction_scratch = nullptr;  // kMaxReductionBlocks + 1 doubles (sum_squares)
+  double* reduction_scratch = nullptr;  // kMaxReductionBlocks + 1 doubles (grid_sum_of_squares.cuh)
   unsigned* blocks_done = nullptr;      // the last-block counter, 0 between launches (last_block.cuh)
   bool stream_ordered_memory = false;  // cudaMallocAsync available (else cudaMalloc)
   uint64_t* index_error = nullptr;  // 8 bytes, 0 or the first id a kernel found out of range

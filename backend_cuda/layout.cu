@@ -6,28 +6,11 @@
 
 #include "backend_cuda/cuda_context.h"
 #include "backend_cuda/cuda_kernels.h"
+#include "backend_cuda/grid_sum_of_squares.cuh"
 #include "backend_cuda/kernels_device.h"
-#include "backend_cuda/last_block.cuh"
 #include "core/error.h"
 
 namespace lina::cuda {
-
-// ---- device helpers -------------------------------------------------------------
-
-// Σ value over the block (blockDim.x = kThreads, a power of two), by halving
-// in shared memory; every thread gets the total.
-template <class T>
-__device__ T block_sum(T* partial, T value) {
-  partial[threadIdx.x] = value;
-  __syncthreads();
-  for (int half = kThreads / 2; half > 0; half /= 2) {
-    if (int(threadIdx.x) < half) partial[threadIdx.x] += partial[threadIdx.x + half];
-    __syncthreads();
-  }
-  T total = partial[0];
-  __syncthreads();  // all have read partial[0] before the caller reuses it
-  return total;
-}
 
 // ---- kernels ----------------------------------------------------------------------
 
@@ -71,21 +54,11 @@ __global__ void sum_middle_block_kernel(const float* x, float* out, int64_t colu
   }
 }
 
-// Each thread squares a grid-strided share in double; each block writes the
-// total of its threads' shares to block_totals[blockIdx.x]; the last block
-// to finish adds the block totals in a fixed order (no floating-point
-// atomics), so the same input gives the same bits on every run; the sum goes
-// to *out.
+// *out = Σ x², the last block's (grid_sum_of_squares.cuh).
 __global__ void sum_squares_kernel(const float* x, int64_t n, double* block_totals, double* out,
                                    unsigned* blocks_done) {
-  __shared__ double partial[kThreads];
-  double total = block_sum(partial, sum_squares_partial(first_index(), index_stride(), x, n));
-  if (threadIdx.x == 0) block_totals[blockIdx.x] = total;
-  if (!last_block_done(blocks_done)) return;
-  double s = 0.0;
-  for (unsigned b = threadIdx.x; b < gridDim.x; b += kThreads) s += block_totals[b];
-  total = block_sum(partial, s);
-  if (threadIdx.x == 0) *out = total;
+  double total = 0.0;
+  if (grid_sum_of_squares(x, n, block_totals, blocks_done, total) && threadIdx.x == 0) *out = total;
 }
 
 // ---- launchers ----------------------------------------------------------------------
@@ -136,10 +109,8 @@ void sum_squares(const float* x, int64_t n, double* out) {
     LINA_CUDA_CHECK(cudaMemsetAsync(out, 0, sizeof(double), ctx.stream), "cuda::sum_squares");
     return;
   }
-  unsigned blocks = blocks_for(n);
-  if (blocks > unsigned(kMaxReductionBlocks)) blocks = kMaxReductionBlocks;  // threads then loop
-  LINA_LAUNCH(sum_squares_kernel, blocks, kThreads, 0, ctx.stream)(x, n, ctx.reduction_scratch, out,
-                                                                   ctx.blocks_done);
+  LINA_LAUNCH(sum_squares_kernel, sum_of_squares_blocks(n), kThreads, 0, ctx.stream)(
+      x, n, ctx.reduction_scratch, out, ctx.blocks_done);
   LINA_CHECK_LAUNCH("cuda::sum_squares");
 }
 

@@ -1,15 +1,18 @@
-// CUDA optimiser kernels (float32): the AdamW step, the in-place scale and
-// the update plan's bookkeeping, the GPU twins of backend_cpu/optim.cpp. One element per thread in a
+// CUDA optimiser kernels (float32): the AdamW step (clipping on the way),
+// the in-place scale and the update plan's bookkeeping (with Σ g²), the
+// GPU twins of backend_cpu/optim.cpp. One element per thread in a
 // grid-stride loop; the per-element maths is in backend_cuda/optim_device.h.
 #include "backend_cuda/cuda_context.h"
 #include "backend_cuda/cuda_kernels.h"
+#include "backend_cuda/grid_sum_of_squares.cuh"
 #include "backend_cuda/optim_device.h"
 
 namespace lina::cuda {
 
 __global__ void adamw_kernel(AdamWArgs args) {
   if (args.control != nullptr && args.control[2] != 0) return;  // a refused update (end_update)
-  for (int64_t i = first_index(); i < args.n; i += index_stride()) adamw_thread(i, args);
+  const float clip = args.clip();
+  for (int64_t i = first_index(); i < args.n; i += index_stride()) adamw_thread(i, args, clip);
 }
 
 __global__ void clip_to_norm_kernel(float* x, int64_t n, const double* sum_of_squares, double max_norm) {
@@ -22,9 +25,10 @@ __global__ void scale_inplace_kernel(float* x, int64_t n, float factor) {
 }
 
 void adamw_step(float* p, const float* g, float* m, float* v, const float* decay_mask, int64_t n,
-                float beta1, float beta2, float eps, const float* scalars, const int32_t* control) {
+                float beta1, float beta2, float eps, const float* scalars, const int32_t* control,
+                const double* sum_of_squares, double max_norm) {
   if (n == 0) return;
-  AdamWArgs args{p, g, m, v, decay_mask, n, beta1, beta2, eps, scalars, control};
+  AdamWArgs args{p, g, m, v, decay_mask, n, beta1, beta2, eps, scalars, control, sum_of_squares, max_norm};
   LINA_LAUNCH(adamw_kernel, blocks_for(n), kThreads, 0, context().stream)(args);
   LINA_CHECK_LAUNCH("cuda::adamw_step");
 }
@@ -47,12 +51,16 @@ __global__ void begin_update_kernel(const float* scalar_table, float* scalars, c
 // nvcc and for the simulator's g++).
 __device__ inline bool is_finite(double x) { return x - x == 0.0; }
 
-// One thread: the log entry, the refusal, the next update.
-__global__ void end_update_kernel(const float* loss, const double* sum_of_squares, double* log, int32_t* control) {
-  if (threadIdx.x != 0 || blockIdx.x != 0) return;
+// Σ g² by the whole launch (grid_sum_of_squares.cuh); then one thread of
+// the last block: the log entry, the refusal, the next update.
+__global__ void end_update_kernel(const float* loss, const float* grad, int64_t n, double* block_totals,
+                                  unsigned* blocks_done, double* sum_of_squares, double* log, int32_t* control) {
+  double total = 0.0;
+  if (!grid_sum_of_squares(grad, n, block_totals, blocks_done, total) || threadIdx.x != 0) return;
+  *sum_of_squares = total;
   const int64_t s = control[0];
   log[2 * s] = double(*loss);
-  log[2 * s + 1] = *sum_of_squares;
+  log[2 * s + 1] = total;
   if (control[2] == 0 && !(is_finite(log[2 * s]) && is_finite(log[2 * s + 1]))) control[2] = control[1] + 1;
   control[0] += 1;
   control[1] += 1;
@@ -67,8 +75,11 @@ void begin_update(const float* scalar_table, float* scalars, const int32_t* ids_
   LINA_CHECK_LAUNCH("cuda::begin_update");
 }
 
-void end_update(const float* loss, const double* sum_of_squares, double* log, int32_t* control) {
-  LINA_LAUNCH(end_update_kernel, 1, 1, 0, context().stream)(loss, sum_of_squares, log, control);
+void end_update(const float* loss, const float* grad, int64_t n, double* sum_of_squares, double* log,
+                int32_t* control) {
+  Context& ctx = context();
+  LINA_LAUNCH(end_update_kernel, sum_of_squares_blocks(n), kThreads, 0, ctx.stream)(
+      loss, grad, n, ctx.reduction_scratch, ctx.blocks_done, sum_of_squares, log, control);
   LINA_CHECK_LAUNCH("cuda::end_update");
 }
 

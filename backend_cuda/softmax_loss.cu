@@ -3,9 +3,10 @@
 //
 // Row kernels take one warp per row (backend_cuda/warp_reduce.cuh): lane l
 // owns entries l, l + 32, … of its row; the row's maximum and sums are
-// butterfly shuffles, the same order on every run. The cross-entropy total
-// is the forward's last block adding the per-row losses. Embedding and the cross-entropy
-// gradient are one thread per output element (softmax_loss_device.h).
+// butterfly shuffles, the same order on every run. The cross-entropy
+// writes its gradient in the same pass, and its total is the last block
+// adding the per-row losses. Embedding is one thread per output element
+// (softmax_loss_device.h).
 #include <cmath>
 #include <cstddef>
 #include <limits>
@@ -90,7 +91,8 @@ __global__ void log_softmax_backward_kernel(const float* y, const float* dy, flo
 
 // ---- cross-entropy ----
 // loss = Σ_r mask_r · nll_r / count, nll_r = −log softmax(logits_r)[t_r],
-// count = max(Σ_r mask_r, 1) (R when there is no mask).
+// count = max(Σ_r mask_r, 1) (R when there is no mask), and its gradient
+// dlogits_r = mask_r · (p_r − onehot(t_r)) / count (dloss = 1).
 
 // Σ_r mask_r over thread t's share r = t, t + kThreads, …, in double; R
 // itself when there is no mask.
@@ -114,41 +116,44 @@ __device__ void cross_entropy_total(const double* row_nll, const float* mask, fl
   if (threadIdx.x == 0) *loss = float(nll / loss_count(count));
 }
 
-// Per row: probs = softmax(logits), row_nll = mask · (log Σ exp(logits) − logits[t]);
-// then the last block to finish adds the rows' nll into the loss.
+// 1 / count, by the whole block: with a mask every block sums it (the same
+// order in each, so every row gets the same factor).
+__device__ float inverse_count(const float* mask, int64_t R) {
+  __shared__ double partial[kRowsPerBlock];
+  __shared__ float inverse;
+  const double count = block_total(mask_count_share(mask, R), partial);
+  if (threadIdx.x == 0) inverse = float(1.0 / loss_count(count));
+  __syncthreads();
+  return inverse;
+}
+
+// Per row: p = softmax(logits) into dlogits, row_nll = mask · (log Σ
+// exp(logits) − logits[t]), then the row becomes w · (p − onehot(t)), w =
+// mask / count; the last block to finish adds the rows' nll into the loss.
 __global__ void cross_entropy_forward_kernel(const float* logits, const int32_t* targets, const float* mask,
-                                             float* probs, double* row_nll, float* loss, int64_t R,
+                                             float* dlogits, double* row_nll, float* loss, int64_t R,
                                              int64_t V, uint64_t* index_error, unsigned* blocks_done) {
+  const float scale = inverse_count(mask, R);
   for (int64_t r = first_row(); r < R; r += row_stride()) {
     const float* x = logits + r * V;
-    const RowMaxSum stats = row_max_sum(x, V, probs + r * V);
+    float* d = dlogits + r * V;
+    const RowMaxSum stats = row_max_sum(x, V, d);  // d = exp(x − m) for now
     const float inv = 1.0f / stats.sum;
-    for (int64_t j = lane(); j < V; j += kWarp) probs[r * V + j] *= inv;
+    const int32_t t = targets[r];
+    const float w = mask ? scale * mask[r] : scale;
+    for (int64_t j = lane(); j < V; j += kWarp) {
+      const float p = d[j] * inv;
+      float g = w * p;
+      if (j == t) g -= w;  // an out-of-range t matches no j (reported below)
+      d[j] = g;
+    }
     if (lane() == 0) {
-      const int32_t t = targets[r];
       if (!index_ok(t, V)) *index_error = pack_index_error(kCrossEntropyTarget, t, V);
       const double nll = index_ok(t, V) ? double(stats.max + logf(stats.sum)) - double(x[t]) : double(NAN);
       row_nll[r] = mask ? double(mask[r]) * nll : nll;
     }
   }
   if (last_block_done(blocks_done)) cross_entropy_total(row_nll, mask, loss, R);
-}
-
-// One block: scale = dloss / max(Σ mask, 1), the factor every dlogits row
-// shares (with a mask; without one it is dloss / max(R, 1), no sum).
-__global__ void cross_entropy_scale_kernel(const float* mask, const float* dloss, float* scale, int64_t R) {
-  __shared__ double partial[kRowsPerBlock];
-  const double count = block_total(mask_count_share(mask, R), partial);
-  if (threadIdx.x == 0) *scale = float(double(*dloss) / loss_count(count));
-}
-
-// scale: the scale kernel's result, read only with a mask.
-__global__ void cross_entropy_backward_kernel(const float* probs, const int32_t* targets,
-                                              const float* mask, const float* scale, const float* dloss,
-                                              float* dlogits, int64_t n, int64_t R, int64_t V) {
-  const float s = mask ? *scale : float(double(*dloss) / loss_count(double(R)));
-  for (int64_t i = first_index(); i < n; i += index_stride())
-    cross_entropy_backward_thread(i, probs, targets, mask, s, dlogits, V);
 }
 
 // ---- embedding ----
@@ -217,28 +222,11 @@ void log_softmax_backward(const float* y, const float* dy, float* dx, int64_t R,
 
 // Per-row nll into a scratch buffer; the launch's last block adds it in a fixed order.
 void cross_entropy_forward(const float* logits, const int32_t* targets, const float* mask,
-                           float* probs, float* loss, int64_t R, int64_t V) {
+                           float* dlogits, float* loss, int64_t R, int64_t V) {
   Scratch<double> row_nll(R > 0 ? R : 1);  // [R]
   LINA_LAUNCH(cross_entropy_forward_kernel, row_blocks(R), kThreads, 0, context().stream)(
-      logits, targets, mask, probs, row_nll.get(), loss, R, V, context().index_error, context().blocks_done);
+      logits, targets, mask, dlogits, row_nll.get(), loss, R, V, context().index_error, context().blocks_done);
   LINA_CHECK_LAUNCH("cuda::cross_entropy_forward");
-}
-
-// With a mask, dloss / Σ mask into a one-float scratch first; then one
-// thread per element of dlogits.
-void cross_entropy_backward(const float* probs, const int32_t* targets, const float* mask,
-                            const float* dloss, float* dlogits, int64_t R, int64_t V) {
-  int64_t n = R * V;
-  if (n == 0) return;
-  Scratch<float> scale(mask ? 1 : 0);  // [1]
-  cudaStream_t stream = context().stream;
-  if (mask) {
-    LINA_LAUNCH(cross_entropy_scale_kernel, 1, kThreads, 0, stream)(mask, dloss, scale.get(), R);
-    LINA_CHECK_LAUNCH("cuda::cross_entropy_backward (scale)");
-  }
-  LINA_LAUNCH(cross_entropy_backward_kernel, blocks_for(n), kThreads, 0, stream)(
-      probs, targets, mask, scale.get(), dloss, dlogits, n, R, V);
-  LINA_CHECK_LAUNCH("cuda::cross_entropy_backward");
 }
 
 void embedding_forward(const float* weight, const int32_t* ids, float* out, int64_t N, int64_t V, int64_t C) {

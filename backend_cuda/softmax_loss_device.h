@@ -1,8 +1,7 @@
-// The per-thread work of the CUDA cross-entropy gradient and embedding
-// kernels (softmax_loss.cu): one thread per output element, as LINA_HD
-// functions beside the CPU backend's formulas. The row kernels (softmax,
-// log-softmax, the cross-entropy rows, argmax) are written in
-// softmax_loss.cu itself, a warp per row.
+// The per-thread work of the CUDA embedding kernels (softmax_loss.cu): one
+// thread per output element, as LINA_HD functions beside the CPU backend's
+// formulas. The row kernels (softmax, log-softmax, cross-entropy, argmax)
+// are written in softmax_loss.cu itself, a warp per row.
 #pragma once
 #include <cmath>
 #include <cstdint>
@@ -30,17 +29,6 @@ LINA_HD uint64_t pack_index_error(IndexKind kind, int32_t value, int64_t limit) 
   return (uint64_t(kind) << 56) | ((uint64_t(limit) & 0xffffffu) << 32) | uint64_t(uint32_t(value));
 }
 LINA_HD bool index_ok(int32_t id, int64_t limit) { return id >= 0 && id < limit; }
-
-// Element i = (r, j) of dlogits [R, V]: w · (p − onehot(t_r))[j], w = scale · mask_r.
-LINA_HD void cross_entropy_backward_thread(int64_t i, const float* probs, const int32_t* targets,
-                                           const float* mask, float scale, float* dlogits,
-                                           int64_t V) {
-  int64_t r = i / V, j = i % V;
-  float w = mask ? scale * mask[r] : scale;
-  float d = w * probs[i];
-  if (j == targets[r]) d -= w;  // an out-of-range target matches no j (reported by the forward)
-  dlogits[i] = d;
-}
 
 // ---- embedding --------------------------------------------------------------------------
 

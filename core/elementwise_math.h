@@ -237,5 +237,14 @@ LINA_HD void visit_binary(BinaryFn f, Fn&& fn) {
   }
 }
 
+// Gradient clipping's factor from Σ g²: min(1, max_norm / (√sum_of_squares
+// + 1e-6)); 1 without clipping (max_norm 0) and when Σ g² is not a number
+// (the update plan refuses that update anyway).
+LINA_HD double clip_factor(double sum_of_squares, double max_norm) {
+  if (max_norm <= 0.0) return 1.0;
+  const double factor = max_norm / (sqrt(sum_of_squares) + 1e-6);
+  return factor < 1.0 ? factor : 1.0;
+}
+
 }  // namespace math
 }  // namespace lina

@@ -40,9 +40,11 @@
 // attention (core/kernel_args.h AttentionShape): forward writes probs and out;
 //   backward writes dscores (scratch), dq, dk and dv (each KV head's gradient
 //   sums over the query heads that read it).
-// cross_entropy: logits, probs, dlogits [R, V]; targets [R] in [0, V); mask
-//   [R] or null (keep all); loss and dloss: one element (device memory on
-//   CUDA): loss = Σ mask·(−log p_target) / max(Σ mask, 1).
+// cross_entropy: logits, dlogits [R, V]; targets [R] in [0, V); mask [R] or
+//   null (keep all); loss: one element (device memory on CUDA): loss =
+//   Σ mask·(−log p_target) / max(Σ mask, 1), p = softmax(logits). The same
+//   pass writes the loss's gradient dlogits = mask · (p − onehot(target)) /
+//   max(Σ mask, 1) (dloss = 1; any other dloss scales it).
 // embedding: weight, dweight [V, C]; ids [N] in [0, V); out, dy [N, C]; the
 //   backward zeroes dweight, then sums dy over repeated ids.
 // argmax_last: x [R, N] -> out [R], the first index of the largest entry.
@@ -83,15 +85,19 @@
 //   replayed CUDA graph sees each update's own: scalars [3] = {1 −
 //   lr·weight_decay, lr / bias_correction1, √bias_correction2}
 //   (dispatch::adamw_scalars); control null, or an update plan's [3] (below):
-//   no update while control[2] ≠ 0.
+//   no update while control[2] ≠ 0. With max_norm > 0 the step clips on
+//   the way: it reads g · min(1, max_norm / (√sum_of_squares + 1e-6))
+//   (sum_of_squares: one double in the backend's memory, Σ g²; null and 0:
+//   no clipping), the same numbers clip_to_norm then a plain step give.
 // An update plan (experiments/update_plan.h) holds a window of updates in
 //   the backend's memory; control [3] = {slot in the window, update number
 //   (0-based), refused_at (0, or the 1-based update whose loss or gradient
 //   was not finite)}. begin_update copies slot s's rows: scalars [3] =
 //   scalar_table[s], ids [ids_per_row] = ids_table[s], mask [mask_per_row] =
-//   mask_table[s] (mask null: none). end_update writes log[s] = {loss,
-//   sum_of_squares} (double [2]), sets refused_at at the first non-finite
-//   one, and moves control to the next update.
+//   mask_table[s] (mask null: none). end_update sums the gradient's squares
+//   (grad [n], as sum_squares) into *sum_of_squares, writes log[s] = {loss,
+//   Σ g²} (double [2]), sets refused_at at the first non-finite one, and
+//   moves control to the next update.
 // scale_inplace: x *= factor.
 // dropout_apply: y[i] = x[i] · dropout_factor(key, i) (core/philox.h): 0 with
 //   probability p, else 1 / (1 − p). Linear in x, so the backward is the same
@@ -181,8 +187,7 @@
   KERNEL(void, softmax_backward, (const T* y, const T* dy, T* dx, int64_t R, int64_t N)) \
   KERNEL(void, log_softmax_forward, (const T* x, T* y, int64_t R, int64_t N)) \
   KERNEL(void, log_softmax_backward, (const T* y, const T* dy, T* dx, int64_t R, int64_t N)) \
-  KERNEL(void, cross_entropy_forward, (const T* logits, const int32_t* targets, const T* mask, T* probs, T* loss, int64_t R, int64_t V)) \
-  KERNEL(void, cross_entropy_backward, (const T* probs, const int32_t* targets, const T* mask, const T* dloss, T* dlogits, int64_t R, int64_t V)) \
+  KERNEL(void, cross_entropy_forward, (const T* logits, const int32_t* targets, const T* mask, T* dlogits, T* loss, int64_t R, int64_t V)) \
   KERNEL(void, embedding_forward, (const T* weight, const int32_t* ids, T* out, int64_t N, int64_t V, int64_t C)) \
   KERNEL(void, embedding_backward, (const T* dy, const int32_t* ids, T* dweight, int64_t N, int64_t V, int64_t C, bool accumulate)) \
   KERNEL(void, argmax_last, (const T* x, int32_t* out, int64_t R, int64_t N))
@@ -222,9 +227,9 @@
 // ---- the optimiser: AdamW, clipping, scaling, and the update plan's bookkeeping ----
 // backend_cpu/optim.cpp, backend_cuda/optim.cu
 #define LINA_OPTIM_LIST(OP, KERNEL, T) \
-  KERNEL(void, adamw_step, (T * p, const T* g, T* m, T* v, const T* decay_mask, int64_t n, T beta1, T beta2, T eps, const T* scalars, const int32_t* control)) \
+  KERNEL(void, adamw_step, (T * p, const T* g, T* m, T* v, const T* decay_mask, int64_t n, T beta1, T beta2, T eps, const T* scalars, const int32_t* control, const double* sum_of_squares, double max_norm)) \
   KERNEL(void, begin_update, (const T* scalar_table, T* scalars, const int32_t* ids_table, int32_t* ids, int64_t ids_per_row, const T* mask_table, T* mask, int64_t mask_per_row, const int32_t* control)) \
-  KERNEL(void, end_update, (const T* loss, const double* sum_of_squares, double* log, int32_t* control)) \
+  KERNEL(void, end_update, (const T* loss, const T* grad, int64_t n, double* sum_of_squares, double* log, int32_t* control)) \
   KERNEL(void, scale_inplace, (T * x, int64_t n, T factor)) \
   KERNEL(void, clip_to_norm, (T * x, int64_t n, const double* sum_of_squares, double max_norm))
 

@@ -153,14 +153,11 @@ Tensor log_softmax_forward(const Tensor& x);
 Tensor log_softmax_backward(const Tensor& y, const Tensor& dy);  // y: the forward's output
 // logits [..., V]; targets [...] int32 in [0, V); mask [...] of the logits'
 // dtype, or undefined to keep every position. Returns the scalar (shape {})
-// loss Σ mask·(−log softmax(logits)[target]) / max(Σ mask, 1) and writes the
-// probabilities softmax(logits) [..., V] to probs_out for the backward.
+// loss Σ mask·(−log softmax(logits)[target]) / max(Σ mask, 1) and writes
+// its gradient mask · (softmax(logits) − onehot(targets)) / max(Σ mask, 1)
+// [..., V] to dlogits_out (for dloss = 1: the backward scales it by dloss).
 Tensor cross_entropy_forward(const Tensor& logits, const Tensor& targets, const Tensor& mask,
-                             Tensor& probs_out);
-// dlogits = dloss · mask · (probs − onehot(targets)) / max(Σ mask, 1);
-// dloss is the loss's one-element gradient.
-Tensor cross_entropy_backward(const Tensor& probs, const Tensor& targets, const Tensor& mask,
-                              const Tensor& dloss);
+                             Tensor& dlogits_out);
 // weight [V, C], ids [...] int32 in [0, V) -> [..., C]
 Tensor embedding_forward(const Tensor& weight, const Tensor& ids);
 // dy [..., C] -> dweight [vocab, C], the rows of dy summed per id.

@@ -108,7 +108,7 @@ Tensor log_softmax_backward(const Tensor& y, const Tensor& dy) {
 }
 
 Tensor cross_entropy_forward(const Tensor& logits, const Tensor& targets, const Tensor& mask,
-                             Tensor& probs_out) {
+                             Tensor& dlogits_out) {
   const char* op = "cross_entropy";
   check_float(logits, op);
   int64_t R = rows_of_last_axis(logits, op);
@@ -127,45 +127,16 @@ Tensor cross_entropy_forward(const Tensor& logits, const Tensor& targets, const 
     check_same_dtype_device(logits, mask, op);
   }
   check_index_range(targets, V, op, "target");
-  probs_out = Tensor::empty(logits.shape(), logits.dtype(), logits.device());
+  dlogits_out = Tensor::empty(logits.shape(), logits.dtype(), logits.device());
   Tensor loss = Tensor::empty({}, logits.dtype(), logits.device());
   on_backend(logits, op, [&](auto backend) {
     using B = decltype(backend);
     using T = typename B::type;
     B::cross_entropy_forward(logits.data<T>(), targets.data<int32_t>(),
-                             mask.defined() ? mask.data<T>() : nullptr, probs_out.data<T>(),
+                             mask.defined() ? mask.data<T>() : nullptr, dlogits_out.data<T>(),
                              loss.data<T>(), R, V);
   });
   return loss;
-}
-
-Tensor cross_entropy_backward(const Tensor& probs, const Tensor& targets, const Tensor& mask,
-                              const Tensor& dloss) {
-  const char* op = "cross_entropy_backward";
-  check_float(probs, op);
-  int64_t R = rows_of_last_axis(probs, op);
-  Shape positions = positions_shape(probs);
-  check(targets.dtype() == DType::I32 && targets.shape() == positions,
-        std::string(op) + ": targets " + targets.describe() + " do not match probabilities " +
-            shape_str(probs.shape()));
-  if (mask.defined()) {
-    check(mask.shape() == positions, std::string(op) + ": mask " + shape_str(mask.shape()) +
-                                         " does not match probabilities " +
-                                         shape_str(probs.shape()));
-    check_same_dtype_device(probs, mask, op);
-  }
-  check(dloss.numel() == 1, std::string(op) + ": expected a one-element gradient, got " +
-                                dloss.describe());
-  check_same_dtype_device(probs, dloss, op);
-  Tensor dlogits = Tensor::empty(probs.shape(), probs.dtype(), probs.device());
-  on_backend(probs, op, [&](auto backend) {
-    using B = decltype(backend);
-    using T = typename B::type;
-    B::cross_entropy_backward(probs.data<T>(), targets.data<int32_t>(),
-                              mask.defined() ? mask.data<T>() : nullptr, dloss.data<T>(),
-                              dlogits.data<T>(), R, probs.dim(-1));
-  });
-  return dlogits;
 }
 
 Tensor embedding_forward(const Tensor& weight, const Tensor& ids) {

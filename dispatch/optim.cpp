@@ -46,7 +46,8 @@ void adamw_step(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, double 
   Tensor scalars = Tensor::from_vector(std::vector<double>(numbers.begin(), numbers.end()), {3})
                        .to(param.dtype())
                        .to(param.device());
-  launch::adamw_step({param, grad, m, v, decay_mask, param.numel(), beta1, beta2, eps, scalars, Tensor()});
+  launch::adamw_step(
+      {param, grad, m, v, decay_mask, param.numel(), beta1, beta2, eps, scalars, Tensor(), Tensor(), 0.0});
 }
 
 void clip_to_norm(Tensor& x, const Tensor& sum_of_squares, double max_norm) {

@@ -428,7 +428,8 @@ bool TrainingRun::capture_update() {
 
 // One update from the plan's buffers, as in any training loop: a batch,
 // forward, backward, clip, step. Nothing is read back: the loss and Σ g² go
-// to the plan's log, and the AdamW kernel skips an update they refused.
+// to the plan's log, and the AdamW kernel skips an update they refused, or
+// clips the gradients by that Σ g² as it reads them (--clip).
 void TrainingRun::update_on_device() {
   plan_->begin();  // this update's batch and AdamW numbers, from the window
   model_->params().zero_grad();
@@ -438,9 +439,8 @@ void TrainingRun::update_on_device() {
   Var loss = named(cross_entropy(model_->forward(plan_->x()), plan_->y(), plan_->mask()), "loss");
   model_->set_dropout({});  // evaluations see no dropout
   loss.backward(Graph::Free);  // each op's saved tensors go as soon as its backward has run
-  Tensor sum_of_squares = clip_grad_norm_on_device(model_->params(), o_.clip);  // clip 0: the norm only
-  plan_->end(loss.data(), sum_of_squares);
-  optimizer_->step(plan_->scalars(), plan_->control());
+  plan_->end(loss.data(), model_->params().grad());  // Σ g² into the log
+  optimizer_->step(plan_->scalars(), plan_->control(), plan_->sum_of_squares(), o_.clip);
 }
 
 // On cuda, what one update launched, allocated and read back, per update,

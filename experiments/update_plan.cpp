@@ -18,6 +18,7 @@ UpdatePlan::UpdatePlan(int window, int64_t batch, int64_t context, bool masked, 
   }
   scalars_ = Tensor::zeros({3}, dtype, device);
   control_ = Tensor::zeros({3}, DType::I32, device);
+  sum_of_squares_ = Tensor::empty({1}, DType::F64, device);  // written by each update's end()
   log_ = Tensor::empty({window, 2}, DType::F64, device);  // each row written by its update before it is read
 }
 
@@ -57,8 +58,8 @@ void UpdatePlan::begin() {
       {scalar_table_, scalars_, ids_table_, ids_, 2 * tokens_, mask_table_, mask_, tokens_, control_});
 }
 
-void UpdatePlan::end(const Tensor& loss, const Tensor& sum_of_squares) {
-  dispatch::launch::end_update({loss, sum_of_squares, log_, control_});
+void UpdatePlan::end(const Tensor& loss, const Tensor& grad) {
+  dispatch::launch::end_update({loss, grad, grad.numel(), sum_of_squares_, log_, control_});
 }
 
 UpdatePlan::Log UpdatePlan::read(int updates) const {

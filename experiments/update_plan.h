@@ -6,9 +6,9 @@
 // AdamW numbers (as it always did, in the same order) and uploads them in
 // one go. Each update then starts with begin(), which copies its row into
 // the update's own buffers (x, y, mask, the AdamW numbers), and ends with
-// end(), which logs its loss and Σ g² and moves the update counter on; a
-// non-finite one refuses that update and the rest of the window (the AdamW
-// kernel reads control). After the window one read brings the log back.
+// end(), which sums the gradient's squares, logs them with the loss and
+// moves the update counter on; a non-finite one refuses that update and the
+// rest of the window (the AdamW kernel reads control, and clips with Σ g²). After the window one read brings the log back.
 // The kernels are begin_update and end_update (core/op_list.h).
 #pragma once
 #include <array>
@@ -30,14 +30,16 @@ class UpdatePlan {
   void load(const std::vector<Batch>& batches, const std::vector<std::array<double, 3>>& adamw, int first_update);
   int window() const { return window_; }
 
-  // Within an update: begin() fills x, y, mask and scalars; end() logs.
+  // Within an update: begin() fills x, y, mask and scalars; end() forms
+  // Σ g² over the gradient buffer `grad` and logs it with the loss.
   void begin();
-  void end(const Tensor& loss, const Tensor& sum_of_squares);
+  void end(const Tensor& loss, const Tensor& grad);
   const Tensor& x() const { return x_; }          // [B, T] token ids
   const Tensor& y() const { return y_; }          // [B, T] targets
   const Tensor& mask() const { return mask_; }    // [B, T], or undefined (lm)
   const Tensor& scalars() const { return scalars_; }  // [3] the AdamW numbers (core/op_list.h)
   const Tensor& control() const { return control_; }  // [3] slot, update, refused_at
+  const Tensor& sum_of_squares() const { return sum_of_squares_; }  // [1] float64: this update's Σ g²
   // The update number the dropout masks read (core/philox.h DropoutKey).
   const int32_t* update_counter() const { return control_.data<int32_t>() + 1; }
 
@@ -52,6 +54,7 @@ class UpdatePlan {
   int64_t tokens_;                                  // B·T
   Tensor ids_table_, mask_table_, scalar_table_;    // [window, 2·B·T] int32, [window, B·T], [window, 3]
   Tensor ids_, x_, y_, mask_, scalars_, control_;   // ids_ [2·B·T] = x then y (views)
+  Tensor sum_of_squares_;                           // [1] float64
   Tensor log_;                                      // [window, 2] float64: loss, Σ g²
 };
 

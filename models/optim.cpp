@@ -40,7 +40,7 @@ void AdamW::step(double lr) {
   step_count_ = t;
 }
 
-void AdamW::step(const Tensor& scalars, const Tensor& control) {
+void AdamW::step(const Tensor& scalars, const Tensor& control, const Tensor& sum_of_squares, double max_norm) {
   check_ready(params_, m_);
   check(scalars.defined() && scalars.numel() == 3 && scalars.device() == m_.device(),
         "AdamW::step: the update's numbers must be 3 values on " + std::string(device_name(m_.device())) +
@@ -48,7 +48,7 @@ void AdamW::step(const Tensor& scalars, const Tensor& control) {
             (scalars.defined() ? scalars.describe() : std::string("none")));
   Tensor p = params_.data(), g = params_.grad();
   dispatch::launch::adamw_step({p, g, m_, v_, decay_mask_, p.numel(), config_.beta1, config_.beta2,
-                                config_.eps, scalars, control});
+                                config_.eps, scalars, control, sum_of_squares, max_norm});
   step_count_ += 1;
 }
 
@@ -70,19 +70,15 @@ Tensor AdamW::second_moment(const std::string& name) const { return moment_view(
 
 // ---- gradient clipping --------------------------------------------------------------------
 
-Tensor clip_grad_norm_on_device(ParameterStore& params, double max_norm) {
+double clip_grad_norm(ParameterStore& params, double max_norm) {
   check(max_norm >= 0, "clip_grad_norm: max_norm must not be negative, got " + std::to_string(max_norm));
   params.check_grads_in_buffer("clip_grad_norm");
   Tensor grad = params.grad();  // the whole gradient buffer
   // Σ g² stays on the gradients' device and the clip factor is computed
-  // there: the update does not wait for a read back.
+  // there; only the norm returned is read back.
   Tensor sum_of_squares = dispatch::sum_squares_on_device(grad);
   if (max_norm > 0) dispatch::clip_to_norm(grad, sum_of_squares, max_norm);
-  return sum_of_squares;
-}
-
-double clip_grad_norm(ParameterStore& params, double max_norm) {
-  return std::sqrt(clip_grad_norm_on_device(params, max_norm).item());  // on CUDA: a read back
+  return std::sqrt(sum_of_squares.item());  // on CUDA: a read back
 }
 
 // ---- learning-rate schedule -----------------------------------------------------------------

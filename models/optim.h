@@ -40,7 +40,11 @@ class AdamW {
   // update plan's (experiments/update_plan.h) scalars [3] (scalars(), for
   // update step_count() + 1) and control [3] (no update while control[2] ≠ 0),
   // so that nothing is copied from the host and a CUDA graph can replay it.
-  void step(const Tensor& scalars, const Tensor& control);
+  // With max_norm > 0 the gradients are clipped on the way by their Σ g²
+  // (one float64 there, UpdatePlan::sum_of_squares), as clip_grad_norm would
+  // before the step: the same numbers, one pass fewer, the buffer unchanged.
+  void step(const Tensor& scalars, const Tensor& control, const Tensor& sum_of_squares = Tensor(),
+            double max_norm = 0.0);
   // The numbers of update t (1-based) at learning rate lr (dispatch::adamw_scalars).
   std::array<double, 3> scalars(double lr, int64_t t) const;
 
@@ -68,9 +72,6 @@ class AdamW {
 // where norm is the global L2 norm over all gradients (PyTorch's
 // clip_grad_norm_); max_norm 0: no clipping. Returns the norm before clipping.
 double clip_grad_norm(ParameterStore& params, double max_norm);
-// The same clipping, with Σ g² (before clipping) left in the gradients'
-// memory as one float64: nothing is read back.
-Tensor clip_grad_norm_on_device(ParameterStore& params, double max_norm);
 
 // Learning rate of update s (0-based) out of total_updates:
 //   s < warmup:  max_lr·(s + 1)/warmup

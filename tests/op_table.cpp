@@ -751,33 +751,45 @@ void add_norm_conv_rope_rows(std::vector<OpRow>& rows) {
 // ---- the optimiser's kernels ------------------------------------------------------------
 
 // The update plan's bookkeeping (experiments/update_plan.h): begin_update
-// copies slot 1's rows of a window of 2; end_update logs the loss and Σ g²
-// there and moves the counter on, or with a NaN loss also refuses update 5.
+// copies slot 1's rows of a window of 2; end_update sums the gradient's
+// squares, logs them with the loss there and moves the counter on, or with
+// a NaN loss (or gradient) also refuses update 5.
 void add_update_plan_rows(std::vector<OpRow>& rows) {
   auto log_on = [](const Tensor& like) {  // [2, 2] float64 on like's device
     return Tensor::from_vector(std::vector<double>(4, 0.0), {2, 2}).to(like.device());
   };
-  auto sum_of_squares_on = [](const Tensor& like) {
-    return Tensor::from_vector(std::vector<double>{2.5}, {1}).to(like.device());
+  auto sum_of_squares_on = [](const Tensor& like) {  // [1] float64 on like's device
+    return Tensor::from_vector(std::vector<double>{0.0}, {1}).to(like.device());
   };
   rows.push_back(tensor_row(
       "begin_update, end_update", "slot 1 of 2: its rows copied, the log written, the counter moved on",
       {in::normal({2, 3}), in::random_ids({2, 10}, 50), in::normal({2, 5}), in::ids({1, 7, 0}, {3}),
-       in::normal({1})},
+       in::normal({1}), in::normal({3001})},
       [=](V v) {
         const Tensor& table = v[0].data();
         Tensor scalars = Tensor::zeros({3}, table.dtype(), table.device());
         Tensor ids = Tensor::zeros({10}, DType::I32, table.device());
         Tensor mask = Tensor::zeros({5}, table.dtype(), table.device());
-        Tensor control = v[3].data(), log = log_on(table);
+        Tensor control = v[3].data(), log = log_on(table), sum_of_squares = sum_of_squares_on(table);
+        const Tensor& grad = v[5].data();
         dispatch::launch::begin_update({table, scalars, v[1].data(), ids, 10, v[2].data(), mask, 5, control});
-        dispatch::launch::end_update({v[4].data(), sum_of_squares_on(table), log, control});
-        return out({scalars, ids, mask, log, control});
+        dispatch::launch::end_update({v[4].data(), grad, grad.numel(), sum_of_squares, log, control});
+        return out({scalars, ids, mask, log, control, sum_of_squares});
       }));
   rows.push_back(tensor_row("end_update", "a NaN loss at update 5 refuses it",
-                            {in::values({std::nan("")}, {1}), in::ids({0, 4, 0}, {3})}, [=](V v) {
+                            {in::values({std::nan("")}, {1}), in::ids({0, 4, 0}, {3}), in::normal({7})}, [=](V v) {
                               Tensor control = v[1].data(), log = log_on(v[0].data());
-                              dispatch::launch::end_update({v[0].data(), sum_of_squares_on(v[0].data()), log, control});
+                              dispatch::launch::end_update({v[0].data(), v[2].data(), 7, sum_of_squares_on(v[0].data()),
+                                                            log, control});
+                              return out({control});
+                            }));
+  rows.push_back(tensor_row("end_update", "a NaN gradient at update 5 refuses it",
+                            {in::values({1.5}, {1}), in::ids({0, 4, 0}, {3}),
+                             in::values({1.0, std::nan(""), 2.0}, {3})},
+                            [=](V v) {
+                              Tensor control = v[1].data(), log = log_on(v[0].data());
+                              dispatch::launch::end_update({v[0].data(), v[2].data(), 3, sum_of_squares_on(v[0].data()),
+                                                            log, control});
                               return out({control});
                             }));
 }
@@ -831,9 +843,24 @@ void add_optimiser_rows(std::vector<OpRow>& rows) {
                             [](V v) {
                               Tensor param = v[0].data(), m = v[2].data(), s = v[3].data();
                               dispatch::launch::adamw_step({param, v[1].data(), m, s, Tensor(), param.numel(),
-                                                            0.9, 0.99, 1e-8, v[4].data(), v[5].data()});
+                                                            0.9, 0.99, 1e-8, v[4].data(), v[5].data(), Tensor(), 0.0});
                               return out({param, m, s});
                             }));
+  // clipping inside the step, by Σ g² in the backend's memory: above the
+  // limit (max_norm 1) and below it (1e6)
+  for (double max_norm : {1.0, 1e6})
+    rows.push_back(tensor_row("adamw_step", "[1001] clipped to " + num(max_norm) + " on the way",
+                              {in::normal({1001}), in::normal({1001}, 0.1), in::normal({1001}, 0.01),
+                               in::uniform({1001}, 0.0, 1e-3), in::values({1.0, 0.01, 0.5}, {3}).constant()},
+                              [max_norm](V v) {
+                                Tensor param = v[0].data(), m = v[2].data(), s = v[3].data();
+                                const Tensor& g = v[1].data();
+                                dispatch::launch::adamw_step({param, g, m, s, Tensor(), param.numel(), 0.9, 0.99, 1e-8,
+                                                              v[4].data(), Tensor(), dispatch::sum_squares_on_device(g),
+                                                              max_norm});
+                                return out({param, m, s});
+                              })
+                       .within(kCudaEachFunction));
   add_update_plan_rows(rows);
   // gradient clipping: Σ x² stays on the device, the factor is computed there
   for (double max_norm : {1.0, 1e6})

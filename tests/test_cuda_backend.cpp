@@ -31,6 +31,7 @@
 #include "backend_cuda/cuda_kernels.h"
 #include "dispatch/dispatch.h"
 #include "dispatch/layout.h"
+#include "experiments/update_plan.h"
 #include "models/model.h"
 #include "models/optim.h"
 #include "tests/harness.h"
@@ -428,33 +429,35 @@ TEST_CASE("cuda: after the first training step, a step reads back 2 numbers and 
 }
 
 // The launch budget: kernels launched and pool allocations made by one
-// training step (forward with dropout, backward, clip, AdamW) after the
-// first, per preset, at B 4 × T 33. Each ceiling is today's count: a change
-// that launches more fails here, and a fusion that launches fewer lowers the
+// training update after the first, per preset, at B 4 × T 33, as a run
+// makes it (experiments/train.cpp update_on_device): the update plan's
+// batch and numbers, forward with dropout, backward, Σ g² and the log,
+// AdamW clipping to 1. Each ceiling is today's count: a change that
+// launches more fails here, and a fusion that launches fewer lowers the
 // ceiling with it (the goal for a CUDA-graph step, at most 150 for gdn, holds).
 TEST_CASE("cuda: a training step stays within its launch and allocation budget, every preset") {
   struct Budget { const char* preset; int64_t launches, allocations; };
-  const Budget budgets[] = {{"attn", 139, 141},   {"linear", 199, 213}, {"delta", 143, 177},
-                            {"gdn", 143, 181},    {"hybrid", 142, 171}, {"retnet", 127, 153},
-                            {"mamba2", 135, 161}, {"gla", 135, 161}};
+  const Budget budgets[] = {{"attn", 138, 139},   {"linear", 198, 211}, {"delta", 142, 175},
+                            {"gdn", 142, 179},    {"hybrid", 141, 169}, {"retnet", 126, 151},
+                            {"mamba2", 134, 159}, {"gla", 134, 159}};
   for (const Budget& budget : budgets) {
     LanguageModel model(make_config(budget.preset, kVocab), 7, DType::F32, Device::Cuda);
     AdamW opt(model.params());
     auto [x_host, y_host] = random_batch(4, 33, 7);
-    Tensor x = x_host.to(Device::Cuda), y = y_host.to(Device::Cuda);
-    // AdamW's numbers in device memory, as a training run's update plan holds them
-    const std::array<double, 3> numbers = opt.scalars(1e-3, 1);
-    Tensor scalars = Tensor::from_vector(std::vector<double>(numbers.begin(), numbers.end()), {3})
-                         .to(DType::F32).to(Device::Cuda);
+    // two updates' batches and AdamW numbers in device memory, as a run's window holds them
+    UpdatePlan plan(2, 4, 33, /*masked=*/false, DType::F32, Device::Cuda);
+    plan.load({Batch{x_host, y_host, Tensor()}, Batch{x_host, y_host, Tensor()}},
+              {opt.scalars(1e-3, 1), opt.scalars(1e-3, 2)}, 0);
     auto train_step = [&](int64_t update) {
+      plan.begin();
       model.params().zero_grad();
       model.set_dropout({0.1, 1337, update});
-      Var loss = cross_entropy(model.forward(x), y);
+      Var loss = cross_entropy(model.forward(plan.x()), plan.y());
       model.set_dropout({});
       loss.backward(Graph::Free);
-      clip_grad_norm(model.params(), 1.0);
+      plan.end(loss.data(), model.params().grad());
+      opt.step(plan.scalars(), plan.control(), plan.sum_of_squares(), /*max_norm=*/1.0);
       CHECK(std::isfinite(loss.item()));
-      opt.step(scalars, Tensor());
     };
     train_step(0);  // fills the memory pool
     const dispatch::DeviceCounters before = dispatch::cuda_counters();

@@ -122,6 +122,33 @@ TEST_CASE("cross-entropy forward values") {
   }
 }
 
+// The forward writes the loss's gradient for dloss = 1: a backward from
+// the loss (the seed 1) hands it over, any other dloss scales it.
+TEST_CASE_TEMPLATE("cross-entropy's gradient from its forward: the seed's, and a scaled dloss's", T, float,
+                   double) {
+  const DType dtype = dtype_of<T>();
+  Rng rng(3);
+  Tensor x = Tensor::randn({3, 4, 9}, rng, 1.0, 0.0, dtype);
+  Tensor t = ids({0, 8, 3, 3, 1, 5, 7, 2, 0, 4, 6, 1}, {3, 4});
+  Tensor mask = Tensor::from_vector<double>({1, 0, 1, 1, 0.5, 1, 1, 0, 1, 2, 1, 1}, {3, 4}).to(dtype);
+  Var from_seed(x.clone(), true), scaled(x.clone(), true), by_hand(x.clone(), true);
+  cross_entropy(from_seed, t, mask).backward();
+  mul_scalar(cross_entropy(scaled, t, mask), 3.0).backward();  // dloss = 3
+  Tensor three_g = dispatch::binary(BinaryFn::Mul, from_seed.grad(), Tensor::full({}, 3.0, dtype));
+  CHECK(max_abs_diff(scaled.grad(), three_g) == 0.0);  // bit for bit
+  // by hand: mask · (softmax − onehot) / Σ mask
+  Tensor p = softmax(Var(x)).data().to(DType::F64);
+  std::vector<double> expected = p.to_vector<double>(), m = mask.to(DType::F64).to_vector<double>();
+  const std::vector<int32_t> target = t.to_vector<int32_t>();
+  double count = 0;
+  for (double w : m) count += w;
+  for (int64_t r = 0; r < 12; ++r)
+    for (int64_t j = 0; j < 9; ++j)
+      expected[size_t(r * 9 + j)] = m[size_t(r)] * (expected[size_t(r * 9 + j)] - (j == target[size_t(r)])) / count;
+  CHECK(max_abs_diff(from_seed.grad(), Tensor::from_vector(expected, {3, 4, 9}).to(dtype)) <
+        (dtype == DType::F64 ? 1e-15 : 1e-7));
+}
+
 TEST_CASE("embedding picks rows, and its backward sums repeated ids") {
   Tensor w = f64({0, 1, 10, 11, 20, 21}, {3, 2});
   Var out = embedding(Var(w), ids({2, 0, 2, 1}, {2, 2}));

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "autograd/functions.h"
+#include "dispatch/dispatch.h"
 #include "models/optim.h"
 #include "models/parameters.h"
 
@@ -303,6 +304,30 @@ TEST_CASE_TEMPLATE("clip_grad_norm scales above the limit and leaves the rest", 
   CHECK(store.grad().to_vector<T>() == std::vector<T>{T(3), T(0), T(4)});
   CHECK_THROWS_WITH_AS(clip_grad_norm(store, -1.0), doctest::Contains("max_norm must not be negative"),
                        Error);
+}
+
+TEST_CASE_TEMPLATE("AdamW clipping on the way equals clip_grad_norm then the step, bit for bit", T, float,
+                   double) {
+  for (double max_norm : {0.0, 1.0, 10.0}) {  // none, above the limit (norm 5), below it
+    CAPTURE(max_norm);
+    ParameterStore a = two_parameter_store<T>(), b = two_parameter_store<T>();
+    set_grads<T>(a, {T(3), T(0), T(4)});
+    set_grads<T>(b, {T(3), T(0), T(4)});
+    AdamWConfig cfg{1e-3, 0.9, 0.99, 1e-8, 0.1, /*decay_all=*/false};
+    AdamW clipped_first(a, cfg), clipped_inside(b, cfg);
+    const std::array<double, 3> n = clipped_first.scalars(0.01, 1);
+    const Tensor scalars = Tensor::from_vector(std::vector<double>(n.begin(), n.end()), {3}).to(dtype_of<T>());
+    clip_grad_norm(a, max_norm);
+    clipped_first.step(scalars, Tensor());
+    const Tensor sum_of_squares = dispatch::sum_squares_on_device(b.grad());
+    clipped_inside.step(scalars, Tensor(), sum_of_squares, max_norm);
+    CHECK(a.data().to_vector<T>() == b.data().to_vector<T>());
+    CHECK(clipped_first.first_moment().to_vector<T>() == clipped_inside.first_moment().to_vector<T>());
+    CHECK(clipped_first.second_moment().to_vector<T>() == clipped_inside.second_moment().to_vector<T>());
+    CHECK(b.grad().to_vector<T>() == std::vector<T>{T(3), T(0), T(4)});  // the buffer as it was
+    const double m0 = double(clipped_inside.first_moment().to_vector<T>()[0]);  // (1 − β1) · 3 · factor
+    CHECK(m0 == doctest::Approx(0.1 * 3 * (max_norm == 1.0 ? 1.0 / 5 : 1.0)).epsilon(1e-5));
+  }
 }
 
 // ---- learning-rate schedule -------------------------------------------------------------------

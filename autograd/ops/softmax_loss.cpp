@@ -53,29 +53,26 @@ struct LogSoftmaxOp : Node {
 // loss = Σ_n m_n · (−log p_n[t_n]) / count,  p_n = softmax(logits_n),
 // count = max(Σ_n m_n, 1). Since d(−log p[t])/dlogits = p − onehot(t):
 //   dlogits_n = dloss · m_n · (p_n − onehot(t_n)) / count.
-// No gradient flows to the targets or the mask.
+// The forward's one pass over the logits writes this for dloss = 1, so the
+// backward of a loss (dloss the seed 1) is that tensor, no kernel; any other
+// dloss scales it. No gradient flows to the targets or the mask.
 struct CrossEntropyOp : Node {
   CrossEntropyOp() : Node(OpKind::CrossEntropy) {}
-  Tensor probs;    // saved softmax(logits) [..., V]
-  Tensor targets;  // [...] int32
-  Tensor mask;     // [...] or undefined (every position counts)
-  SavedTensors saved() const override {
-    return {{"probs", probs}, {"targets", targets}, {"mask", mask}};
-  }
+  Tensor dlogits;  // saved [..., V]: the gradient for dloss = 1
+  SavedTensors saved() const override { return {{"dlogits", dlogits}}; }
 
   static Var apply(const Var& logits, const Tensor& targets, const Tensor& mask) {
-    Tensor probs;
-    Tensor loss = dispatch::cross_entropy_forward(logits.data(), targets, mask, probs);
+    Tensor dlogits;
+    Tensor loss = dispatch::cross_entropy_forward(logits.data(), targets, mask, dlogits);
     if (!needs_grad({logits})) return Var(loss);
     auto node = std::make_shared<CrossEntropyOp>();
-    node->probs = probs;
-    node->targets = targets;
-    node->mask = mask;
+    node->dlogits = dlogits;
     return record(loss, node, {logits});
   }
 
   std::vector<Tensor> backward(const Tensor& dloss) override {
-    return {dispatch::cross_entropy_backward(probs, targets, mask, dloss)};
+    if (is_backward_seed(dloss)) return {dlogits};
+    return {dispatch::binary(BinaryFn::Mul, dlogits, dloss)};
   }
 };
 
