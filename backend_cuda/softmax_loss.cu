@@ -117,7 +117,8 @@ __device__ void cross_entropy_total(const double* row_nll, const float* mask, fl
 }
 
 // 1 / count, by the whole block: with a mask every block sums it (the same
-// order in each, so every row gets the same factor).
+// order in each, so every row gets the same factor). That reads the whole
+// mask (R floats, from L2) once per block, in place of a launch of its own.
 __device__ float inverse_count(const float* mask, int64_t R) {
   __shared__ double partial[kRowsPerBlock];
   __shared__ float inverse;
