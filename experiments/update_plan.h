@@ -8,7 +8,8 @@
 // the update's own buffers (x, y, mask, the AdamW numbers), and ends with
 // end(), which sums the gradient's squares, logs them with the loss and
 // moves the update counter on; a non-finite one refuses that update and the
-// rest of the window (the AdamW kernel reads control, and clips with Σ g²). After the window one read brings the log back.
+// rest of the window (the AdamW kernel reads control, and clips with Σ g²).
+// After the window one read brings the log back.
 // The kernels are begin_update and end_update (core/op_list.h).
 #pragma once
 #include <array>
