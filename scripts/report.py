@@ -104,6 +104,9 @@ def write_report(runs, out, course_figures):
           "duplicate — a second run of the same identity; other — not compared. Recipe: course, or the flags "
           "that differ from the course's.", ""]
     md += runs_table(runs)
+    said = findings.lesson(runs)
+    if said:
+        md += ["", "## The lesson", "", said]
     md += ["", "## Noise", ""] + seeds.section(noise, course_figures["lm"]["noise"])
     md += ["", "## The course, like for like", "",
            "One row per figure the course publishes, lina's number from the main runs, and whether they agree. "

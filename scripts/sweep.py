@@ -4,7 +4,7 @@
     scripts/sweep.py --presets attn,gdn --tasks lm,recall --seeds 1337,1338 \\
                      [--pairs 8,16,32,48] [--keys 64] [--steps N] [--batch N] \\
                      [--device cpu|cuda] [--out DIR] [--jobs N] [--eval-batches N]
-                     [--recipe "LINA TRAIN FLAGS"]
+                     [--checkpoint-every N] [--recipe "LINA TRAIN FLAGS"]
     scripts/sweep.py --grid FILE ...        the same keys in a small json file
     scripts/sweep.py ... --list             the grid's elements, one per line
     scripts/sweep.py ... --slurm [--dry-run]
@@ -72,6 +72,8 @@ def parse(argv):
     p.add_argument("--steps")
     p.add_argument("--batch")
     p.add_argument("--eval-batches", help="batches of every evaluation (lm: also the extrapolation's; recall: also the fresh estimate's and the probe's)")
+    p.add_argument("--checkpoint-every", type=int, default=0,
+                   help="updates between checkpoints (lina's default: every evaluation); a resumed run keeps it")
     p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     p.add_argument("--out", default="runs")
     p.add_argument("--recipe", default="",
@@ -111,6 +113,8 @@ def parse(argv):
         value = getattr(a, name)
         if value is not None:
             setattr(a, name, int_list(value, name.replace("_", "-"))[0])
+    if a.checkpoint_every < 0:
+        die(f"--checkpoint-every must be >= 1 (0: lina's default), got {a.checkpoint_every}")
     a.jobs = int_list(a.jobs, "jobs")[0]
     if a.jobs > 64:
         die(f"--jobs {a.jobs}: at most 64")
@@ -197,6 +201,8 @@ def train_command(a, run):
         args += ["--steps", str(a.steps), "--eval-every", str(max(every, 1))]
     if a.batch:
         args += ["--batch", str(a.batch)]
+    if a.checkpoint_every:
+        args += ["--checkpoint-every", str(a.checkpoint_every)]
     if a.eval_batches:  # every evaluation's batches: lm's extrapolation, recall's fresh estimate and probe too
         args += ["--eval-batches", str(a.eval_batches)]
         if run["task"] == "lm":
@@ -246,7 +252,7 @@ def grid_arguments(a):
     args = ["--presets", ",".join(a.presets), "--tasks", ",".join(a.tasks),
             "--seeds", ",".join(map(str, a.seeds)), "--pairs", ",".join(map(str, a.pairs)),
             "--keys", ",".join(map(str, a.keys)), "--device", a.device, "--out", os.path.abspath(a.out)]
-    for name in ("steps", "batch", "eval_batches"):
+    for name in ("steps", "batch", "eval_batches", "checkpoint_every"):
         if getattr(a, name):
             args += ["--" + name.replace("_", "-"), str(getattr(a, name))]
     if a.recipe:

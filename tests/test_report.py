@@ -98,8 +98,45 @@ def main():
     for name, size in (("explorer.png", "1200,2600"), ("explorer_top.png", "1200,900")):
         run(flags + [f"--window-size={size}", f"--screenshot={os.path.join(out, name)}", page], timeout=60)
         check(os.path.exists(os.path.join(out, name)), f"screenshot {name}")
+    main_job_page(a, flags)
     print(f"report_explorer passed in {time.time() - t0:.1f} s; report in {out}")
     return 0
+
+
+def main_job_page(a, flags):
+    """The page of a main-job-like set (attn, gdn, linear on a small recall task with values = keys, as
+    scripts/main_job.sh trains them): its own runs in the runs chart, each run's answers to every key of a
+    held-out sequence, and the lesson's sentences."""
+    runs, out = os.path.join(a.work, "main_job", "runs"), os.path.join(a.work, "main_job", "report")
+    size = ["--pairs", "4", "--keys", "8", "--values", "8"]
+    tiny = ["--task", "recall", "--steps", "4", "--batch", "2", "--eval-every", "2", "--eval-batches", "1",
+            "--fresh-batches", "1", "--probe-batches", "1", "--quiet", "--out", runs] + size
+    labels = []
+    for preset in ("attn", "gdn", "linear"):
+        run([a.lina, "train", "--preset", preset] + tiny)
+        base = os.path.join(runs, "cpu", f"recall_{preset}_p4_k8_v8")
+        run([a.lina, "eval", "--task", "recall", "--checkpoint", base + ".safetensors",
+             "--predictions", base + ".predictions.json"])
+        labels.append(os.path.basename(base))
+    run([sys.executable, REPORT, runs, "--out", out])
+    md = open(os.path.join(out, "report.md")).read()
+    for label in labels:
+        check(f"| {label} | {label.split('_')[1]} | recall | main | batch 2, updates 4 |" in md,
+              f"main job's {label}: a main run of the course's recipe (values = keys), its length named")
+    check("## The lesson" in md, "report.md says the lesson (or that these runs do not show it)")
+    dom = run(flags + ["--dump-dom", "file://" + os.path.abspath(os.path.join(out, "explorer.html"))], timeout=60).stdout
+    bars = dom.split('id="runs-bars"')[1].split("</svg>")[0] if 'id="runs-bars"' in dom else ""
+    check("no run has this metric yet" not in bars and all(l[:24] in bars for l in labels),
+          "the runs chart shows the job's three runs")
+    answers = dom.split('id="recall-answers"')[1].split("</table>")[0] if 'id="recall-answers"' in dom else ""
+    seq = dom.split('id="recall-seq"')[1].split("</div>")[0] if 'id="recall-seq"' in dom else ""
+    check("No predictions files" not in seq and all(f"<td>{l}</td>" in answers for l in labels)
+          and answers.count('class="answer-row"') == 3,
+          "the recall section shows each run's answers to a held-out sequence, without a click")
+    lesson = dom.split('id="lesson">')[1].split("</p>")[0] if 'id="lesson">' in dom else ""
+    check("linear" in lesson and "4 pairs of 8 keys" in lesson, "the page says the lesson: " + lesson[:80])
+    run(flags + ["--window-size=1200,2600", f"--screenshot={os.path.join(out, 'explorer.png')}",
+                 "file://" + os.path.abspath(os.path.join(out, "explorer.html"))], timeout=60)
 
 
 if __name__ == "__main__":

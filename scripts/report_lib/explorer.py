@@ -1,7 +1,7 @@
 """explorer.html: the template with the run data embedded as JSON."""
 import json
 
-from . import capacity, drops, groups, memory, recipe
+from . import capacity, drops, findings, groups, memory, recipe
 from .runs import extrap
 
 
@@ -37,7 +37,7 @@ def run_data(r, role):
 
 def write(runs, out, template_path):
     role = groups.roles(runs)
-    data = {"runs": [run_data(r, role[id(r)]) for r in runs],
+    data = {"runs": [run_data(r, role[id(r)]) for r in runs], "lesson": findings.lesson(runs),
             "presets": {p: memory.lina_memory(l) for p, l in memory.PRESET_LAYERS.items()},
             "real": memory.real_layouts()}
     blob = json.dumps(data, separators=(",", ":")).replace("</", "<\\/")
