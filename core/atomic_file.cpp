@@ -11,12 +11,12 @@
 
 namespace lina {
 
-namespace {
-
-std::string unique_temporary_name(const std::string& path) {
+std::string temporary_path_beside(const std::string& path) {
   static std::atomic<unsigned> calls{0};
   return path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(calls++);
 }
+
+namespace {
 
 // Writes every piece to `tmp` and flushes it to the disk; returns 0 or errno.
 int write_and_sync(const std::string& tmp, const std::vector<Bytes>& pieces) {
@@ -36,7 +36,7 @@ int write_and_sync(const std::string& tmp, const std::vector<Bytes>& pieces) {
 void write_file_atomically(const std::string& path, const std::vector<Bytes>& pieces,
                            const std::string& what) {
   check(!path.empty(), "cannot write " + what + ": the path is empty");
-  const std::string tmp = unique_temporary_name(path);
+  const std::string tmp = temporary_path_beside(path);
   errno = 0;
   int error = write_and_sync(tmp, pieces);
   if (error == 0 && std::rename(tmp.c_str(), path.c_str()) != 0) error = errno ? errno : EIO;

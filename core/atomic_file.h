@@ -25,4 +25,9 @@ void write_file_atomically(const std::string& path, const std::vector<Bytes>& pi
 void write_file_atomically(const std::string& path, const std::string& text,
                            const std::string& what = "file");
 
+// A name for a temporary file beside `path`, unique to this process and call
+// (`path.tmp.<pid>.<n>`): what a writer that cannot use the functions above
+// (another program writing the file, say) renames over `path` when it is done.
+std::string temporary_path_beside(const std::string& path);
+
 }  // namespace lina

@@ -1,18 +1,22 @@
 #include "experiments/teach.h"
 
+#include <fcntl.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <memory>
 #include <vector>
 
 #include "core/atomic_file.h"
+#include "core/printable.h"
 #include "autograd/trace.h"
 #include "models/model.h"
 
@@ -72,17 +76,66 @@ std::string find_dot() {
   return "";
 }
 
-// Runs `dot -Tsvg in -o out`; true when it succeeded.
-bool render_svg(const std::string& dot, const std::string& in, const std::string& out) {
+// A file that is removed when this goes out of scope (a temporary one).
+struct RemovedAtEnd {
+  std::string path;
+  ~RemovedAtEnd() { std::remove(path.c_str()); }
+};
+
+// The first line of a file, cut to a printable length ("" when there is none).
+std::string first_line_of(const std::string& path) {
+  std::ifstream f(path);
+  std::string line;
+  std::getline(f, line);
+  return printable(line);
+}
+
+// Runs `dot -Tsvg in -o out` with its messages going to `messages`; "" when it
+// succeeded, else why not (its exit, its first message).
+std::string run_dot(const std::string& dot, const std::string& in, const std::string& out,
+                    const std::string& messages) {
   std::vector<std::string> args{dot, "-Tsvg", in, "-o", out};
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
+  posix_spawn_file_actions_t files;
+  posix_spawn_file_actions_init(&files);
+  posix_spawn_file_actions_addopen(&files, STDERR_FILENO, messages.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
   pid_t pid = 0;
-  if (posix_spawn(&pid, dot.c_str(), nullptr, nullptr, argv.data(), environ) != 0) return false;
+  const int spawned = posix_spawn(&pid, dot.c_str(), &files, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&files);
+  if (spawned != 0) return std::string("cannot run it: ") + std::strerror(spawned);
   int status = 0;
-  if (waitpid(pid, &status, 0) != pid) return false;
-  return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  if (waitpid(pid, &status, 0) != pid) return "lost it (waitpid failed)";
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return "";
+  const std::string how = WIFEXITED(status) ? "it exited " + std::to_string(WEXITSTATUS(status))
+                                            : "it was killed by signal " + std::to_string(WTERMSIG(status));
+  const std::string said = first_line_of(messages);
+  return how + (said.empty() ? "" : ": " + said);
+}
+
+// Renders the dot file `in` to `svg` with `dot`: into a temporary file beside
+// `svg`, renamed over it only when dot succeeded, so that a failure leaves the
+// previous `svg` as it was and says why in one line (dot's own messages,
+// often dozens of lines, are kept out of the terminal).
+void render_svg(const std::string& dot, const std::string& in, const std::string& svg) {
+  const RemovedAtEnd rendered{temporary_path_beside(svg)}, messages{temporary_path_beside(svg)};
+  const std::string why = run_dot(dot, in, rendered.path, messages.path);
+  check(why.empty(), "dot could not render the graph to " + svg + " (" + why + "); " + svg + " is unchanged");
+  if (std::rename(rendered.path.c_str(), svg.c_str()) != 0)
+    throw Error("cannot write " + svg + ": " + std::strerror(errno));
+}
+
+// (L(p + h) − L(p − h)) / 2h for the parameter element at `value`, which is
+// left as it was.
+double central_difference(LanguageModel& model, const RandomBatch& batch, double* value, double h) {
+  const double saved = *value;
+  *value = saved + h;
+  const double up = loss_of(model, batch).item();
+  *value = saved - h;
+  const double down = loss_of(model, batch).item();
+  *value = saved;
+  return (up - down) / (2 * h);
 }
 
 }  // namespace
@@ -90,6 +143,20 @@ bool render_svg(const std::string& dot, const std::string& in, const std::string
 void validate(const TeachOptions& o) {
   check_sizes(o);
   tiny_config(o);
+}
+
+double gradient_relative_error(double backward, double numeric) {
+  if (!std::isfinite(backward) || !std::isfinite(numeric)) return INFINITY;
+  const double scale = std::max(std::fabs(backward), std::fabs(numeric));
+  return scale > 0 ? std::fabs(backward - numeric) / scale : 0.0;
+}
+
+double largest_relative_error(const std::vector<double>& backward, const std::vector<double>& numeric) {
+  check(backward.size() == numeric.size(), "largest_relative_error: the two lists differ in length");
+  double worst = 0;
+  for (size_t i = 0; i < backward.size(); ++i)
+    worst = std::max(worst, gradient_relative_error(backward[i], numeric[i]));  // never a NaN
+  return worst;
 }
 
 // ---- lina teach -----------------------------------------------------------------------------
@@ -125,25 +192,18 @@ bool teach_gradient(const TeachOptions& o) {
 
   // Central differences, one element at a time, without recording a graph.
   NoGradGuard no_graph;
-  double* values = p.data().data<double>();
   const int64_t n = p.data().numel();
   const int count = int(std::min<int64_t>(o.elements, n));
-  double worst = 0;
+  std::vector<double> backward, numeric;
   for (int j = 0; j < count; ++j) {
     const int64_t i = int64_t(j) * n / count;  // spread over the tensor
-    const double saved = values[i];
-    values[i] = saved + o.step;
-    const double up = loss_of(model, batch).item();
-    values[i] = saved - o.step;
-    const double down = loss_of(model, batch).item();
-    values[i] = saved;
-    const double numeric = (up - down) / (2 * o.step);
-    const double scale = std::max(std::fabs(grad[size_t(i)]), std::fabs(numeric));
-    const double rel = scale > 0 ? std::fabs(grad[size_t(i)] - numeric) / scale : 0.0;
-    worst = std::max(worst, rel);
-    std::printf("  %8lld  %22.14e  %22.14e  %14.2e\n", (long long)i, grad[size_t(i)], numeric, rel);
+    backward.push_back(grad[size_t(i)]);
+    numeric.push_back(central_difference(model, batch, p.data().data<double>() + i, o.step));
+    std::printf("  %8lld  %22.14e  %22.14e  %14.2e\n", (long long)i, backward.back(), numeric.back(),
+                gradient_relative_error(backward.back(), numeric.back()));
   }
-  const bool agree = worst <= kTeachPassMark;
+  const double worst = largest_relative_error(backward, numeric);
+  const bool agree = worst <= kTeachPassMark;  // false for +∞
   std::printf("largest relative error %.2e: %s (pass mark %g)\n", worst,
               agree ? "they agree" : "THEY DISAGREE", kTeachPassMark);
   return agree;
@@ -173,12 +233,20 @@ std::string write_graph(const TeachOptions& o) {
   model.params().zero_grad();
   Var loss = loss_of(model, batch);
   loss.backward();
-  write_file_atomically(o.out, graph_dot(loss), "graph");
-  std::string message = "wrote " + o.out;
-  const std::string dot = find_dot();
-  if (dot.empty()) return message + " (install graphviz to render it: dot -Tsvg " + o.out + ")";
   const std::string svg = std::filesystem::path(o.out).replace_extension(".svg").string();
-  check(render_svg(dot, o.out, svg), "dot could not render " + o.out + " to " + svg);
+  const std::string dot = find_dot();
+  if (svg == o.out) {  // --out g.svg: the dot text is only dot's input, in a temporary file
+    check(!dot.empty(), "--out " + o.out + " asks for SVG, which needs graphviz's dot (apt-get install "
+                        "graphviz); or give --out a .dot file");
+    const RemovedAtEnd text{temporary_path_beside(svg)};
+    write_file_atomically(text.path, graph_dot(loss), "graph");
+    render_svg(dot, text.path, svg);
+    return "wrote " + svg;
+  }
+  write_file_atomically(o.out, graph_dot(loss), "graph");
+  const std::string message = "wrote " + o.out;
+  if (dot.empty()) return message + " (install graphviz to render it: dot -Tsvg " + o.out + ")";
+  render_svg(dot, o.out, svg);
   return message + " and " + svg;
 }
 

@@ -6,6 +6,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "models/config.h"
 
@@ -36,6 +37,14 @@ void validate(const TeachOptions& options);
 // true when every element agrees within kTeachPassMark.
 constexpr double kTeachPassMark = 1e-5;
 bool teach_gradient(const TeachOptions& options);
+
+// |backward − numeric| / max(|backward|, |numeric|), 0 when both are 0, and
+// +∞ when either is a NaN or an infinity: a gradient that is not a number
+// never agrees.
+double gradient_relative_error(double backward, double numeric);
+// The largest gradient_relative_error of the pairs (backward[i], numeric[i]);
+// +∞ when any pair holds a NaN or an infinity.
+double largest_relative_error(const std::vector<double>& backward, const std::vector<double>& numeric);
 
 // lina trace: the trace (autograd/trace.h) of one float32 step.
 void trace_one_step(const TeachOptions& options);

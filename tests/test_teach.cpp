@@ -2,6 +2,8 @@
 // (forward then backward, in reverse), `lina graph` and `lina teach`.
 #include <doctest/doctest.h>
 
+#include <sys/stat.h>
+
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -11,7 +13,9 @@
 
 #include "autograd/functions.h"
 #include "cli_run.h"
+#include "experiments/teach.h"
 #include "models/model.h"
+#include "tests/temp_dir.h"
 
 namespace lina {
 namespace {
@@ -214,6 +218,85 @@ TEST_CASE("lina graph renders SVG with graphviz") {
   CHECK(svg.str().find("blocks.3.mix.o") != std::string::npos);
   CHECK(svg.str().find("saved probs") != std::string::npos);  // the fused attention op
   std::filesystem::remove_all(dir);
+}
+
+// A stand-in for graphviz's `dot` in `folder`, first on the PATH given by
+// fake_dot_path(): it writes `svg` to its -o file after checking that its
+// input is a lina graph, then prints `lines_of_errors` lines to stderr and
+// exits `code` (a real dot that fails prints dozens of lines and may leave
+// half an SVG behind).
+std::string fake_dot(const test::TempDir& folder, const std::string& svg, int lines_of_errors, int code) {
+  const std::string script = "#!/bin/sh\n"
+                             "head -c 14 \"$2\" | grep -q '^digraph lina {' || { echo 'not a lina graph' >&2; exit 3; }\n"
+                             "echo '" + svg + "' > \"$4\"\n"
+                             "i=0; while [ $i -lt " + std::to_string(lines_of_errors) + " ]; do\n"
+                             "  echo \"Error: line $i: syntax error\" >&2; i=$((i+1)); done\n"
+                             "exit " + std::to_string(code) + "\n";
+  const std::string path = folder.write("dot", script);
+  ::chmod(path.c_str(), 0755);
+  return "PATH=" + folder.path.string() + ":$PATH";
+}
+
+std::string read_all(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream text;
+  text << f.rdbuf();
+  return text.str();
+}
+
+TEST_CASE("lina graph: when dot fails, one line, and the previous SVG is as it was") {
+  test::TempDir bin("lina_fake_dot"), dir("lina_graph_fail");
+  const std::string path = fake_dot(bin, "<svg>half</svg>", 29, 1);
+  for (const std::string out : {"g.dot", "g.svg"}) {
+    std::filesystem::remove(dir.file("g.dot"));
+    dir.write("g.svg", "the previous svg\n");
+    INFO("--out " << out);
+    test::Result r = test::expect_error("graph --out " + dir.file(out), "dot could not render", path);
+    CHECK(r.output.find("it exited 1: Error: line 0: syntax error") != std::string::npos);
+    CHECK(read_all(dir.file("g.svg")) == "the previous svg\n");
+    // nothing left behind: the dot text beside the svg only when --out names it
+    CHECK(dir.names() == (out == "g.dot" ? std::vector<std::string>{"g.dot", "g.svg"}
+                                         : std::vector<std::string>{"g.svg"}));
+  }
+}
+
+TEST_CASE("lina graph --out g.svg: the SVG replaces the old file whole, the dot text is only dot's input") {
+  test::TempDir bin("lina_fake_dot"), dir("lina_graph_svg");
+  const std::string path = fake_dot(bin, "<svg>new</svg>", 0, 0);
+  dir.write("g.svg", "the previous svg\n");
+  test::Result r = run("graph --out " + dir.file("g.svg"), path);
+  INFO(r.output);
+  CHECK(r.code == 0);
+  CHECK(r.output == "wrote " + dir.file("g.svg") + "\n");
+  CHECK(read_all(dir.file("g.svg")) == "<svg>new</svg>\n");
+  CHECK(dir.names() == std::vector<std::string>{"g.svg"});
+  // without dot there is no SVG to write: one line, the old file kept
+  dir.write("g.svg", "the previous svg\n");
+  test::expect_error("graph --out " + dir.file("g.svg"), "needs graphviz's dot", "PATH=" + bin.file("empty"));
+  CHECK(read_all(dir.file("g.svg")) == "the previous svg\n");
+}
+
+TEST_CASE("lina teach: a NaN or an infinity on either side never agrees") {
+  CHECK(gradient_relative_error(2.0, 2.0) == 0.0);
+  CHECK(gradient_relative_error(0.0, 0.0) == 0.0);
+  CHECK(gradient_relative_error(1.0, 0.5) == doctest::Approx(0.5));
+  const double nan = std::nan(""), inf = INFINITY;
+  for (double bad : {nan, inf, -inf}) {
+    INFO("planted " << bad);
+    CHECK(gradient_relative_error(bad, 1.0) == inf);
+    CHECK(gradient_relative_error(1.0, bad) == inf);
+    CHECK(gradient_relative_error(bad, bad) == inf);
+    CHECK(gradient_relative_error(bad, 0.0) == inf);  // was 0: max(|NaN|, 0) > 0 is false
+    // the largest error of several, wherever the NaN is (std::max(worst, NaN) would keep worst)
+    for (size_t at = 0; at < 3; ++at) {
+      std::vector<double> backward{1.0, 2.0, 3.0}, numeric{1.0, 2.0, 3.0};
+      backward[at] = bad;
+      CHECK(largest_relative_error(backward, numeric) == inf);
+      CHECK(largest_relative_error(numeric, backward) == inf);
+      CHECK_FALSE(largest_relative_error(backward, numeric) <= kTeachPassMark);
+    }
+  }
+  CHECK(largest_relative_error({1.0, 2.0}, {1.0, 2.0}) == 0.0);
 }
 
 // "largest relative error 2.47e-08: they agree (pass mark 1e-05)"
