@@ -2,7 +2,6 @@
 
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 #include <sstream>
 
 #include "dispatch/dispatch.h"
@@ -34,19 +33,11 @@ static LoadedModel load_model(const std::string& path) {
   return m;
 }
 
-static std::string read_text(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  check(bool(f), "text file '" + path + "' not found or unreadable");
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
 double eval_checkpoint(const std::string& checkpoint, const std::string& text_path, int context) {
   check(context > 0, "--context must be positive, got " + std::to_string(context));
   LoadedModel m = load_model(checkpoint);
   check(m.chars != nullptr, "eval needs an lm checkpoint; " + checkpoint + " was trained on " + m.info.task);
-  std::string text = read_text(text_path);
+  std::string text = read_text_file(text_path, "text file");
   std::vector<int32_t> ids = m.chars->encode(text);
   int64_t windows = int64_t(ids.size()) / (context + 1);
   check(windows > 0, "text file '" + text_path + "' has " + std::to_string(ids.size()) +

@@ -13,6 +13,23 @@ namespace lina {
 
 // ---- character-level text -----------------------------------------------------------
 
+std::string read_text_file(const std::string& path, const std::string& what) {
+  const std::string named = what + " '" + path + "'";
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) throw Error(named + " not found");
+  if (std::filesystem::is_directory(path, ec)) throw Error(named + " is a directory, not a text file");
+  // A device or a pipe (/dev/zero) has no end to read to: only regular files, of bounded size.
+  if (!std::filesystem::is_regular_file(path, ec)) throw Error(named + " is not a regular file");
+  const uintmax_t bytes = std::filesystem::file_size(path, ec);
+  if (ec || bytes > kMaxTextBytes)
+    throw Error(named + " is larger than lina reads (1 GiB) or its size is unknown");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error("cannot read " + named + ": " + std::strerror(errno));
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (in.bad()) throw Error("cannot read " + named + ": read error");
+  return text;
+}
+
 CharDataset CharDataset::load(const std::string& path) {
   std::error_code ec;
   if (!std::filesystem::exists(path, ec))
@@ -20,20 +37,7 @@ CharDataset CharDataset::load(const std::string& path) {
                 "' not found: download the tiny shakespeare input.txt (the standard public "
                 "copy, 1,115,394 characters) and pass --data PATH or place it at "
                 "data/tinyshakespeare.txt");
-  if (std::filesystem::is_directory(path, ec))
-    throw Error("data file '" + path + "' is a directory, not a text file");
-  // A device or a pipe (/dev/zero) has no end to read to: only regular files, of bounded size.
-  if (!std::filesystem::is_regular_file(path, ec))
-    throw Error("data file '" + path + "' is not a regular file");
-  constexpr uintmax_t kMaxBytes = uintmax_t(1) << 30;
-  const uintmax_t bytes = std::filesystem::file_size(path, ec);
-  if (ec || bytes > kMaxBytes)
-    throw Error("data file '" + path + "' is larger than lina reads (1 GiB) or its size is unknown");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error("cannot read data file '" + path + "': " + std::strerror(errno));
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad()) throw Error("cannot read data file '" + path + "': read error");
-  return from_text(text, path);
+  return from_text(read_text_file(path, "data file"), path);
 }
 
 CharDataset CharDataset::from_text(const std::string& text, const std::string& source) {

@@ -21,6 +21,13 @@ struct Batch {
 
 enum class Split { Train, Val };
 
+// The whole of a text file lina reads (lina train's --data, lina eval's
+// --text): a regular file of at most kMaxTextBytes, since a device or a pipe
+// (/dev/zero) has no end to read to. Anything else is one lina::Error that
+// names the file as `what` ("data file", "text file").
+constexpr uintmax_t kMaxTextBytes = uintmax_t(1) << 30;
+std::string read_text_file(const std::string& path, const std::string& what);
+
 // A text file as a sequence of byte-level tokens. The vocabulary is the
 // sorted set of distinct bytes in the file (65 for tiny shakespeare); token
 // id = rank of the byte in that set. The first floor(0.9·n) tokens are the

@@ -1,10 +1,12 @@
 #include "experiments/train.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -50,6 +52,17 @@ constexpr int kCudaWindow = 100;
 // recall: the capacity probe after training, accuracy at these numbers of
 // pairs (the course's), --probe-batches batches each.
 constexpr int kProbePairs[] = {8, 16, 24, 32};
+
+// Appends `text` and a newline to the file at `path`. The stream buffers what
+// it is given, so a full disk (or /dev/full) shows only when it is flushed and
+// closed: both are checked, and a failure is one lina::Error naming `flag`.
+void append_line(const std::string& path, const std::string& text, const std::string& flag) {
+  errno = 0;
+  std::ofstream f(path, std::ios::app);
+  f << text << '\n';
+  f.close();  // flushes
+  check(!f.fail(), flag + ": cannot write " + path + (errno ? std::string(": ") + std::strerror(errno) : ""));
+}
 
 // ---- the task -------------------------------------------------------------------------
 
@@ -521,8 +534,7 @@ void TrainingRun::save_batch(const Batch& b, int step) {
   };
   json line = {{"step", step}, {"x", rows(b.x.to_vector<int32_t>())}, {"y", rows(b.y.to_vector<int32_t>())},
                {"mask", b.mask.defined() ? rows(b.mask.to_vector<float>()) : json()}};
-  std::ofstream f(o_.save_batches, std::ios::app);
-  check(bool(f << line.dump() << "\n"), "--save-batches: cannot write " + o_.save_batches);
+  append_line(o_.save_batches, line.dump(), "--save-batches");
 }
 
 // The checkpoint, then the json that describes it.

@@ -8,6 +8,7 @@
 
 #include <array>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <string>
 
@@ -31,15 +32,23 @@ inline Result run_command(const std::string& cmd) {
   return r;
 }
 
+// The lina under test: the build's (LINA_BINARY), or $LINA_TEST_BINARY where
+// that is set, to run these tests against another build (one from before a
+// fix, to see its test fail there).
+inline std::string lina_binary() {
+  const char* other = std::getenv("LINA_TEST_BINARY");
+  return other && *other ? other : LINA_BINARY;
+}
+
 // Runs `lina <args>` through the shell with `env` (e.g. "A=1 B=2") in front.
 inline Result run(const std::string& args, const std::string& env = "") {
-  return run_command(env + (env.empty() ? "" : " ") + std::string(LINA_BINARY) + " " + args + " 2>&1");
+  return run_command(env + (env.empty() ? "" : " ") + lina_binary() + " " + args + " 2>&1");
 }
 
 // Runs lina directly (no shell) to read its own peak resident memory.
 inline Result run_measured(const std::vector<std::string>& args) {
   std::vector<char*> argv;
-  std::string binary = LINA_BINARY;
+  std::string binary = lina_binary();
   argv.push_back(binary.data());
   std::vector<std::string> copy = args;
   for (std::string& a : copy) argv.push_back(a.data());

@@ -532,6 +532,19 @@ TEST_CASE("lm: train on a small text, then eval and sample from the checkpoint")
   CHECK(loss > 0.0);
   CHECK(loss < 5.0);
   expect_error("eval --checkpoint " + ckpt + " --text " + text + " --context 60000", "window");
+  // --text is read as train reads --data: a regular file of bounded size. /dev/zero has no
+  // end (it was read until memory ran out: `timeout` stops such a run here).
+  expect_error("eval --checkpoint " + ckpt + " --text /dev/zero --context 16", "text file '/dev/zero' is not a regular file",
+               "timeout 20");
+  expect_error("eval --checkpoint " + ckpt + " --text " + d.string() + " --context 16", "is a directory");
+  expect_error("eval --checkpoint " + ckpt + " --text " + (d / "none.txt").string() + " --context 16", "not found");
+
+  // --save-batches to a file that cannot be written: a line this short (under the
+  // stream's 1 KiB) is only buffered, and the error shows when it is flushed and closed
+  if (fs::exists("/dev/full"))
+    expect_error("train --preset gdn --task lm --context 8 --batch 1 --steps 1 --eval-batches 1 --extrap-batches 0 "
+                 "--quiet --data " + text + " --out " + (d / "full").string() + " --save-batches /dev/full",
+                 "--save-batches: cannot write /dev/full: No space left on device");
 
   Result s = run("sample --checkpoint " + ckpt + " --prompt \"To be\" --tokens 30 --seed 3");
   INFO(s.output);
@@ -584,7 +597,7 @@ TEST_CASE("SIGINT (Ctrl-C) and SIGTERM stop cleanly after writing the checkpoint
     // TERM: `timeout` is the process signalled; INT: lina itself, twice.
     std::string start = signal_name == "TERM" ? "timeout --preserve-status -s TERM 3600 " : "";
     std::string second = signal_name == "TERM" ? "" : "sleep 0.01; kill -INT $pid 2>/dev/null; ";
-    std::string cmd = "sh -c '" + start + std::string(LINA_BINARY) + train_args + d.string() +
+    std::string cmd = "sh -c '" + start + lina_binary() + train_args + d.string() +
                       " --checkpoint-every 1 2>&1 & pid=$!; i=0; while [ ! -e " + ckpt.string() +
                       " ] && [ $i -lt 3000 ]; do sleep 0.1; i=$((i+1)); done; kill -" + signal_name + " $pid; " +
                       second + "wait $pid'";
