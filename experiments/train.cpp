@@ -23,6 +23,7 @@
 #include "experiments/option_json.h"
 #include "experiments/progress.h"
 #include "experiments/resident_memory.h"
+#include "experiments/run_lock.h"
 #include "experiments/update_plan.h"
 #include "models/optim.h"
 
@@ -227,6 +228,7 @@ class TrainingRun {
   Clock::time_point wall_start_ = Clock::now();
   std::unique_ptr<Progress> progress_;
   InjectedFault fault_ = InjectedFault::from_environment();
+  std::optional<RunLock> lock_;  // held from the run's paths on: one run per json (run_lock.h)
 };
 
 TrainResult TrainingRun::run() {
@@ -251,6 +253,7 @@ TrainResult TrainingRun::run() {
 
   json_path_ = run_path(o_, ".json");
   if (fs::path folder = fs::path(json_path_).parent_path(); !folder.empty()) fs::create_directories(folder);
+  lock_.emplace(json_path_);  // before this run writes anything of its own
   ckpt_path_ = run_path(o_, ".safetensors");
 
   train_loop();

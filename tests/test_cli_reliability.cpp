@@ -4,9 +4,14 @@
 // resident memory that does not grow with the number of steps.
 #include <doctest/doctest.h>
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <tuple>
 #include <nlohmann/json.hpp>
@@ -122,6 +127,58 @@ TEST_CASE("--checkpoint-every N: a run that fails loses at most N updates (CUDA 
   j = read_json(json_path);
   CHECK(j["steps_done"] == 7);
   CHECK(j["loss_curve"].size() == 7);
+}
+
+std::string read_file(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+}
+
+// Two runs of one name in one --out would each rename their files over the
+// other's and both exit 0: the lock file beside the run json, held for the
+// run's life, makes the second refuse before it writes anything.
+TEST_CASE("one lina train per run json: a second run of it refuses with one line while the first holds the lock") {
+  fs::path d = temp_dir("lock");
+  const std::string args = "train --preset linear --task recall --steps 2 --out " + d.string() + kSmall;
+  const fs::path json_path = d / "cpu" / "recall_linear.json", lock = d / "cpu" / "recall_linear.json.lock";
+  REQUIRE(run(args).code == 0);
+  CHECK_FALSE(fs::exists(lock));  // removed when the run ended
+  const std::string json_before = read_file(json_path);
+  const std::string ckpt_before = read_file(d / "cpu" / "recall_linear.safetensors");
+  {
+    // this process holds the lock, as a run in progress does
+    const int fd = ::open(lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    REQUIRE(fd >= 0);
+    REQUIRE(::flock(fd, LOCK_EX | LOCK_NB) == 0);
+    REQUIRE(::write(fd, "4242\n", 5) == 5);
+    expect_error(args, "another lina train (process 4242) is writing " + json_path.string());
+    // --resume of its checkpoint writes the same json: refused too
+    expect_error("train --resume " + (d / "cpu" / "recall_linear.safetensors").string() + " --extend-to 3",
+                 "is writing " + json_path.string());
+    CHECK(read_file(json_path) == json_before);
+    CHECK(read_file(d / "cpu" / "recall_linear.safetensors") == ckpt_before);
+    CHECK(fs::exists(lock));  // the holder's file, left alone
+    ::close(fd);
+  }
+  // the lock file of a run that was killed, unlocked: the next run takes it, then removes it
+  Result again = run(args);
+  INFO(again.output);
+  CHECK(again.code == 0);
+  CHECK_FALSE(fs::exists(lock));
+
+  // two real runs: the second starts while the first trains, and is refused
+  // (each bounded: a lina without the lock would run the second for good)
+  const std::string long_run = lina_binary() + " train --preset linear --task recall --steps 1000000 "
+                               "--eval-every 1000000 --out " + d.string() + kSmall;
+  Result both = run_command("sh -c '" + long_run + " & pid=$!; i=0; while [ ! -e " + lock.string() +
+                            " ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done; timeout 60 " + long_run +
+                            "; echo second exited $?; kill -INT $pid; wait $pid; echo first exited $?' 2>&1");
+  INFO(both.output);
+  CHECK(both.output.find("error: another lina train (process ") != std::string::npos);
+  CHECK(both.output.find("second exited 1") != std::string::npos);
+  CHECK(both.output.find("first exited 130") != std::string::npos);  // stopped by SIGINT, its files written
+  CHECK(read_json(json_path)["interrupted"] == true);
+  CHECK_FALSE(fs::exists(lock));
 }
 
 TEST_CASE("a diverged run stops with one line, keeps the last finite checkpoint, says how to go on") {
