@@ -3,6 +3,7 @@ Debian's /usr/bin/python3 (the python3 first on PATH may be another one).
 
     import system_torch
     system_torch.skip_unless_available()   # prints "SKIPPED: why" and exits 0
+    system_torch.unavailable(why)          # the same, where a test finds torch missing itself
 
 Where LINA_REQUIRE_TORCH=1 (CI sets it, since scripts/setup.sh installs
 python3-torch), a missing PyTorch fails the test instead of skipping it, so a
@@ -29,11 +30,17 @@ def why_unavailable():
     return f"{PY} -c 'import torch' exited {p.returncode}: " + (lines[-1] if lines else "no message")
 
 
-def skip_unless_available():
-    why = why_unavailable()
-    if why and os.environ.get("LINA_REQUIRE_TORCH") == "1":
+def unavailable(why):
+    """Ends the test for want of PyTorch (`why`, one line): skipped, or failed where
+    LINA_REQUIRE_TORCH=1. Every path of a test on which torch is found missing ends here."""
+    if os.environ.get("LINA_REQUIRE_TORCH") == "1":
         print(f"FAILED: LINA_REQUIRE_TORCH=1 but PyTorch is not available ({why})")
         sys.exit(1)
+    print(f"SKIPPED: PyTorch is not available ({why}); Debian: apt-get install python3-torch")
+    sys.exit(0)
+
+
+def skip_unless_available():
+    why = why_unavailable()
     if why:
-        print(f"SKIPPED: PyTorch is not available ({why}); Debian: apt-get install python3-torch")
-        sys.exit(0)
+        unavailable(why)

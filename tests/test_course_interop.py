@@ -47,13 +47,67 @@ LOSS_RTOL, PARAM_ATOL, GRAD_RTOL = 1e-5, 1e-6, 1e-4
 LR, BETAS, ADAM_EPS, WEIGHT_DECAY = 1e-3, (0.9, 0.999), 1e-8, 0.01  # AdamW as PyTorch's defaults
 TINY_GRAD = 1e-6  # below this, AdamW's first step amplifies float32 gradient rounding past 1e-6
 failures = []
+PLANTED = False  # True while a planted defect is checked (planted_failures)
 
 
 def check(condition, what):
-    print(("ok   " if condition else "FAIL ") + what, flush=True)
+    if PLANTED:  # a check on a planted defect: its failure is expected, and counted by planted_failures
+        print(("  planted, passes: " if condition else "  planted, caught: ") + what, flush=True)
+    else:
+        print(("ok   " if condition else "FAIL ") + what, flush=True)
     if not condition:
         failures.append(what)
     return condition
+
+
+def finite_or_inf(x):
+    """x as a size to compare: a NaN counts as +inf, larger than any tolerance (in Python a
+    NaN compares False with everything, so max() and `worst < tol` would let it pass)."""
+    return math.inf if math.isnan(x) else x
+
+
+def nan_max(a, b):
+    """The larger of a and b, and NaN when either is one (max(0.0, nan) is 0.0)."""
+    return math.nan if math.isnan(a) or math.isnan(b) else max(a, b)
+
+
+def worst_of(diffs):
+    """(name, value) of the largest value in a dict; a NaN is the largest of all."""
+    name = max(diffs, key=lambda n: finite_or_inf(diffs[n]))
+    return name, diffs[name]
+
+
+def within(value, tolerance):
+    """value <= tolerance for a number; never for a NaN or an infinity."""
+    return math.isfinite(value) and value <= tolerance
+
+
+def planted_failures(run):
+    """The checks that fail while run() runs, kept apart from the real ones and printed
+    as 'planted, caught': a planted defect must make checks fail."""
+    global failures, PLANTED
+    real, failures, PLANTED = failures, [], True
+    try:
+        run()
+    finally:
+        found, failures, PLANTED = failures, real, False
+    return found
+
+
+def check_nan_helpers():
+    """The comparisons above, on planted NaNs and infinities: the first, a middle and the
+    last entry of a dict (the old max(..., key=) kept a NaN only when it came first)."""
+    for bad in (math.nan, math.inf):
+        for at in range(3):
+            diffs = {name: 1e-9 for name in "abc"}
+            diffs["abc"[at]] = bad
+            name, worst = worst_of(diffs)
+            check(name == "abc"[at] and not within(worst, 1e-6),
+                  f"worst_of finds a planted {bad} at entry {at} and it is not within a tolerance")
+    check(math.isnan(nan_max(0.0, math.nan)) and math.isnan(nan_max(math.nan, 0.0)) and nan_max(1.0, 2.0) == 2.0,
+          "nan_max keeps a NaN on either side")
+    check(not within(math.nan, 1.0) and not within(math.inf, math.inf) and within(0.5, 1.0),
+          "within: a NaN or an infinity is never within a tolerance")
 
 
 def reexec_under_system_python():
@@ -128,8 +182,8 @@ def check_rope():
             angle = t * 10000.0 ** (-2 * j / 32)
             want = torch.zeros(32, dtype=torch.float64)
             want[2 * j], want[2 * j + 1] = math.cos(angle), math.sin(angle)
-            worst = max(worst, float((y[0, 0, t] - want).abs().max()))
-    check(worst < 1e-12, f"RoPE turns the interleaved pairs (2j, 2j+1) by t·10000^(-2j/32) ({worst:.1e})")
+            worst = nan_max(worst, float((y[0, 0, t] - want).abs().max()))
+    check(within(worst, 1e-12), f"RoPE turns the interleaved pairs (2j, 2j+1) by t·10000^(-2j/32) ({worst:.1e})")
 
 
 def check_one_step_rules():
@@ -149,8 +203,8 @@ def check_one_step_rules():
     worst = 0.0
     for rule, S1 in want.items():
         o = cm.recurrent_scan(q, k, v, *gates[rule])
-        worst = max(worst, float((o[0, 0, 1] - S1 @ q[0, 0, 1]).abs().max()))
-    check(worst < 1e-12, f"linear, delta and gdn: two tokens as spec §1.2's formulas, o = S q ({worst:.1e})")
+        worst = nan_max(worst, float((o[0, 0, 1] - S1 @ q[0, 0, 1]).abs().max()))
+    check(within(worst, 1e-12), f"linear, delta and gdn: two tokens as spec §1.2's formulas, o = S q ({worst:.1e})")
 
 
 def offline_checks(work):
@@ -161,6 +215,7 @@ def offline_checks(work):
     check_round_trip(work)
     check_rope()
     check_one_step_rules()
+    check_nan_helpers()
 
 
 # ---- with lina ---------------------------------------------------------------------------
@@ -240,7 +295,7 @@ def check_eval(lina, preset, ckpt1, model1, meta1, text):
         return check(False, f"{preset}: lina eval prints one number (exit {rc}: {out.strip()[-100:]} {err.strip()[-200:]})")
     ours = window_loss(model1.eval(), encode(text, meta1), EVAL_CONTEXT)
     rel = abs(theirs - ours) / abs(ours)
-    return check(rc == 0 and rel <= LOSS_RTOL, f"{preset}: lina eval {theirs:.7f}, PyTorch float64 {ours:.7f} "
+    return check(rc == 0 and within(rel, LOSS_RTOL), f"{preset}: lina eval {theirs:.7f}, PyTorch float64 {ours:.7f} "
                  f"(relative difference {rel:.1e}, at most {LOSS_RTOL:g})")
 
 
@@ -254,12 +309,6 @@ def saved_batch(path):
     r = first[0]
     mask = None if r.get("mask") is None else torch.tensor(r["mask"], dtype=torch.float64)
     return torch.tensor(r["x"], dtype=torch.int64), torch.tensor(r["y"], dtype=torch.int64), mask
-
-
-def worst_of(diffs):
-    """(name, value) of the largest value in a dict."""
-    name = max(diffs, key=diffs.get)
-    return name, diffs[name]
 
 
 def torch_step(model0, batches):
@@ -277,22 +326,31 @@ def torch_step(model0, batches):
     return float(loss), before, grads, {n: p.detach().clone() for n, p in model0.named_parameters()}
 
 
-def check_adamw(preset, model0, tensors1, batches):
+def check_adamw(preset, model0, tensors1, batches, plant=False):
     """lina's update against PyTorch's, in three parts: (1) lina's gradient (its first moment
     / (1 − β1)) is PyTorch's; (2) lina's new weights are AdamW's formula applied to lina's own
     moments; (3) lina's new weights are PyTorch's AdamW step, everywhere the step is not
     ill-conditioned. Where |g| is near eps (1e-8), lr·g/(|g| + eps) moves by up to
     lr/(4·eps) = 25,000 per unit of gradient error, so float32 rounding of a gradient of
     1e-8 moves the weight by about 1e-5: those elements are counted and shown, not
-    compared at 1e-6 (parts 1 and 2 cover them)."""
-    loss, before, grads, after = torch_step(model0, batches)
-    moments = {n: tensors1.get("optim.m." + n) for n in grads}
-    if not check(all(m is not None for m in moments.values()), f"{preset}: lina's checkpoint holds optim.m.* and optim.v.*"):
+    compared at 1e-6 (parts 1 and 2 cover them), but a NaN or an infinity among them fails.
+    With plant, NaNs planted in lina's tensors must then fail these checks."""
+    step = torch_step(model0, batches)
+    if not check(all("optim.m." + n in tensors1 and "optim.v." + n in tensors1 for n in step[2]),
+                 f"{preset}: lina's checkpoint holds optim.m.* and optim.v.*"):
         return
-    lina_g = {n: m.double() / (1 - BETAS[0]) for n, m in moments.items()}
-    rel = {n: float((lina_g[n] - g).abs().max()) / max(float(g.abs().max()), 1e-30) for n, g in grads.items()}
+    compare_adamw(preset, step, tensors1)
+    if plant:
+        check_planted_nans(preset, step, tensors1)
+
+
+def compare_adamw(preset, step, tensors1):
+    """check_adamw's three parts, given PyTorch's step (torch_step) and lina's tensors."""
+    loss, before, grads, after = step
+    lina_g = {n: tensors1["optim.m." + n].double() / (1 - BETAS[0]) for n in grads}
+    rel = {n: float((lina_g[n] - g).abs().max()) / nan_max(float(g.abs().max()), 1e-30) for n, g in grads.items()}
     name, worst = worst_of(rel)
-    check(worst <= GRAD_RTOL, f"{preset}: lina's gradient (first moment / 0.1) is PyTorch's, loss {loss:.6f} "
+    check(within(worst, GRAD_RTOL), f"{preset}: lina's gradient (first moment / 0.1) is PyTorch's, loss {loss:.6f} "
           f"(worst {name}: max |difference| {worst:.1e} of max |gradient|, at most {GRAD_RTOL:g})")
     own = {}
     for n, p0 in before.items():
@@ -300,7 +358,7 @@ def check_adamw(preset, model0, tensors1, batches):
         want = p0 * (1 - LR * WEIGHT_DECAY) - LR * lina_g[n] / (v_hat.sqrt() + ADAM_EPS)
         own[n] = float((want - tensors1[n].double()).abs().max())
     name, worst = worst_of(own)
-    check(worst <= PARAM_ATOL, f"{preset}: lina's new weights are AdamW's formula on lina's own moments "
+    check(within(worst, PARAM_ATOL), f"{preset}: lina's new weights are AdamW's formula on lina's own moments "
           f"(worst {name}: {worst:.1e}, at most {PARAM_ATOL:g})")
     full, skipped, skipped_worst = {}, 0, 0.0
     for n, p1 in after.items():
@@ -308,11 +366,27 @@ def check_adamw(preset, model0, tensors1, batches):
         tiny = grads[n].abs() < TINY_GRAD
         full[n] = float(diff[~tiny].max()) if bool((~tiny).any()) else 0.0
         skipped += int((tiny & (grads[n] != 0)).sum())
-        skipped_worst = max(skipped_worst, float(diff[tiny].max()) if bool(tiny.any()) else 0.0)
+        skipped_worst = nan_max(skipped_worst, float(diff[tiny].max()) if bool(tiny.any()) else 0.0)
     name, worst = worst_of(full)
-    check(worst <= PARAM_ATOL, f"{preset}: PyTorch's AdamW step gives lina's new weights within {PARAM_ATOL:g} "
+    check(within(worst, PARAM_ATOL) and math.isfinite(skipped_worst),
+          f"{preset}: PyTorch's AdamW step gives lina's new weights within {PARAM_ATOL:g} "
           f"(worst {name}: {worst:.1e}) wherever |gradient| >= {TINY_GRAD:g}; {skipped} elements with "
-          f"0 < |gradient| < {TINY_GRAD:g} differ by up to {skipped_worst:.1e}")
+          f"0 < |gradient| < {TINY_GRAD:g} differ by up to {skipped_worst:.1e} (finite)")
+
+
+def check_planted_nans(preset, step, tensors1):
+    """One NaN planted in lina's first moment, second moment or new weights, of a middle
+    parameter and of the last (not the first: max(..., key=) kept a NaN only there), must
+    make compare_adamw fail: the checks themselves are tested on the real update."""
+    names = list(step[2])
+    for name in (names[len(names) // 2], names[-1]):
+        for key in ("optim.m." + name, "optim.v." + name, name):
+            planted = dict(tensors1)
+            planted[key] = tensors1[key].clone()
+            planted[key].view(-1)[planted[key].numel() // 2] = math.nan
+            failed = planted_failures(lambda: compare_adamw(f"{preset} with a NaN in {key}", step, planted))
+            check(len(failed) > 0, f"{preset}: a NaN planted in lina's {key} fails {len(failed)} of the 3 "
+                  "AdamW checks")
 
 
 def recall_checks(lina, work, preset):
@@ -330,7 +404,7 @@ def recall_checks(lina, work, preset):
     check(x.shape == (4, 127) and torch.equal(x[:, 1:], y[:, :-1]) and second_half == list(range(64, 127, 2))
           and bool((y[mask > 0] >= 64).all()), f"{preset}_recall: lina's saved batch is 4 sequences of 127 "
           "inputs, the mask on the second half's values")
-    check_adamw(preset + "_recall", model0, tensors1, runs[2])
+    check_adamw(preset + "_recall", model0, tensors1, runs[2], plant=True)
 
 
 def lina_checks(lina, work, presets, recall_preset):
@@ -351,7 +425,7 @@ def lina_checks(lina, work, presets, recall_preset):
             continue
         model0, model1, tensors1, meta1 = loaded
         check_eval(lina, preset, runs[1], model1, meta1, text)
-        check_adamw(preset, model0, tensors1, runs[2])
+        check_adamw(preset, model0, tensors1, runs[2], plant=preset == presets[0])
     if recall_preset:
         recall_checks(lina, work, recall_preset)
 
@@ -380,9 +454,8 @@ if __name__ == "__main__":
     try:
         import torch
         import torch.nn.functional as F
-    except ImportError:
-        print("SKIPPED: PyTorch is not installed for /usr/bin/python3 (apt-get install python3-torch)")
-        sys.exit(0)
+    except ImportError as e:  # under /usr/bin/python3 itself, which reexec_under_system_python did not check
+        system_torch.unavailable(f"{sys.executable} cannot import torch ({e})")
     sys.path.insert(0, os.path.join(ROOT, "scripts"))
     import course_model as cm
     sys.exit(main())
