@@ -2,8 +2,8 @@
 """The same runs on two devices, side by side: for every run file name found
 in both folders (lm_gdn.json in results/runs/cpu and results/runs/cuda,
 say), its final val loss (lm) or held-out accuracy (recall) on each, the
-first update at which their training losses differ by more than 1e-3, the
-mean training loss of the last 250 updates on each.
+first update at which their training losses differ by more than 1e-3 (or
+one is not finite), the mean training loss of the last 250 updates on each.
 
     scripts/compare_devices.py A_DIR B_DIR [--summary DEVICE_SUMMARY] [--out FILE]
 
@@ -17,6 +17,7 @@ Python 3 standard library only; bad input ends with one line, exit 2.
 """
 import argparse
 import json
+import math
 import os
 import sys
 
@@ -50,10 +51,22 @@ def runs_in(folder):
     return out
 
 
+def loss_at(point):
+    """A loss_curve entry's loss as a float: lina writes one that is not finite as a
+    string ("nan", "inf"); anything unreadable is a NaN."""
+    try:
+        return float(point["loss"])
+    except (KeyError, TypeError, ValueError):
+        return math.nan
+
+
 def parted_at(a, b):
-    """The first update whose training losses differ by more than TOLERANCE, or None."""
+    """The first update whose training losses differ by more than TOLERANCE, or None.
+    A NaN or an infinity on either side parts them: `abs(nan) > TOLERANCE` is False,
+    so a NaN must fail `<=` instead of passing `>`."""
     for x, y in zip(a["loss_curve"], b["loss_curve"]):
-        if abs(x["loss"] - y["loss"]) > TOLERANCE:
+        difference = abs(loss_at(x) - loss_at(y))
+        if not (math.isfinite(difference) and difference <= TOLERANCE):
             return x["step"]
     return None
 
@@ -67,7 +80,8 @@ def result(run):
 
 
 def tail(run):
-    t = train_tail(run, TAIL)
+    numeric = dict(run, loss_curve=[dict(point, loss=loss_at(point)) for point in run["loss_curve"]])
+    t = train_tail(numeric, TAIL)  # "nan" where a loss in the tail is not finite
     return "—" if t is None else f"{t:.4f}"
 
 
@@ -75,7 +89,7 @@ def table(a_runs, b_runs, a_name, b_name, alone):
     both = [n for n in a_runs if n in b_runs]
     if not both:
         die("no finished run is in both folders")
-    lines = [f"| run | {a_name} | {b_name} | first update with \\|Δ train loss\\| > {TOLERANCE:g} | "
+    lines = [f"| run | {a_name} | {b_name} | first update with \\|Δ train loss\\| > {TOLERANCE:g} or not finite | "
              f"train loss, last {TAIL}: {a_name} / {b_name} |" + (" ms/step alone |" if alone else ""),
              "|---|---|---|---|---|" + ("---|" if alone else "")]
     for name in sorted(both, key=lambda n: (a_runs[n].get("task", ""), order(a_runs[n].get("preset", "")), n)):

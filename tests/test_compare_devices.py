@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """scripts/compare_devices.py on made-up run jsons: which runs pair up, the
-update at which two trainings part, the tail means, ms/step from a device
-summary, and bad input (one line, exit 2).
+update at which two trainings part (a NaN or an infinity parts them), the
+tail means, ms/step from a device summary, and bad input (one line, exit 2).
 
     tests/test_compare_devices.py --work DIR
 """
@@ -68,6 +68,20 @@ def main():
     check(cells["recall_gdn"][:2] == ["0.999", "1.000"], "recall: accuracy on each")
     check(cells["lm_gdn"][3] == "2.5000 / 2.5005", "the mean training loss of the tail on each")
     check(cells["lm_gdn"][4] == "8.4" and cells["recall_gdn"][4] == "—", "ms/step alone from the summary, lm only")
+
+    # a loss that is not finite on one device (or on both) parts the two trainings there:
+    # as a number (NaN) or as lina writes it, a string
+    cpu_nan, cuda_nan = os.path.join(a.work, "cpu_nan"), os.path.join(a.work, "cuda_nan")
+    for name, theirs in (("lm_a", [4.0, float("nan"), 2.0, 1.0]), ("lm_b", [4.0, 3.0, "inf", 1.0]),
+                         ("lm_c", [4.0, 3.0, 2.0, "nan"])):
+        run_json(cpu_nan, name, "lm", "gdn", same if name != "lm_c" else [4.0, 3.0, 2.0, float("nan")],
+                 {"val_loss": 1.5})
+        run_json(cuda_nan, name, "lm", "gdn", theirs, {"val_loss": 1.5})
+    r = compare(cpu_nan, cuda_nan)
+    parted = {row.split("|")[1].strip(): row.split("|")[4].strip() for row in r.stdout.splitlines()
+              if row.startswith("| lm_")}
+    check(r.returncode == 0 and parted == {"lm_a": "2", "lm_b": "3", "lm_c": "4"},
+          f"a NaN or an infinity on either side parts the trainings at its update: {parted} {r.stderr.strip()}")
 
     out = os.path.join(a.work, "table.md")
     r = compare(cpu, cuda, "--out", out)

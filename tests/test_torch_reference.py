@@ -6,7 +6,8 @@ matches the token-by-token one for every write rule and for whole models
 mode, warm-up time and the course model's parameter count (docs/spec.md
 §1.4), and bad arguments
 (--compile with too few warm-up steps, or on a PyTorch without
-torch.compile; a bad shape) end with one line and a non-zero exit. Needs
+torch.compile; a bad shape) end with one line and a non-zero exit, and
+--check fails on a NaN planted in the token-by-token scan. Needs
 Debian's python3-torch (run under /usr/bin/python3); prints "SKIPPED: ..."
 without it."""
 import json
@@ -21,6 +22,28 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPT = os.path.join(ROOT, "scripts", "torch_reference.py")
 PY = "/usr/bin/python3"
 failures = []
+# --check with one NaN planted in the token-by-token scan's output (where the scan
+# comparisons and the whole models read it; the strong-decay check does not): the scans'
+# and the models' worst differences must not be finite, and --check must exit non-zero.
+PLANT = r"""
+import json, sys
+sys.path.insert(0, sys.argv[1])
+sys.argv = ["torch_reference.py", "--check"]
+import torch_reference as tr
+real = tr.cm.recurrent_scan
+def planted(*args, **kwargs):
+    out = real(*args, **kwargs).clone()
+    out.view(-1)[out.numel() // 2] = float("nan")
+    return out
+tr.cm.recurrent_scan = planted
+result = {"scans": repr(tr.check_scans()), "models": repr(tr.check_models())}
+try:
+    tr.check()
+    result["check"] = "passed"
+except SystemExit as e:
+    result["check"] = str(e.code)
+print("RESULT " + json.dumps(result))
+"""
 
 
 def check(condition, what):
@@ -40,6 +63,12 @@ def main():
     check(r.returncode == 0 and all(f"{x}: chunked vs token by token" in r.stdout for x in rules)
           and "hybrid: model, chunked vs token by token" in r.stdout,
           "--check: the chunked scan matches the token-by-token one for every rule and model")
+    r = subprocess.run([PY, "-c", PLANT, os.path.join(ROOT, "scripts")], capture_output=True, text=True, timeout=300)
+    line = [x for x in r.stdout.splitlines() if x.startswith("RESULT ")]
+    got = json.loads(line[0][7:]) if line else {}
+    check(got.get("scans") in ("nan", "inf") and got.get("models") in ("nan", "inf")
+          and got.get("check", "passed") != "passed" and "does not match" in got.get("check", ""),
+          f"--check with a NaN planted in the token-by-token scan fails ({got or r.stderr.strip()[-300:]})")
 
     with tempfile.TemporaryDirectory() as d:
         out = os.path.join(d, "t.json")
