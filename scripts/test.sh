@@ -12,8 +12,11 @@
 #   asan      only with --sanitize (or LINA_SANITIZE=1): the suite again under
 #             -fsanitize=address,undefined (under the sanitizers the fuzz test
 #             runs fewer cases and the memory measurements skip themselves)
-# It ends, pass or fail, with each stage's seconds and every test that
-# skipped itself, with its reason.
+# It ends, pass or fail, with each stage's seconds and, for each stage, how
+# many tests passed, skipped and failed, every test that skipped itself (in
+# whole or in part) with its reason, and every test that failed
+# (scripts/ctest_summary.py, from the JUnit file ctest writes: a test that
+# failed is listed as failed whatever it printed).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 sanitize=${LINA_SANITIZE:-0}
@@ -31,34 +34,42 @@ summary() {
   local rc=$?
   echo
   echo "test.sh: ${stages[*]:-no stage finished}; $((SECONDS - start)) s in all"
-  local preset log
+  local preset
   for preset in "${presets_run[@]}"; do
-    log=build/$preset/Testing/Temporary/LastTest.log
-    [[ -f $log ]] || continue
-    # "N/M Test: NAME" heads each test's output in the log
-    awk -v preset="$preset" '/^[0-9]+\/[0-9]+ Test: /{sub(/^[0-9]+\/[0-9]+ Test: /, ""); name=$0}
-      /SKIPPED: /{sub(/.*SKIPPED: /, ""); print "test.sh: " preset " skipped " name ": " $0}' "$log"
+    if [[ -f $(junit "$preset") ]]; then
+      python3 scripts/ctest_summary.py "$preset" "$(junit "$preset")" || true
+    else
+      echo "test.sh: $preset: ctest wrote no results (it stopped before the end)"
+    fi
   done
   ((rc == 0)) && echo "test.sh: all stages passed" || echo "test.sh: FAILED (exit $rc)"
 }
 trap summary EXIT
 stage_done() { stages+=("$1 $((SECONDS - stage_start)) s"); }
+# Where ctest writes a stage's results (--output-junit), read by summary.
+junit() { echo "$PWD/build/$1/Testing/lina-junit.xml"; }
+# ctest for a stage (preset), its results written afresh to junit.
+run_ctest() {
+  local preset=$1
+  shift
+  presets_run+=("$preset")
+  rm -f "$(junit "$preset")"
+  ctest --preset "$preset" -j "$(nproc)" --output-junit "$(junit "$preset")" "$@"
+}
 
 # ---- release ------------------------------------------------------------------
 stage_start=$SECONDS
 scripts/build.sh
 cmake --preset debug >/dev/null
 cmake --build --preset debug -j "$(nproc)" --target lina
-presets_run+=(release)
-ctest --preset release -j "$(nproc)"
+run_ctest release
 stage_done release
 
 # ---- cuda-sim -------------------------------------------------------------------
 stage_start=$SECONDS
 cmake --preset cuda-sim >/dev/null
 cmake --build --preset cuda-sim -j "$(nproc)" --target lina lina_tests lina_cuda_tests cuda_sim_tests
-presets_run+=(cuda-sim)
-ctest --preset cuda-sim -j "$(nproc)" -R '^(cuda_sim/.*|device_check_sim|--device cuda.*|op table: cuda.*)$'
+run_ctest cuda-sim -R '^(cuda_sim/.*|device_check_sim|--device cuda.*|op table: cuda.*)$'
 stage_done cuda-sim
 
 # ---- asan (--sanitize) ------------------------------------------------------------
@@ -66,7 +77,6 @@ if [[ $sanitize != 0 ]]; then
   stage_start=$SECONDS
   cmake --preset asan >/dev/null
   cmake --build --preset asan -j "$(nproc)"
-  presets_run+=(asan)
-  ctest --preset asan -j "$(nproc)"
+  run_ctest asan
   stage_done asan
 fi

@@ -96,7 +96,7 @@ TEST_CASE("products cut along a long inner dimension match a plain loop, and rep
   };
   for (cpu::CpuGemm gemm : {cpu::CpuGemm::Eigen, cpu::CpuGemm::OpenBlas}) {
     if (!cpu::set_cpu_gemm(gemm)) {
-      MESSAGE("SKIPPED (the OpenBLAS half): libopenblas.so.0 is not installed");
+      MESSAGE("SKIPPED: the OpenBLAS half (libopenblas.so.0 is not installed)");
       continue;
     }
     for (int threads : {2, 3}) {
