@@ -219,6 +219,7 @@ def answer_lines(runs):
 
 
 RETRIEVES, FAILS = 0.9, 0.5  # held-out accuracy: retrieves at or above, does not at or below
+HEAD_DIM = 32  # spec 2: the key and value width of a head (its memory is HEAD_DIM × HEAD_DIM)
 
 
 def lesson(runs):
@@ -239,6 +240,13 @@ def lesson(runs):
                 "each pair to its 32×32 memory as an outer product of positive (elu + 1) keys, which all "
                 "overlap, so a sum of many of them cannot keep the pairs apart; the delta rule first removes what "
                 "a key already reads and so overwrites, and attention keeps every token in its KV cache.")
+    if acc["linear"] >= RETRIEVES and keys <= HEAD_DIM:
+        return (f"With {pairs} pairs of {keys} keys all of them retrieve ({said(list(acc))} held-out accuracy): "
+                f"{keys} keys fit in a {HEAD_DIM}-dimensional head as positive features that do not overlap, so "
+                "even linear attention's plain sum of outer products keeps the pairs apart. The course's 32 pairs "
+                "of 64 keys are more keys than a head has dimensions; there the positive keys must overlap, "
+                "linear attention stalls, and the delta rule (which overwrites) and attention (which keeps every "
+                "token) retrieve.")
     return (f"With {pairs} pairs of {keys} keys the runs do not show the lesson cleanly: held-out accuracy "
             f"{said(list(acc))}, where the course's has attention and the delta rules retrieving and linear "
             "attention stalling. A sum of outer products of positive keys keeps only a few pairs apart, so the "
