@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 
 #include "core/error.h"
@@ -35,6 +36,12 @@ std::string holder_of(const std::string& path) {
   return pid.find_first_not_of("0123456789") == std::string::npos ? pid : "";
 }
 
+// flock's errors on a filesystem that does not lock (Lustre mounted without
+// -o flock: ENOSYS; some NFS: ENOLCK): the run goes on unprotected, with a note.
+bool cannot_lock_here(int error) {
+  return error == ENOSYS || error == ENOLCK || error == EOPNOTSUPP || error == EINVAL;
+}
+
 [[noreturn]] void refuse(const std::string& json_path, const std::string& lock_path) {
   const std::string pid = holder_of(lock_path);
   throw Error("another lina train" + (pid.empty() ? "" : " (process " + pid + ")") + " is writing " +
@@ -46,13 +53,20 @@ std::string holder_of(const std::string& path) {
 RunLock::RunLock(const std::string& json_path) : path_(json_path + ".lock") {
   for (;;) {
     fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    check(fd_ >= 0, "cannot create the lock file " + path_ + ": " + std::strerror(errno));
+    if (fd_ < 0) {
+      const int error = errno;
+      throw Error("cannot create the lock file " + path_ + ": " + std::strerror(error));
+    }
     if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
       const int error = errno;
       ::close(fd_);
       fd_ = -1;
       if (error == EWOULDBLOCK) refuse(json_path, path_);
-      throw Error("cannot lock " + path_ + ": " + std::strerror(error));
+      if (!cannot_lock_here(error)) throw Error("cannot lock " + path_ + ": " + std::strerror(error));
+      std::fprintf(stderr, "lina: note: %s cannot be locked on this filesystem (%s): a second run of this json "
+                   "would not be refused\n", path_.c_str(), std::strerror(error));
+      ::unlink(path_.c_str());
+      return;
     }
     if (still_there(fd_, path_)) break;
     ::close(fd_);  // locked a file that its holder had just removed: open the new one

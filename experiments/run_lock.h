@@ -11,7 +11,8 @@ namespace lina {
 class RunLock {
  public:
   // Takes the lock of the run whose json is `json_path` (its folder must
-  // exist), or throws lina::Error when another process holds it.
+  // exist), or throws lina::Error when another process holds it. On a
+  // filesystem that cannot lock, the run goes on without, and says so.
   explicit RunLock(const std::string& json_path);
   // Removes the lock file, then lets go of the lock. A run that is killed
   // (SIGKILL) leaves the file behind, unlocked: the next run takes it.

@@ -122,8 +122,10 @@ void render_svg(const std::string& dot, const std::string& in, const std::string
   const RemovedAtEnd rendered{temporary_path_beside(svg)}, messages{temporary_path_beside(svg)};
   const std::string why = run_dot(dot, in, rendered.path, messages.path);
   check(why.empty(), "dot could not render the graph to " + svg + " (" + why + "); " + svg + " is unchanged");
-  if (std::rename(rendered.path.c_str(), svg.c_str()) != 0)
-    throw Error("cannot write " + svg + ": " + std::strerror(errno));
+  if (std::rename(rendered.path.c_str(), svg.c_str()) != 0) {
+    const int error = errno;
+    throw Error("cannot write " + svg + ": " + std::strerror(error));
+  }
 }
 
 // (L(p + h) − L(p − h)) / 2h for the parameter element at `value`, which is

@@ -62,7 +62,8 @@ void append_line(const std::string& path, const std::string& text, const std::st
   std::ofstream f(path, std::ios::app);
   f << text << '\n';
   f.close();  // flushes
-  check(!f.fail(), flag + ": cannot write " + path + (errno ? std::string(": ") + std::strerror(errno) : ""));
+  const int error = errno;  // read before the message's strings can touch it
+  check(!f.fail(), flag + ": cannot write " + path + (error ? std::string(": ") + std::strerror(error) : ""));
 }
 
 // ---- the task -------------------------------------------------------------------------
