@@ -99,10 +99,11 @@ def tiny_queue(env, store, work):
     gdn = os.path.join(store, "cpu", "recall_gdn_p4_k8")
     check(wait_for(lambda: (read_json(gdn + ".json") or {}).get("steps_done", 0) >= 50),
           "a run checkpoints within its first 50 updates (its json says so)")
-    r = course(["--pause"], env)
-    check(r.returncode == 0 and "paused" in course(["--status"], env).stdout.splitlines()[0], "--pause: the queue is paused")
+    first_line = lambda: course(["--status"], env).stdout.splitlines()[0]
+    r = course(["--pause"], env)  # SIGSTOP is delivered soon after kill returns, not at once
+    check(r.returncode == 0 and wait_for(lambda: "paused" in first_line(), 30), "--pause: the queue is paused")
     course(["--continue"], env)
-    check("running" in course(["--status"], env).stdout.splitlines()[0], "--continue: running again")
+    check(wait_for(lambda: "running" in first_line(), 30), "--continue: running again")
     r = course(["--stop"], env)
     check(r.returncode == 0 and wait_for(lambda: not queue_running(store), 60), "--stop: the queue ends")
     j = read_json(gdn + ".json") or {}
