@@ -103,7 +103,7 @@ def tiny_queue(env, store, work):
     r = course(["--pause"], env)  # SIGSTOP is delivered soon after kill returns, not at once
     check(r.returncode == 0 and wait_for(lambda: "paused" in first_line(), 30), "--pause: the queue is paused")
     course(["--continue"], env)
-    check(wait_for(lambda: "running" in first_line(), 30), "--continue: running again")
+    check(wait_for(lambda: first_line().startswith("queue: running"), 30), "--continue: running again")
     r = course(["--stop"], env)
     check(r.returncode == 0 and wait_for(lambda: not queue_running(store), 60), "--stop: the queue ends")
     j = read_json(gdn + ".json") or {}
