@@ -3,7 +3,7 @@
 # on a CPU what a 32×32 memory per head buys on exact recall against a KV
 # cache. attn (softmax attention), gdn (gated delta rule) and linear (plain
 # linear attention) are trained on the recall task with 8 key–value pairs out
-# of 16 keys and 16 values (sequences of 31 tokens, batch 32, 800 updates: the
+# of 16 keys and 16 values (sequences of 31 tokens, batch 32, 1200 updates: the
 # course's model and recipe on a smaller task), and it prints each one's
 # held-out accuracy by update: whether and when it learns to read back the
 # value stored with a key. Then the report (a table, plots and the explorer
@@ -32,7 +32,7 @@ cmake --build --preset release -j "$(nproc)" --target lina
 echo "main_job: built lina in $((SECONDS - start)) s"
 
 lina=build/release/lina
-pairs=8 keys=16 batch=32 steps=800
+pairs=8 keys=16 batch=32 steps=1200
 settings=(--task recall --pairs $pairs --keys $keys --values $keys --batch $batch --steps $steps --eval-every 50
           --quiet --out "$out")
 train_start=$SECONDS
