@@ -232,16 +232,19 @@ def lesson(runs):
     if "linear" not in acc or len(acc) < 2:
         return None
     pairs, keys = main_size(runs)
-    said = lambda ps: " and ".join(f"{p} ({acc[p]:.2f})" for p in ps)
+    def said(presets):  # "attn 1.00, gdn 0.98 and linear 0.12"
+        parts = [f"{p} {acc[p]:.2f}" for p in presets]
+        return ", ".join(parts[:-1]) + " and " + parts[-1] if len(parts) > 1 else parts[0]
+
     good = [p for p in acc if p != "linear" and acc[p] >= RETRIEVES]
     if good and acc["linear"] <= FAILS:
-        return (f"With {pairs} pairs of {keys} keys, {said(good)} retrieve the value stored with each key and "
-                f"linear attention does not ({acc['linear']:.2f} held-out accuracy). Linear attention only adds "
+        return (f"With {pairs} pairs of {keys} keys, {said(good)} (held-out accuracy) retrieve the value stored "
+                f"with each key and linear attention does not ({acc['linear']:.2f}). Linear attention only adds "
                 "each pair to its 32×32 memory as an outer product of positive (elu + 1) keys, which all "
                 "overlap, so a sum of many of them cannot keep the pairs apart; the delta rule first removes what "
                 "a key already reads and so overwrites, and attention keeps every token in its KV cache.")
     if acc["linear"] >= RETRIEVES and keys <= HEAD_DIM:
-        return (f"With {pairs} pairs of {keys} keys all of them retrieve ({said(list(acc))} held-out accuracy): "
+        return (f"With {pairs} pairs of {keys} keys all of them retrieve (held-out accuracy {said(list(acc))}): "
                 f"{keys} keys fit in a {HEAD_DIM}-dimensional head as positive features that do not overlap, so "
                 "even linear attention's plain sum of outer products keeps the pairs apart. The course's 32 pairs "
                 "of 64 keys are more keys than a head has dimensions; there the positive keys must overlap, "
