@@ -11,6 +11,10 @@
 # RUNS/cuda/: finished or how far, training time, final loss or accuracy.
 # Calling it again with the same RUNS waits for the same sweeps (or resumes
 # the unfinished runs from their checkpoints).
+# LINA_COURSE_PACK=DIR (the run tool's $OUT): at the end, pack RUNS into
+# DIR/runs.tar.NN (scripts/device-pack.py: the jsons and logs, the unfinished
+# runs' latest checkpoints, finished runs first; LINA_COURSE_PACK_PARTS parts
+# of 15 MiB, default 4); scripts/device-unpack.sh FILES_AT restores them here.
 set -euo pipefail
 lina=${1:?usage: scripts/device-course.sh LINA RUNS SECONDS [nine|six ...]}
 runs=${2:?usage: scripts/device-course.sh LINA RUNS SECONDS [nine|six ...]}
@@ -82,3 +86,8 @@ for path in sorted(glob.glob(os.path.join(sys.argv[1], "*.json"))):
           f"{step.get('allocations', '?')} allocations per update, {step.get('ms', '?')} ms per replayed update, "
           f"runtime {j.get('cuda_runtime', '?')}")
 EOF
+
+if [[ -n ${LINA_COURSE_PACK:-} ]]; then
+  python3 "$here/device-pack.py" pack "$LINA_COURSE_PACK" "$runs" --parts "${LINA_COURSE_PACK_PARTS:-4}" |
+    grep -v '^in ' || echo "device-course: packing $runs into $LINA_COURSE_PACK failed" >&2
+fi

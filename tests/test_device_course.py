@@ -2,7 +2,8 @@
 """scripts/device-course.sh, the course's runs on a lent GPU: it starts one
 sweep per task in a session of its own that outlives the call, a second call
 waits for the same sweeps instead of starting more, it lists every run when
-they end, and bad arguments end with one line and exit 2. lina is a stub
+they end, LINA_COURSE_PACK packs them at the end (unpacked by
+scripts/device-unpack.sh), and bad arguments end with one line and exit 2. lina is a stub
 here (it writes the run json a finished `lina train --device cuda` would),
 so the test needs no GPU.
 
@@ -46,8 +47,8 @@ def check(condition, what):
         failures.append(what)
 
 
-def course(*args, sleep="0"):
-    env = dict(os.environ, STUB_SLEEP=sleep)
+def course(*args, sleep="0", **extra_env):
+    env = dict(os.environ, STUB_SLEEP=sleep, **extra_env)
     return subprocess.run(["bash", COURSE, *args], capture_output=True, text=True, env=env)
 
 
@@ -91,6 +92,19 @@ def main():
     check(os.path.getmtime(os.path.join(runs, "cuda", "lm_attn.json")) == before,
           "third call trains nothing again")
     check("already finished" in open(os.path.join(runs, "nine-lm.log")).read(), "the lm sweep skipped its runs")
+
+    # LINA_COURSE_PACK: the runs packed at the end, and unpacked elsewhere (tests/test_device_pack.py: resuming)
+    packed = os.path.join(a.work, "out")
+    r = course(lina, runs, "60", "nine", LINA_COURSE_PACK=packed)
+    check(r.returncode == 0 and os.path.isfile(os.path.join(packed, "runs.tar.00")),
+          f"LINA_COURSE_PACK packs the runs into runs.tar.00 ({r.stderr.strip()})")
+    fresh = os.path.join(a.work, "unpacked")
+    u = subprocess.run(["bash", os.path.join(ROOT, "scripts", "device-unpack.sh"), packed, fresh],
+                       capture_output=True, text=True)
+    jsons = [n for n in os.listdir(os.path.join(fresh, "cuda")) if n.endswith(".json") and ".predictions" not in n] \
+        if u.returncode == 0 else []
+    check(len(jsons) == 9 and os.path.isfile(os.path.join(fresh, "nine-lm.log")),
+          f"device-unpack.sh restores the nine jsons and the sweeps' logs ({u.stderr.strip()})")
 
     # bad arguments: one line, exit 2
     for args, what in (([lina, runs, "60", "ten"], "unknown group"),
