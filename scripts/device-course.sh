@@ -3,8 +3,8 @@
 # GPU, for a lent GPU machine whose calls each end within minutes:
 #   scripts/device-course.sh LINA RUNS SECONDS [GROUP ...]
 # GROUP is nine (lm × attn linear delta gdn hybrid, recall × attn linear
-# delta gdn: the spec's settings) or six (lm and recall × retnet mamba2 gla);
-# default nine. Each group is one scripts/sweep.py (resumable) started in a
+# delta gdn: the spec's settings), recall or lm (the nine's four recall or
+# five lm runs alone) or six (lm and recall × retnet mamba2 gla); default nine. Each group is one scripts/sweep.py (resumable) started in a
 # process session of its own, so that it outlives the call that started it;
 # a group whose sweep is still running is left running. The script then
 # waits up to SECONDS for the sweeps and prints one line per run of
@@ -16,9 +16,9 @@
 # runs' latest checkpoints, finished runs first; LINA_COURSE_PACK_PARTS parts
 # of 15 MiB, default 4); scripts/device-unpack.sh FILES_AT restores them here.
 set -euo pipefail
-lina=${1:?usage: scripts/device-course.sh LINA RUNS SECONDS [nine|six ...]}
-runs=${2:?usage: scripts/device-course.sh LINA RUNS SECONDS [nine|six ...]}
-seconds=${3:?usage: scripts/device-course.sh LINA RUNS SECONDS [nine|six ...]}
+lina=${1:?usage: scripts/device-course.sh LINA RUNS SECONDS [nine|recall|lm|six ...]}
+runs=${2:?usage: scripts/device-course.sh LINA RUNS SECONDS [nine|recall|lm|six ...]}
+seconds=${3:?usage: scripts/device-course.sh LINA RUNS SECONDS [nine|recall|lm|six ...]}
 shift 3
 groups=("${@:-nine}")
 [[ -x $lina ]] || { echo "device-course.sh: no lina at '$lina'" >&2; exit 2; }
@@ -37,11 +37,15 @@ declare -A sweeps=(
 )
 running() { [[ -f $runs/$1.pid ]] && kill -0 "$(cat "$runs/$1.pid")" 2>/dev/null; }
 for group in "${groups[@]}"; do
-  [[ $group == nine || $group == six ]] || { echo "device-course.sh: unknown group '$group' (nine or six)" >&2; exit 2; }
+  [[ $group =~ ^(nine|recall|lm|six)$ ]] || { echo "device-course.sh: unknown group '$group' (nine, recall, lm or six)" >&2; exit 2; }
 done
 started=()
 for group in "${groups[@]}"; do
-  for name in "$group-lm" "$group-recall"; do
+  case $group in
+    recall|lm) names=("nine-$group") ;;
+    *) names=("$group-lm" "$group-recall") ;;
+  esac
+  for name in "${names[@]}"; do
     started+=("$name")
     if running "$name"; then
       echo "device-course: $name is still running (pid $(cat "$runs/$name.pid"))"

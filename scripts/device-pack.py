@@ -4,7 +4,7 @@ unpacks it here (or into the next call's carried folder), so that the
 unfinished runs resume from their checkpoints:
 
     scripts/device-pack.py pack OUT RUNS [--parts N] [--part-mb M]
-    scripts/device-pack.py unpack FILES_AT RUNS
+    scripts/device-pack.py unpack FILES_AT RUNS [--as DEVICE]
 
 pack writes one tar archive of RUNS, split into OUT/runs.tar.00, .01, ...
 (at most N parts, default 4, of at most M MiB each, default 15: the call
@@ -22,7 +22,10 @@ A file that a run still writing renames meanwhile is taken as it was.
 
 unpack joins FILES_AT/runs.tar.* (FILES_AT: the run tool's files_at, or any
 folder holding the parts) and extracts them into RUNS, refusing a member
-whose path leaves RUNS; a file already in RUNS is replaced only by a newer
+whose path leaves RUNS; --as DEVICE puts the runs of a device folder
+(RUNS/cuda/...) under RUNS/DEVICE/ instead (e.g. --as cpu into the CPU's
+run store, where the run then takes the place of the CPU's run of that
+name); a file already in RUNS is replaced only by a newer
 run state (a json whose steps_done is larger, or a checkpoint beside it).
 Then `lina train --resume RUNS/cuda/NAME.safetensors` (with `--device cpu`
 on the CPU) or scripts/device-course.sh with RUNS carried resumes them.
@@ -203,7 +206,13 @@ def newer_or_new(member, data, dest):
     return True
 
 
-def unpack(files_at, runs):
+def destination(name, device):
+    """name's path inside RUNS: its device folder (cpu/, cuda/) renamed device where given."""
+    first, sep, rest = name.partition("/")
+    return f"{device}/{rest}" if device and sep and first in ("cpu", "cuda") else name
+
+
+def unpack(files_at, runs, device=None):
     parts = sorted(glob.glob(os.path.join(files_at, "**", "runs.tar.[0-9][0-9]"), recursive=True))
     if not parts:
         print(f"device-pack: no runs.tar.NN in {files_at}", file=sys.stderr)
@@ -213,7 +222,7 @@ def unpack(files_at, runs):
     members = {}
     with tarfile.open(fileobj=io.BufferedReader(JoinedReader(parts)), mode="r|") as tar:
         for member in tar:
-            dest = os.path.realpath(os.path.join(root, member.name))
+            dest = os.path.realpath(os.path.join(root, destination(member.name, device)))
             if not member.isfile() or os.path.commonpath([root, dest]) != root:
                 print(f"device-pack: skipped {member.name!r} (not a plain file inside {runs})", file=sys.stderr)
                 continue
@@ -252,10 +261,11 @@ def main():
     up = sub.add_parser("unpack", help="FILES_AT/runs.tar.NN into RUNS")
     up.add_argument("files_at")
     up.add_argument("runs")
+    up.add_argument("--as", dest="device", help="put the device folders' runs under RUNS/DEVICE (e.g. cpu)")
     a = p.parse_args()
     if a.command == "pack":
         return pack(a.out, a.runs, a.parts, a.part_mb)
-    return unpack(a.files_at, a.runs)
+    return unpack(a.files_at, a.runs, a.device)
 
 
 if __name__ == "__main__":

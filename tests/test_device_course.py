@@ -106,6 +106,15 @@ def main():
     check(len(jsons) == 9 and os.path.isfile(os.path.join(fresh, "nine-lm.log")),
           f"device-unpack.sh restores the nine jsons and the sweeps' logs ({u.stderr.strip()})")
 
+    # the group recall alone: one sweep, the four recall runs
+    alone = os.path.join(a.work, "recall-alone")
+    r = course(lina, alone, "60", "recall")
+    check(r.returncode == 0 and r.stdout.count("device-course: started") == 1 and "nine-recall" in r.stdout,
+          "the group recall starts the recall sweep alone")
+    check(sorted(n for n in os.listdir(os.path.join(alone, "cuda")) if n.endswith(".json") and ".pred" not in n)
+          == ["recall_attn.json", "recall_delta.json", "recall_gdn.json", "recall_linear.json"],
+          "the group recall trains the four recall runs")
+
     # bad arguments: one line, exit 2
     for args, what in (([lina, runs, "60", "ten"], "unknown group"),
                        ([lina, runs, "soon"], "SECONDS"),

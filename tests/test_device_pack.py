@@ -114,6 +114,12 @@ def main():
     check(json.load(open(os.path.join(fresh, "cpu", "recall_gdn_p4_k8_v8.json"))).get("steps_done") == 20,
           "the resumed json is still at update 20")
 
+    # --as: a device folder's runs under another device's folder (cpu/ -> cuda/ here)
+    moved = os.path.join(a.work, "moved")
+    r = run("bash", UNPACK, files_at, moved, "--as", "cuda")
+    check(r.returncode == 0 and os.path.isfile(os.path.join(moved, "cuda", "recall_gdn_p4_k8_v8.safetensors"))
+          and not os.path.exists(os.path.join(moved, "cpu")), "unpack --as cuda puts cpu/'s runs under cuda/")
+
     # nothing to unpack, nothing to pack: exit 1
     check(run("bash", UNPACK, a.work + "/nowhere", fresh).returncode == 1, "unpack without parts exits 1")
     check(run(sys.executable, PACK, "pack", out, a.work + "/nowhere").returncode == 1, "pack without runs exits 1")
