@@ -4,7 +4,8 @@ bundle is built (the CPU-only flavour here, the cheapest: one build folder,
 build/bundle-cpu, reused between runs) into a temporary folder, copied
 elsewhere, and run from there alone with a scrubbed environment (no PATH to
 a build, LD_LIBRARY_PATH only the bundle's lib/): `lina --help`, a 2-update
-`lina train`, and the runner run.sh. Every library lina and the bundled
+`lina train`, and the runner run.sh; without LD_LIBRARY_PATH lina must
+still load lib/'s libraries (its RUNPATH). Every library lina and the bundled
 libraries load must resolve into lib/ or glibc (ldd in the same
 environment), and the same check must fail on a copy with libgomp taken
 out. The build must be -march=x86-64-v3, never native. Skipped only where
@@ -98,6 +99,12 @@ def main():
     lina = os.path.join(bundle, "bin", "lina")
     r = subprocess.run([lina, "--help"], capture_output=True, text=True, env=scrubbed(bundle), cwd=a.work)
     check(r.returncode == 0 and "train" in r.stdout, f"lina --help runs from the bundle alone ({r.stderr.strip()[:200]})")
+    r = subprocess.run([lina, "--help"], capture_output=True, text=True, cwd=a.work,
+                       env={"PATH": "/usr/bin:/bin", "LD_DEBUG": "libs"})
+    inits = [line.split()[-1] for line in r.stderr.splitlines() if "calling init:" in line]
+    check(r.returncode == 0 and any(os.path.realpath(i) == os.path.realpath(os.path.join(bundle, "lib", "libstdc++.so.6"))
+                                    for i in inits),
+          "without LD_LIBRARY_PATH lina loads the bundle's libstdc++ (RUNPATH $ORIGIN/../lib)")
     out = os.path.join(a.work, "runs")
     r = subprocess.run([lina, "train", "--preset", "gdn", "--task", "recall", "--device", "cpu", "--steps", "2",
                         "--batch", "2", "--pairs", "4", "--keys", "8", "--values", "8", "--eval-batches", "1",
