@@ -162,10 +162,17 @@ def pack(out, runs, parts, part_mb):
         info = tarfile.TarInfo("PACKED.txt")
         info.size, info.mtime = len(manifest), int(time.time())
         tar.addfile(info, io.BytesIO(manifest))
+        written = tar_size(len(manifest))
         for path in chosen:
-            try:
-                tar.add(path, arcname=os.path.relpath(path, runs), recursive=False)
-            except OSError as e:   # renamed away meanwhile by a run still writing
+            try:   # the open file's own size: a run still writing may rename a newer one over it meanwhile
+                with open(path, "rb") as f:
+                    info = tar.gettarinfo(arcname=os.path.relpath(path, runs), fileobj=f)
+                    if written + tar_size(info.size) > budget + 64 * 1024:
+                        print(f"device-pack: {path} not packed: it grew past the room left", file=sys.stderr)
+                        continue
+                    tar.addfile(info, f)
+                    written += tar_size(info.size)
+            except OSError as e:
                 print(f"device-pack: {path} not packed: {e.strerror}", file=sys.stderr)
     writer.close()
     sys.stdout.write(manifest.decode())
