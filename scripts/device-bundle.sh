@@ -18,8 +18,9 @@
 #   lib/        the shared libraries they load that a bare machine with the CUDA
 #               toolkit may lack (libstdc++, libgcc_s, libgomp; not glibc's own
 #               libraries, not libcudart/libcublas, which come from the toolkit there)
-#   scripts/    sweep.py, device-course.sh, device-check.sh, device-pack.py,
-#               device-unpack.sh, as built
+#   scripts/    sweep.py, device-course.sh, device-pack.py, device-unpack.sh,
+#               as built (they need nothing else; device-check.sh runs from the
+#               repository, which travels too, with LINA_CHECK_BUILD=OUT/bin)
 #   run.sh      the runner: `OUT/run.sh COMMAND ARGS...` runs COMMAND with
 #               OUT/bin first on PATH and the toolkit's lib folders on
 #               LD_LIBRARY_PATH (lina finds lib/ by its RUNPATH)
@@ -85,8 +86,7 @@ fi
 rm -rf "$out"
 mkdir -p "$out/bin" "$out/lib" "$out/scripts"
 for t in "${targets[@]}"; do cp "$build/$t" "$out/bin/"; done
-cp scripts/sweep.py scripts/device-course.sh scripts/device-check.sh scripts/device-pack.py \
-   scripts/device-unpack.sh "$out/scripts/"
+cp scripts/sweep.py scripts/device-course.sh scripts/device-pack.py scripts/device-unpack.sh "$out/scripts/"
 
 # A library that a machine with glibc and the CUDA toolkit has: not copied.
 provided() {

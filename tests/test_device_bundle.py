@@ -87,7 +87,7 @@ def main():
     shutil.rmtree(built)
     libs = sorted(os.listdir(os.path.join(bundle, "lib")))
     check({"libstdc++.so.6", "libgomp.so.1", "libgcc_s.so.1"} <= set(libs), f"lib/ holds the C++ and OpenMP runtimes: {libs}")
-    for name in ("sweep.py", "device-course.sh", "device-check.sh", "device-pack.py", "device-unpack.sh"):
+    for name in ("sweep.py", "device-course.sh", "device-pack.py", "device-unpack.sh"):
         check(os.path.isfile(os.path.join(bundle, "scripts", name)), f"scripts/{name} is in the bundle")
     manifest = open(os.path.join(bundle, "MANIFEST")).read()
     check("flavour cpu" in manifest and "march x86-64-v3" in manifest, "MANIFEST names the flavour and the march")
