@@ -308,7 +308,7 @@ TEST_CASE("op table: beta_log_alpha's rows: float64 gradients match central diff
 // two cuda runs of the large ones bit for bit; each way is one launch.
 TEST_CASE("op table: cuda: beta_log_alpha's rows agree with the CPU, one launch each way") {
   if (!dispatch::cuda_available()) {
-    MESSAGE("SKIPPED: no CUDA device (" << dispatch::cuda_runtime() << ")");
+    MESSAGE("SKIPPED: no CUDA device (" << std::string(dispatch::cuda_runtime()) << ")");
     return;
   }
   for (const OpRow& row : op_table()) {
@@ -344,7 +344,7 @@ TEST_CASE("op table: cuda: beta_log_alpha's rows agree with the CPU, one launch 
 // the order).
 TEST_CASE("cuda: beta_log_alpha's backward kernel equals its one-thread-per-column reference") {
   if (!dispatch::cuda_available()) {
-    MESSAGE("SKIPPED: no CUDA device (" << dispatch::cuda_runtime() << ")");
+    MESSAGE("SKIPPED: no CUDA device (" << std::string(dispatch::cuda_runtime()) << ")");
     return;
   }
   struct Case {
