@@ -52,7 +52,8 @@ for group in "${groups[@]}"; do
       continue
     fi
     # shellcheck disable=SC2086  # the arguments are words
-    LINA=$lina setsid nohup python3 "$here/sweep.py" --device cuda --out "$runs" ${sweeps[$name]} \
+    # a checkpoint every 100 updates: a call that ends mid-run packs one at most 100 updates old
+    LINA=$lina setsid nohup python3 "$here/sweep.py" --device cuda --out "$runs" --checkpoint-every 100 ${sweeps[$name]} \
       >>"$runs/$name.log" 2>&1 </dev/null &
     echo $! >"$runs/$name.pid"
     echo "device-course: started $name (pid $!): sweep.py ${sweeps[$name]}"
