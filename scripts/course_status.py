@@ -8,7 +8,6 @@
         copies every finished run's json and predictions (never a checkpoint)
         from the run store to RESULTS
 """
-import json
 import os
 import shutil
 import sys
@@ -19,18 +18,10 @@ import sweep  # noqa: E402  (scripts/sweep.py: the grid and the runs' file names
 TOTAL_UPDATES = {"lm": 5000, "recall": 6000}  # spec 2's recipe (docs/spec.md §2)
 
 
-def read_json(path):
-    try:
-        with open(path) as f:
-            return json.load(f)
-    except (OSError, ValueError):
-        return None
-
-
 def status_line(group, a, run):
     base = run["base"]
     name = os.path.relpath(base, os.environ.get("LINA_RUNS", a.out))
-    j = read_json(base + ".json")
+    j = sweep.read_json(base + ".json")
     total = a.steps or TOTAL_UPDATES[run["task"]]
     if j is None:
         return f"{group:16} {name:40} {0:5}/{total:<5}        -             -  queued"
@@ -58,7 +49,7 @@ def collect(store, results):
     for entry in sorted(os.listdir(store)):
         if not entry.endswith(".json") or entry.endswith(".predictions.json"):
             continue
-        j = read_json(os.path.join(store, entry))
+        j = sweep.read_json(os.path.join(store, entry))
         if not j or j.get("finished") is not True:
             continue
         for name in (entry, entry[:-len(".json")] + ".predictions.json"):

@@ -8,6 +8,7 @@ recall accuracy, twice the binomial standard error of the difference.
 """
 import math
 
+from .capacity import BREAKS, HOLDS
 from .drops import THRESHOLD, drop_step
 from .groups import by_preset, main_size
 from .runs import best_val, extrap, final, number, scored_per_eval
@@ -218,13 +219,13 @@ def answer_lines(runs):
     return out
 
 
-RETRIEVES, FAILS = 0.9, 0.5  # held-out accuracy: retrieves at or above, does not at or below
+RETRIEVES, FAILS = HOLDS, BREAKS  # held-out accuracy: retrieves at or above, does not below (capacity.py's)
 HEAD_DIM = 32  # spec 2: the key and value width of a head (its memory is HEAD_DIM × HEAD_DIM)
 
 
 def lesson(runs):
     """The recall lesson in two sentences, from the main recall runs of attn, the delta rules and linear
-    attention: who retrieves (held-out accuracy >= 0.9) and who does not (<= 0.5), then why. None
+    attention: who retrieves (held-out accuracy >= 0.9) and who does not (< 0.5), then why. None
     without the runs to say it."""
     rec = by_preset(runs, "recall")
     acc = {p: final(rec[p], "val_accuracy") for p in ("attn", "delta", "gdn", "linear") if p in rec}
@@ -237,10 +238,10 @@ def lesson(runs):
         return ", ".join(parts[:-1]) + " and " + parts[-1] if len(parts) > 1 else parts[0]
 
     good = [p for p in acc if p != "linear" and acc[p] >= RETRIEVES]
-    if good and acc["linear"] <= FAILS:
+    if good and acc["linear"] < FAILS:
         return (f"With {pairs} pairs of {keys} keys, {said(good)} (held-out accuracy) retrieve the value stored "
                 f"with each key and linear attention does not ({acc['linear']:.2f}). Linear attention only adds "
-                "each pair to its 32×32 memory as an outer product of positive (elu + 1) keys, which all "
+                f"each pair to its {HEAD_DIM}×{HEAD_DIM} memory as an outer product of positive (elu + 1) keys, which all "
                 "overlap, so a sum of many of them cannot keep the pairs apart; the delta rule first removes what "
                 "a key already reads and so overwrites, and attention keeps every token in its KV cache.")
     if acc["linear"] >= RETRIEVES and keys <= HEAD_DIM:
