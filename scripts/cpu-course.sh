@@ -71,19 +71,33 @@ sweep_args() {
   printf '%s\0' "${args[@]}"
 }
 
-# Runs GROUP's sweeps in this shell.
-run_group() {
-  local group=$1 g sub line out found=0
+# Calls FUNCTION GROUP ARGS... for each sweep of GROUP, ARGS its sweep.py arguments.
+each_sweep() {
+  local fn=$1 group=$2 g sub line out found=0
   while read -r g sub line; do
     [[ $g == "$group" ]] || continue
     found=1
     out=$runs; [[ $sub == . ]] || out=$runs/$sub
     local args=()
     mapfile -d '' args < <(sweep_args "$line" "$out")
-    echo "cpu-course.sh: $(date -u +%FT%TZ) $group: sweep.py ${args[*]}"
-    LINA="$runs/lina" nice -n 19 python3 "$here/sweep.py" "${args[@]}" || echo "cpu-course.sh: a run of '$group' did not finish (see above)"
+    "$fn" "$group" "${args[@]}"
   done < <(sweeps)
   ((found)) || die "unknown group '$group' ($(sweeps | awk '{print $1}' | uniq | paste -sd ' '))"
+}
+
+# One sweep in this shell.
+run_sweep() {
+  local group=$1
+  shift
+  echo "cpu-course.sh: $(date -u +%FT%TZ) $group: sweep.py $*"
+  LINA="$runs/lina" nice -n 19 python3 "$here/sweep.py" "$@" || echo "cpu-course.sh: a run of '$group' did not finish (see above)"
+}
+
+# One line per run of one sweep.
+status_sweep() {
+  local group=$1
+  shift
+  LINA="$status_lina" LINA_RUNS="$runs" python3 "$here/course_status.py" --group "$group" -- "$@"
 }
 
 # The pid of the running queue, or nothing.
@@ -119,14 +133,7 @@ case ${1:-} in
     echo "queue: $state; store $runs"
     status_lina=$runs/lina; [[ -x $status_lina ]] || status_lina=${LINA:-$root/build/release/lina}
     groups=("${@:2}"); ((${#groups[@]})) || groups=("${queue_groups[@]}")
-    for group in "${groups[@]}"; do
-      while read -r g sub line; do
-        [[ $g == "$group" ]] || continue
-        out=$runs; [[ $sub == . ]] || out=$runs/$sub
-        mapfile -d '' args < <(sweep_args "$line" "$out")
-        LINA="$status_lina" LINA_RUNS="$runs" python3 "$here/course_status.py" --group "$group" -- "${args[@]}"
-      done < <(sweeps)
-    done
+    for group in "${groups[@]}"; do each_sweep status_sweep "$group"; done
     ;;
   --pause) signal_queue STOP ;;
   --continue) signal_queue CONT ;;
@@ -144,7 +151,7 @@ case ${1:-} in
     [[ -z ${LINA_COURSE_AUTOGROUP:-} ]] || echo "$LINA_COURSE_AUTOGROUP" > /proc/self/autogroup 2>/dev/null || true
     [[ -x $runs/lina ]] || install_lina
     groups=("${@:2}"); ((${#groups[@]})) || groups=("${queue_groups[@]}")
-    for group in "${groups[@]}"; do run_group "$group"; done
+    for group in "${groups[@]}"; do each_sweep run_sweep "$group"; done
     echo "cpu-course.sh: $(date -u +%FT%TZ) the queue is done"
     ;;
   ''|[a-z]*)
@@ -160,4 +167,4 @@ case ${1:-} in
     echo "  scripts/cpu-course.sh --status says where each run is"
     ;;
   *) die "unknown option '$1' (--status, --pause, --continue, --stop, --collect, --new-lina, --foreground, or groups)" ;;
-esac
+esac; exit  # on the line of esac: bash reads a script as it runs, so a queue of hours must not read on into a file edited meanwhile
