@@ -14,6 +14,7 @@ namespace {
 Phase g_phase = Phase::Forward;
 thread_local int t_depth = 0;  // entry points being timed on this thread
 thread_local const std::string* t_detail = nullptr;  // the innermost DetailScope's text
+thread_local double t_bytes = 0, t_flops = 0;  // add_work's, for the next outermost call
 std::mutex g_mutex;
 using Key = std::tuple<std::string, std::string, Phase>;  // op, detail, phase
 std::map<Key, Entry>& table() {
@@ -40,17 +41,29 @@ PhaseScope::~PhaseScope() { g_phase = previous_; }
 DetailScope::DetailScope(const std::string& text) : previous_(t_detail) { t_detail = &text; }
 DetailScope::~DetailScope() { t_detail = previous_; }
 
+void add_work(double bytes, double flops) {
+  if (!enabled() || t_depth > 0) return;
+  t_bytes += bytes;
+  t_flops += flops;
+}
+
 bool begin_call() { return t_depth++ == 0; }
 
 void end_call(const char* op, double seconds) {
   --t_depth;
-  if (op == nullptr) return;  // a nested call: its time is in the outer one
-  std::lock_guard<std::mutex> lock(g_mutex);
-  const std::string detail = t_detail ? *t_detail : std::string();
-  Entry& e = table()[{op, detail, g_phase}];
-  if (e.calls == 0) e = Entry{op, detail, g_phase, 0, 0};
-  ++e.calls;
-  e.seconds += seconds;
+  if (t_depth == 0) {  // the outermost call ends: its stated work is used up
+    const double bytes = t_bytes, flops = t_flops;
+    t_bytes = t_flops = 0;
+    if (op == nullptr) return;  // a call that threw
+    std::lock_guard<std::mutex> lock(g_mutex);
+    const std::string detail = t_detail ? *t_detail : std::string();
+    Entry& e = table()[{op, detail, g_phase}];
+    if (e.calls == 0) e = Entry{op, detail, g_phase, 0, 0, 0, 0};
+    ++e.calls;
+    e.seconds += seconds;
+    e.bytes += bytes;
+    e.flops += flops;
+  }
 }
 
 std::vector<Entry> entries() {

@@ -66,9 +66,17 @@ struct Entry {
   Phase phase = Phase::Forward;
   int64_t calls = 0;
   double seconds = 0;
+  double bytes = 0, flops = 0;  // summed over the calls that stated them (add_work); 0: not stated
 };
 std::vector<Entry> entries();  // sorted by seconds, largest first
 void reset();                  // forgets every entry
+
+// What the next call must cost at least, for `lina bench --profile`: the
+// bytes of the tensors it reads and writes, each counted once, and its
+// arithmetic (a multiply, an add, an exp: one each). An entry point states
+// it just before its call; the next outermost call timed on this thread
+// adds it to its entry. Off, or inside a call being timed, it does nothing.
+void add_work(double bytes, double flops);
 
 // Used by timed: the start of a call (returns false when an enclosing
 // entry point is already being timed) and its end.

@@ -44,6 +44,9 @@ Tensor attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, doub
   AttentionShape s = attention_shape(q, k, v, scale, dropout, "attention");
   Tensor out = Tensor::empty(q.shape(), q.dtype(), q.device());
   probs_out = Tensor::empty({s.B, s.H, s.Tq, s.Tk}, q.dtype(), q.device());
+  // the causal half of QKᵀ and of PV, and the softmax over it
+  const double scores = double(s.B * s.H) * double(s.Tq) * double(s.Tk) / 2;
+  profile::add_work(detail::bytes_of(q, k, v, probs_out, out), scores * (4.0 * double(s.d) + 5.0));
   on_backend(q, "attention", [&](auto backend) {
     using B = decltype(backend);
     using T = typename B::type;
@@ -67,6 +70,9 @@ AttentionGrads attention_backward(const Tensor& q, const Tensor& k, const Tensor
   g.dk = Tensor::empty(k.shape(), k.dtype(), k.device());
   g.dv = Tensor::empty(v.shape(), v.dtype(), v.device());
   Tensor dscores = Tensor::empty(probs.shape(), q.dtype(), q.device());  // scratch
+  // the causal half of dP = dO Vᵀ, dV = Pᵀ dO, dQ = dS K, dK = dSᵀ Q, and the softmax's backward
+  const double scores = double(s.B * s.H) * double(s.Tq) * double(s.Tk) / 2;
+  profile::add_work(detail::bytes_of(q, k, v, probs, dout, g.dq, g.dk, g.dv), scores * (8.0 * double(s.d) + 4.0));
   on_backend(q, "attention_backward", [&](auto backend) {
     using B = decltype(backend);
     using T = typename B::type;

@@ -87,6 +87,13 @@ void on_backend_untimed(const Tensor& t, const char* op, Call&& call) {
   }
 }
 
+// The bytes of the given tensors, undefined ones 0: what a call that reads
+// or writes each once must move (profile::add_work).
+template <class... Ts>
+double bytes_of(const Ts&... t) {
+  return (0.0 + ... + (t.defined() ? double(t.nbytes()) : 0.0));
+}
+
 // on_backend_untimed, timed by op name when profiling is on (core/profile.h).
 template <class Call>
 void on_backend(const Tensor& t, const char* op, Call&& call) {

@@ -61,6 +61,7 @@ Tensor softmax_forward(const Tensor& x, bool causal) {
                                shape_str(x.shape()));
   }
   Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
+  profile::add_work(detail::bytes_of(x, y), 4.0 * double(x.numel()));
   on_backend(x, "softmax", [&](auto backend) {
     using B = decltype(backend);
     using T = typename B::type;
@@ -74,6 +75,7 @@ Tensor softmax_backward(const Tensor& y, const Tensor& dy) {
   check_same_dtype_device(y, dy, "softmax_backward");
   int64_t R = rows_of_last_axis(y, "softmax_backward");
   Tensor dx = Tensor::empty(y.shape(), y.dtype(), y.device());
+  profile::add_work(detail::bytes_of(y, dy, dx), 4.0 * double(y.numel()));
   on_backend(y, "softmax_backward", [&](auto backend) {
     using B = decltype(backend);
     using T = typename B::type;
@@ -86,6 +88,7 @@ Tensor log_softmax_forward(const Tensor& x) {
   check_float(x, "log_softmax");
   int64_t R = rows_of_last_axis(x, "log_softmax");
   Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
+  profile::add_work(detail::bytes_of(x, y), 4.0 * double(x.numel()));
   on_backend(x, "log_softmax", [&](auto backend) {
     using B = decltype(backend);
     using T = typename B::type;
@@ -99,6 +102,7 @@ Tensor log_softmax_backward(const Tensor& y, const Tensor& dy) {
   check_same_dtype_device(y, dy, "log_softmax_backward");
   int64_t R = rows_of_last_axis(y, "log_softmax_backward");
   Tensor dx = Tensor::empty(y.shape(), y.dtype(), y.device());
+  profile::add_work(detail::bytes_of(y, dy, dx), 4.0 * double(y.numel()));
   on_backend(y, "log_softmax_backward", [&](auto backend) {
     using B = decltype(backend);
     using T = typename B::type;
@@ -129,6 +133,7 @@ Tensor cross_entropy_forward(const Tensor& logits, const Tensor& targets, const 
   check_index_range(targets, V, op, "target");
   dlogits_out = Tensor::empty(logits.shape(), logits.dtype(), logits.device());
   Tensor loss = Tensor::empty({}, logits.dtype(), logits.device());
+  profile::add_work(detail::bytes_of(logits, targets, mask, dlogits_out), 6.0 * double(logits.numel()));
   on_backend(logits, op, [&](auto backend) {
     using B = decltype(backend);
     using T = typename B::type;
@@ -150,6 +155,7 @@ Tensor embedding_forward(const Tensor& weight, const Tensor& ids) {
   Shape out_shape = ids.shape();
   out_shape.push_back(C);
   Tensor out = Tensor::empty(out_shape, weight.dtype(), weight.device());
+  profile::add_work(detail::bytes_of(ids) + 2 * detail::bytes_of(out), 0);
   on_backend(weight, op, [&](auto backend) {
     using B = decltype(backend);
     using T = typename B::type;
@@ -171,6 +177,7 @@ static void embedding_backward_into(const Tensor& dy, const Tensor& ids, Tensor&
   check(dweight.shape() == Shape{vocab, C}, std::string(op) + ": the weight's gradient " + dweight.describe() +
                                                 " is not [vocab, " + std::to_string(C) + "]");
   check_same_dtype_device(dy, dweight, op);
+  profile::add_work(detail::bytes_of(dy, ids, dweight), double(dy.numel()));
   on_backend(dy, op, [&](auto backend) {
     using B = decltype(backend);
     using T = typename B::type;
@@ -288,6 +295,7 @@ Tensor rms_norm_forward(const Tensor& x, const Tensor& weight, double eps, Tenso
   const int64_t rows = row_count(x), n = x.dim(-1);
   Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
   rstd_out = Tensor::empty({rows}, x.dtype(), x.device());
+  profile::add_work(detail::bytes_of(x, weight, gate, y, rstd_out), (gate.defined() ? 10.0 : 4.0) * double(x.numel()));
   on_backend(x, "rms_norm", [&](auto backend) {
     using B = decltype(backend);
     using T = typename B::type;
@@ -310,6 +318,8 @@ void rms_norm_backward(const Tensor& x, const Tensor& weight, const Tensor& rstd
   const bool add_dx = add_into_or_fresh(dx, x, x, "rms_norm_backward: dx");
   const bool add_dw = add_into_or_fresh(dweight, weight, x, "rms_norm_backward: dweight");
   const bool add_dgate = dgate && add_into_or_fresh(*dgate, gate.shape(), x, "rms_norm_backward: dgate");
+  profile::add_work(detail::bytes_of(x, weight, gate, rstd, dy, dx, dweight) + (dgate ? detail::bytes_of(*dgate) : 0.0),
+                    (gate.defined() ? 18.0 : 8.0) * double(x.numel()));
   on_backend(x, "rms_norm_backward", [&](auto backend) {
     using B = decltype(backend);
     using T = typename B::type;
@@ -330,6 +340,7 @@ Tensor residual_rms_norm_forward(const Tensor& x, const Tensor& h, const Tensor&
   Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
   sum_out = Tensor::empty(x.shape(), x.dtype(), x.device());
   rstd_out = Tensor::empty({rows}, x.dtype(), x.device());
+  profile::add_work(detail::bytes_of(x, h, weight, sum_out, y, rstd_out), 6.0 * double(x.numel()));
   on_backend(x, "residual_rms_norm", [&](auto backend) {
     using B = decltype(backend);
     using T = typename B::type;
@@ -350,6 +361,8 @@ void residual_rms_norm_backward(const Tensor& sum, const Tensor& weight, const T
   const bool add_dsum = add_into_or_fresh(dsum, sum, sum, "residual_rms_norm_backward: dsum");
   const bool add_dw = add_into_or_fresh(dweight, weight, sum, "residual_rms_norm_backward: dweight");
   dh = key.p > 0 ? Tensor::empty(sum.shape(), sum.dtype(), sum.device()) : dsum;  // dh = dx where M = 1
+  profile::add_work(detail::bytes_of(sum, weight, rstd, dy, dsum) + (key.p > 0 ? detail::bytes_of(dh) : 0.0),
+                    9.0 * double(sum.numel()));
   on_backend(sum, "residual_rms_norm_backward", [&](auto backend) {
     using B = decltype(backend);
     using T = typename B::type;
@@ -364,6 +377,7 @@ Tensor l2_norm_forward(const Tensor& x, double eps, double scale, Tensor& norm_o
   const int64_t rows = row_count(x), n = x.dim(-1);
   Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
   norm_out = Tensor::empty({rows}, x.dtype(), x.device());
+  profile::add_work(detail::bytes_of(x, y, norm_out), 3.0 * double(x.numel()));
   on_backend(x, "l2_norm", [&](auto backend) {
     using B = decltype(backend);
     using T = typename B::type;
@@ -381,6 +395,7 @@ Tensor l2_norm_backward(const Tensor& x, const Tensor& norm, const Tensor& dy, d
   check(norm.numel() == rows, "l2_norm_backward: norm " + shape_str(norm.shape()) +
                                   " does not hold one value per row of " + shape_str(x.shape()));
   Tensor dx = Tensor::empty(x.shape(), x.dtype(), x.device());
+  profile::add_work(detail::bytes_of(x, norm, dy, dx), 6.0 * double(x.numel()));
   on_backend(x, "l2_norm_backward", [&](auto backend) {
     using B = decltype(backend);
     using T = typename B::type;
@@ -393,6 +408,7 @@ Tensor l2_norm_backward(const Tensor& x, const Tensor& norm, const Tensor& dy, d
 Tensor causal_conv1d_forward(const Tensor& x, const Tensor& weight) {
   check_conv(x, weight);
   Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
+  profile::add_work(detail::bytes_of(x, weight, y), 2.0 * double(weight.dim(1) * y.numel()));
   on_backend(x, "causal_conv1d", [&](auto backend) {
     using B = decltype(backend);
     using T = typename B::type;
@@ -407,6 +423,7 @@ void causal_conv1d_backward(const Tensor& x, const Tensor& weight, const Tensor&
   check_conv_backward(x, weight, dy, "causal_conv1d_backward");
   dx = Tensor::empty(x.shape(), x.dtype(), x.device());
   const bool add_dw = add_into_or_fresh(dweight, weight, x, "causal_conv1d_backward: dweight");
+  profile::add_work(detail::bytes_of(x, weight, dy, dx, dweight), 4.0 * double(weight.dim(1) * x.numel()));
   on_backend(x, "causal_conv1d_backward", [&](auto backend) {
     using B = decltype(backend);
     using T = typename B::type;
@@ -418,6 +435,7 @@ void causal_conv1d_backward(const Tensor& x, const Tensor& weight, const Tensor&
 Tensor causal_conv1d_silu_forward(const Tensor& x, const Tensor& weight) {
   check_conv(x, weight, "causal_conv1d_silu");
   Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
+  profile::add_work(detail::bytes_of(x, weight, y), double((2 * weight.dim(1) + 4) * y.numel()));
   on_backend(x, "causal_conv1d_silu", [&](auto backend) {
     using B = decltype(backend);
     using T = typename B::type;
@@ -432,6 +450,7 @@ void causal_conv1d_silu_backward(const Tensor& x, const Tensor& weight, const Te
   check_conv_backward(x, weight, dy, "causal_conv1d_silu_backward");
   dx = Tensor::empty(x.shape(), x.dtype(), x.device());
   const bool add_dw = add_into_or_fresh(dweight, weight, x, "causal_conv1d_silu_backward: dweight");
+  profile::add_work(detail::bytes_of(x, weight, dy, dx, dweight), double((6 * weight.dim(1) + 10) * x.numel()));
   on_backend(x, "causal_conv1d_silu_backward", [&](auto backend) {
     using B = decltype(backend);
     using T = typename B::type;
@@ -472,6 +491,7 @@ Tensor causal_conv1d_silu_l2_norm_forward(const Tensor& x, const Tensor& weight,
   check_heads(x, weight, planes, "causal_conv1d_silu_l2_norm");
   Tensor q = Tensor::empty(planes_shape(x, weight, planes), x.dtype(), x.device());
   norm_out = Tensor::empty({x.dim(0), x.dim(1), normed_heads(weight, planes)}, x.dtype(), x.device());
+  profile::add_work(2 * detail::bytes_of(q) + detail::bytes_of(weight, norm_out), double((2 * weight.dim(1) + 7) * q.numel()));
   on_backend(x, "causal_conv1d_silu_l2_norm", [&](auto backend) {
     using B = decltype(backend);
     using T = typename B::type;
@@ -500,6 +520,9 @@ void causal_conv1d_silu_l2_norm_backward(const Tensor& x, const Tensor& weight, 
   const bool add_dx = add_into_or_fresh(dx, x, x, "causal_conv1d_silu_l2_norm_backward: dx");
   const bool add_dw =
       add_into_or_fresh(dweight, weight, x, "causal_conv1d_silu_l2_norm_backward: dweight");
+  // x's C columns (as many as dq) and dq read, dx written whole (and read, to add into)
+  profile::add_work(2 * detail::bytes_of(dq) + (add_dx ? 2 : 1) * detail::bytes_of(dx) + detail::bytes_of(weight, dweight, norm),
+                    double((6 * weight.dim(1) + 16) * dq.numel()));
   on_backend(x, op, [&](auto backend) {
     using B = decltype(backend);
     using T = typename B::type;
@@ -516,6 +539,7 @@ Tensor rope_apply(const Tensor& x, int64_t pos0, double base, bool inverse) {
         "rope: head dim D = " + std::to_string(x.dim(3)) + " of " + shape_str(x.shape()) +
             " must be even");
   Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
+  profile::add_work(detail::bytes_of(x, y), 3.0 * double(x.numel()));
   on_backend(x, "rope", [&](auto backend) {
     using B = decltype(backend);
     using T = typename B::type;
@@ -546,6 +570,8 @@ Tensor beta_log_alpha_forward(const Tensor& z, const Tensor& bias, int64_t n_bet
   check(bias.ndim() == 1, std::string(op) + ": bias " + shape_str(bias.shape()) + " is not [N]");
   const int64_t N = bias.dim(0), rows = check_gates(z.shape(), N, n_beta, op);
   Tensor out = Tensor::empty({rows * N}, z.dtype(), z.device());
+  // the gates' columns of z read, both planes written
+  profile::add_work(2 * detail::bytes_of(out) + detail::bytes_of(bias), 5.0 * double(out.numel()));
   on_backend(z, op, [&](auto backend) {
     using B = decltype(backend);
     using T = typename B::type;
@@ -569,6 +595,8 @@ void beta_log_alpha_backward(const Tensor& out, const Tensor& dout, const Shape&
     add_dz = true;
   }
   const bool add_dbias = add_into_or_fresh(dbias, Shape{N}, out, "beta_log_alpha_backward: dbias");
+  // out and dout read, dz written whole (a wider dz: its other columns were filled above)
+  profile::add_work(detail::bytes_of(out, dout, dbias) + double(rows * N * int64_t(dtype_size(out.dtype()))), 5.0 * double(out.numel()));
   on_backend(out, op, [&](auto backend) {
     using B = decltype(backend);
     using T = typename B::type;

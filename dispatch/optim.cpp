@@ -46,6 +46,8 @@ void adamw_step(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, double 
   Tensor scalars = Tensor::from_vector(std::vector<double>(numbers.begin(), numbers.end()), {3})
                        .to(param.dtype())
                        .to(param.device());
+  // param, m, v read and written, grad read; a dozen operations an element
+  profile::add_work(2 * detail::bytes_of(param, m, v) + detail::bytes_of(grad, decay_mask), 12.0 * double(param.numel()));
   launch::adamw_step(
       {param, grad, m, v, decay_mask, param.numel(), beta1, beta2, eps, scalars, Tensor(), Tensor(), 0.0});
 }
@@ -55,6 +57,8 @@ void clip_to_norm(Tensor& x, const Tensor& sum_of_squares, double max_norm) {
             sum_of_squares.device() == x.device(),
         "clip_to_norm: the sum of squares must be one float64 on " +
             std::string(device_name(x.device())) + ", got " + sum_of_squares.describe());
+  // must read the one sum only: x is scaled where its norm is over max_norm
+  profile::add_work(double(sum_of_squares.nbytes()), 0);
   on_backend(x, "clip_to_norm", [&](auto backend) {
     using B = decltype(backend);
     using T = typename B::type;
@@ -63,6 +67,7 @@ void clip_to_norm(Tensor& x, const Tensor& sum_of_squares, double max_norm) {
 }
 
 void scale_inplace(Tensor& x, double factor) {
+  profile::add_work(2 * detail::bytes_of(x), double(x.numel()));
   on_backend(x, "scale_inplace", [&](auto backend) {
     using B = decltype(backend);
     using T = typename B::type;

@@ -91,6 +91,11 @@ Tensor scan_forward(const ScanOptions& options, const Tensor& q, const Tensor& k
       saved->U = Tensor::empty(q.shape(), q.dtype(), q.device());
     }
   }
+  // one state write and one read per token and head (what the model's FLOPs count)
+  const double state_flops = 2.0 * double(s.B * s.T * s.H) * double(s.d * s.d);
+  profile::add_work(detail::bytes_of(q, k, v, beta, log_alpha, initial_state, o, final_state) +
+                        (saved ? detail::bytes_of(saved->states, saved->Y, saved->W, saved->U) : 0.0),
+                    2 * state_flops);
   on_backend(q, "scan", [&](auto backend) {
     using B = decltype(backend);
     using T = typename B::type;
@@ -143,6 +148,11 @@ ScanGrads scan_backward(const ScanOptions& options, const Tensor& q, const Tenso
   if (uses_beta(s.rule)) g.dbeta = buffer(into.dbeta, beta, "dbeta");
   if (learns_decay(s.rule)) g.dlog_alpha = buffer(into.dlog_alpha, log_alpha, "dlog_alpha");
   g.dinitial_state = Tensor::empty(state_shape, q.dtype(), q.device());
+  // twice the forward's state products (docs/performance.md, "model FLOPs")
+  const double state_flops = 2.0 * double(s.B * s.T * s.H) * double(s.d * s.d);
+  profile::add_work(detail::bytes_of(q, k, v, beta, log_alpha, saved.states, saved.Y, saved.W, saved.U, dout,
+                                     dfinal_state, g.dq, g.dk, g.dv, g.dbeta, g.dlog_alpha, g.dinitial_state),
+                    4 * state_flops);
   on_backend(q, "scan", [&](auto backend) {
     using B = decltype(backend);
     using T = typename B::type;

@@ -77,6 +77,7 @@ void fill(Tensor& t, double value) {
     }
     return;
   }
+  profile::add_work(detail::bytes_of(t), 0);
   on_backend(t, "fill", [&](auto backend) {
     using B = decltype(backend);
     using T = typename B::type;
@@ -86,6 +87,7 @@ void fill(Tensor& t, double value) {
 
 Tensor unary(UnaryFn f, const Tensor& x, double p) {
   Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
+  profile::add_work(detail::bytes_of(x, y), 4.0 * double(x.numel()));
   on_backend(x, "unary", [&](auto backend) {
     using B = decltype(backend);
     using T = typename B::type;
@@ -102,6 +104,7 @@ Tensor dropout(const Tensor& x, const DropoutKey& key, const Tensor& residual) {
     check_same_dtype_device(residual, x, "dropout (residual)");
   }
   Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
+  profile::add_work(detail::bytes_of(x, residual, y), 2.0 * double(x.numel()));
   on_backend(x, "dropout", [&](auto backend) {
     using B = decltype(backend);
     using T = typename B::type;
@@ -115,6 +118,7 @@ Tensor unary_backward(UnaryFn f, const Tensor& x, const Tensor& y, const Tensor&
   check_same_shape(x, dy, "unary_backward");
   check_same_dtype_device(x, dy, "unary_backward");
   Tensor dx = Tensor::empty(x.shape(), x.dtype(), x.device());
+  profile::add_work(detail::bytes_of(x, y, dy, dx), 4.0 * double(x.numel()));
   on_backend(x, "unary_backward", [&](auto backend) {
     using B = decltype(backend);
     using T = typename B::type;
@@ -130,6 +134,7 @@ Tensor binary(BinaryFn f, const Tensor& a, const Tensor& b) {
   Tensor out = Tensor::empty(out_shape, a.dtype(), a.device());
   std::vector<int64_t> sa = broadcast_strides(a.shape(), out_shape);
   std::vector<int64_t> sb = broadcast_strides(b.shape(), out_shape);
+  profile::add_work(detail::bytes_of(a, b, out), double(out.numel()));
   on_backend(a, op, [&](auto backend) {
     using B = decltype(backend);
     using T = typename B::type;
@@ -142,6 +147,7 @@ Tensor binary(BinaryFn f, const Tensor& a, const Tensor& b) {
 void add_inplace(Tensor& dst, const Tensor& src, double alpha) {
   check_same_shape(dst, src, "add_inplace");
   check_same_dtype_device(dst, src, "add_inplace");
+  profile::add_work(2 * detail::bytes_of(dst) + detail::bytes_of(src), 2.0 * double(dst.numel()));
   on_backend(dst, "add_inplace", [&](auto backend) {
     using B = decltype(backend);
     using T = typename B::type;
@@ -175,6 +181,7 @@ void copy_strided(const Tensor& src, const StridedView& sv, Tensor& dst, const S
     }
     return;
   }
+  profile::add_work(double(numel(extent) * dtype_size(src.dtype())) * (accumulate ? 3 : 2), 0);
   on_backend(src, "copy_strided", [&](auto backend) {
     using B = decltype(backend);
     using T = typename B::type;
@@ -190,6 +197,7 @@ void sum_middle(const Tensor& x, int64_t outer, int64_t n, int64_t inner, Tensor
         "sum_middle: " + x.describe() + " is not [" + std::to_string(outer) + ", " +
             std::to_string(n) + ", " + std::to_string(inner) + "]");
   check_same_dtype_device(x, out, "sum_middle");
+  profile::add_work(detail::bytes_of(x, out), double(x.numel()));
   on_backend(x, "sum", [&](auto backend) {
     using B = decltype(backend);
     using T = typename B::type;
@@ -199,6 +207,7 @@ void sum_middle(const Tensor& x, int64_t outer, int64_t n, int64_t inner, Tensor
 
 Tensor sum_squares_on_device(const Tensor& x) {
   Tensor out = Tensor::empty({}, DType::F64, x.device());
+  profile::add_work(detail::bytes_of(x), 2.0 * double(x.numel()));
   on_backend(x, "sum_squares", [&](auto backend) {
     using B = decltype(backend);
     using T = typename B::type;
@@ -234,6 +243,9 @@ void gemm(const GemmShape& g, const Tensor& a, const Tensor& b, Tensor& c, doubl
     if (beta != 0) shape += " +=";
   }
   profile::DetailScope detail(shape);
+  const double element = double(dtype_size(a.dtype()));
+  profile::add_work(element * double(g.batch) * double(g.M * g.K + g.K * g.N + (beta != 0 ? 2 : 1) * g.M * g.N),
+                    2.0 * double(g.batch) * double(g.M) * double(g.N) * double(g.K));
   on_backend(a, "matmul", [&](auto backend) {
     using B = decltype(backend);
     using T = typename B::type;

@@ -19,6 +19,7 @@
 
 #include "core/atomic_file.h"
 #include "core/error.h"
+#include "experiments/bench_profile.h"
 #include "experiments/machine.h"
 
 namespace lina {
@@ -354,28 +355,17 @@ void print_inference(BenchRun& run, const json& infer) {
   }
 }
 
-// --profile: every kernel entry point of each training row, with its share.
-void print_profiles(BenchRun& run, const json& train) {
-  char line[400];
+// --profile: every kernel entry point of each training row, with its share
+// and its limit on this machine (experiments/bench_profile.h).
+void print_profiles(BenchRun& run, const json& train, double gemm_gflops, double memory_gbps) {
   for (const json& r : train) {
     run.say("");
     run.say("Profile " + r["preset"].get<std::string>() + " " + r["shape"].get<std::string>() + " (summed over " +
             std::to_string(run.o.steps) + " steps; allocations per step " + fmt("%.0f", double(r["allocs_per_step"])) +
             ", from the system " + fmt("%.1f", double(r["system_allocs_per_step"])) + ")");
-    std::snprintf(line, sizeof line, "  %-38s %-9s %8s %10s %7s", "op", "phase", "calls", "ms", "share");
-    run.say(line);
-    double total = 0;
-    for (const json& e : r["profile"]["entries"]) total += double(e["ms"]);
-    for (const json& e : r["profile"]["entries"]) {
-      // the op, and for a product its shape
-      std::string op = e["op"].get<std::string>();
-      const std::string detail = e.value("detail", std::string());
-      if (!detail.empty()) op += " " + detail;
-      std::snprintf(line, sizeof line, "  %-38s %-9s %8lld %10.2f %6.1f%%", op.c_str(),
-                    e["phase"].get<std::string>().c_str(), e["calls"].get<long long>(), double(e["ms"]),
-                    total > 0 ? 100 * double(e["ms"]) / total : 0.0);
-      run.say(line);
-    }
+    std::string table = profile_table(r, run.o.steps, gemm_gflops, memory_gbps);
+    table.pop_back();  // say() ends the last line
+    run.say(table);
   }
 }
 
@@ -401,6 +391,10 @@ std::string run_bench(const BenchOptions& o) {
   // The machine's GEMM rate, through the same entry point the model uses.
   GemmRate g = measure_gemm(o.quick ? 3 : 5);
   run.say(gemm_line(g));
+  // The memory rate, which the profile's limits read the bytes against.
+  const MemoryRate memory = measure_memory_rate(o.quick ? 5 : 9);
+  run.say("memory: dst += a·src over 2 x 64 MiB float32, " + fmt("%.1f", memory.gbps) + " GB/s (" +
+          fmt("%.1f", memory.ms) + " ms for " + fmt("%.0f", double(memory.bytes) / 1048576.0) + " MiB moved)");
 
   json train = training_rows(run, g.lina_gflops);
   json paired = paired_rows(run);
@@ -408,7 +402,8 @@ std::string run_bench(const BenchOptions& o) {
   json ratios = ratios_to_attn(train, paired);
   print_training(run, train, ratios, paired);
   print_inference(run, infer);
-  if (o.profile) print_profiles(run, train);
+  // the limits: the faster of lina's GEMM path and OpenBLAS's own threads
+  if (o.profile) print_profiles(run, train, std::max(g.lina_gflops, g.openblas_gflops), memory.gbps);
 
   double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const double load_after = load_average();
@@ -424,6 +419,7 @@ std::string run_bench(const BenchOptions& o) {
                 {"presets", o.presets}, {"shapes", shapes}, {"contexts", o.contexts},
                 {"cpus", std::thread::hardware_concurrency()}, {"machine", machine_json()},
                 {"load_average", {{"before", load_before}, {"after", load_after}}}, {"gemm", gemm_json(g)},
+                {"memory", {{"bytes", memory.bytes}, {"ms", memory.ms}, {"gbps", memory.gbps}}},
                 {"train", train}, {"inference", infer}, {"ratios", ratios}, {"pairs", o.pairs}, {"paired", paired},
                 {"wall_seconds", wall}};
     write_file_atomically(o.json, doc.dump(1) + "\n", "bench --json");

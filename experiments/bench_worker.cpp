@@ -106,7 +106,8 @@ json train_job(const BenchOptions& o) {
     json entries = json::array();
     for (const profile::Entry& e : profile::entries())
       entries.push_back({{"op", e.op}, {"detail", e.detail}, {"phase", profile::phase_name(e.phase)},
-                         {"calls", e.calls}, {"ms", e.seconds * 1e3}});
+                         {"calls", e.calls}, {"ms", e.seconds * 1e3},
+                         {"bytes", e.bytes}, {"flops", e.flops}});
     r["profile"] = {{"steps", o.steps}, {"entries", entries}};
   }
   return r;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -46,6 +47,8 @@ TEST_CASE("bench --quick: json keys, FLOPs per step, GEMM rate, profile") {
   CHECK(j["machine"]["gemm"] == j["gemm"]["lina_path"]);  // one name for the CPU's products
   CHECK(double(j["gemm"]["lina_gflops"]) > 0);
   CHECK(j["gemm"].contains("openblas"));
+  CHECK(double(j["memory"]["gbps"]) > 0);  // the rate the profile's limits read bytes against
+  CHECK(double(j["memory"]["bytes"]) == 3.0 * 64 * 1048576);
   if (j["gemm"]["openblas"] == "installed")  // the two paths timed in pairs (a timing: no bound on it)
     CHECK(std::isfinite(double(j["gemm"]["lina_over_openblas"])));
   else
@@ -71,8 +74,15 @@ TEST_CASE("bench --quick: json keys, FLOPs per step, GEMM rate, profile") {
     for (const json& e : entries) {
       if (e["op"] == "matmul") {  // the dispatch::gemm entry point, a row per product shape
         has_matmul = true;
-        CHECK(e["detail"].get<std::string>().find('x') != std::string::npos);
+        const std::string detail = e["detail"];
+        CHECK(detail.find('x') != std::string::npos);
+        long long M = 0, N = 0, K = 0;
+        if (detail.find("batch") == std::string::npos &&
+            std::sscanf(detail.c_str(), "%lldx%lldx%lld", &M, &N, &K) == 3)  // 2·M·N·K FLOPs a call
+          CHECK(double(e["flops"]) == doctest::Approx(2.0 * double(M * N * K) * int(e["calls"])));
       }
+      if (e["op"] == "rms_norm" || e["op"] == "scan" || e["op"] == "attention")  // work stated
+        CHECK(double(e["bytes"]) > 0);
       has_scan |= e["op"] == "scan";
       has_backward |= e["phase"] == "backward";
       CHECK(int(e["calls"]) > 0);
@@ -96,6 +106,7 @@ TEST_CASE("bench --quick: json keys, FLOPs per step, GEMM rate, profile") {
   CHECK(double(p["ratio_median"]) == sorted[1]);
   CHECK(j["ratios"]["gdn_over_attn_paired"]["64x64"] == p["ratio_median"]);
   CHECK(r.output.find("pairs of alternating steps") != std::string::npos);
+  CHECK(r.output.find("the most time over a limit") != std::string::npos);  // the profile's worst ops
   // Inference: memory per sequence as docs/spec.md §1.3 counts it.
   REQUIRE(j["inference"].size() == 4);
   for (const json& i : j["inference"]) {

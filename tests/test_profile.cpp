@@ -47,3 +47,24 @@ TEST_CASE("profile: products are counted by shape, other entry points by op") {
   profile::reset();
   CHECK(profile::entries().empty());
 }
+
+TEST_CASE("profile: each entry point's stated bytes and FLOPs, summed over its calls") {
+  Tensor a = Tensor::ones({8, 4}), b = Tensor::ones({4, 2}), c = Tensor::zeros({8, 2});
+  Tensor x = Tensor::ones({16, 8}), w = Tensor::ones({8}), rstd;
+  profile::reset();
+  profile::add_work(1e9, 1e9);  // off: not kept for the next call
+  profile::set_enabled(true);
+  dispatch::gemm(dispatch::GemmShape{1, 8, 2, 4}, a, b, c);
+  dispatch::gemm(dispatch::GemmShape{1, 8, 2, 4}, a, b, c);
+  dispatch::gemm(dispatch::GemmShape{1, 8, 2, 4}, a, b, c, 1.0, 1.0);
+  dispatch::rms_norm_forward(x, w, 1e-5, rstd);
+  profile::set_enabled(false);
+  const profile::Entry plain = find("matmul", "8x2x4"), added = find("matmul", "8x2x4 +=");
+  CHECK(plain.flops == 2 * 2.0 * 8 * 2 * 4);           // 2·M·N·K a call
+  CHECK(plain.bytes == 2 * 4.0 * (8 * 4 + 4 * 2 + 8 * 2));  // A, B read, C written, float32
+  CHECK(added.bytes == 4.0 * (8 * 4 + 4 * 2 + 2 * 8 * 2));  // C read too
+  const profile::Entry norm = find("rms_norm", "");
+  CHECK(norm.bytes == 4.0 * (16 * 8 + 8 + 16 * 8 + 16));  // x, w read; y, rstd written
+  CHECK(norm.flops > 0);
+  profile::reset();
+}

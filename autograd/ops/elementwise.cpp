@@ -3,6 +3,7 @@
 // `break lina::UnaryOp<lina::math::Silu>::backward` stops in that op alone).
 // The per-element maths (shared with CUDA) is in core/elementwise_math.h.
 #include "autograd/functions.h"
+#include "core/profile.h"
 #include "dispatch/dispatch.h"
 #include "dispatch/launch.h"
 #include "dispatch/layout.h"
@@ -251,6 +252,7 @@ struct SwigluOp : Node {
   Tensor forward(const Shape& y_shape) const {
     Tensor y = Tensor::empty(y_shape, gate.dtype(), gate.device());
     const Rows r = rows();
+    profile::add_work(3.0 * double(y.nbytes()), 6.0 * double(y.numel()));  // gate, up read; y written
     dispatch::launch::swiglu_forward({gate, up_start(), y, r.rows, r.width, r.stride});
     return y;
   }
@@ -260,6 +262,7 @@ struct SwigluOp : Node {
     Tensor dgate = Tensor::empty(gate.shape(), gate.dtype(), gate.device());
     Tensor dup = halves ? Tensor::view_of(dgate, r.width, {dgate.numel() - r.width})
                         : Tensor::empty(up.shape(), up.dtype(), up.device());
+    profile::add_work(5.0 * double(dy.nbytes()), 12.0 * double(dy.numel()));  // gate, up, dy read; dgate, dup written
     dispatch::launch::swiglu_backward({gate, up_start(), dy, dgate, dup, r.rows, r.width, r.stride});
     if (halves) return {dgate};  // dz: both halves written
     return {dgate, dup};
