@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "backend_cpu/cpu_kernels.h"
+#include "backend_cpu/dropout_mask.h"
 #include "backend_cpu/parallel.h"
 #include "backend_cpu/row_chunks.h"
 #include "backend_cpu/unary_fast.h"
@@ -17,12 +18,23 @@ void fill(T* x, int64_t n, T value) {
   for (int64_t i = 0; i < n; ++i) x[i] = value;
 }
 
+// In blocks of kDropoutBlock elements, each on one thread: the block's
+// factors first (dropout_mask.h), on the stack, then y in one vectorised pass.
+constexpr int64_t kDropoutBlock = 2048;
+
 template <class T>
 void dropout_apply(const T* x, const T* residual, T* y, int64_t n, const DropoutKey& key) {
+  const int64_t blocks = (n + kDropoutBlock - 1) / kDropoutBlock;
   LINA_PARALLEL_FOR_IF(n > kParallelMin)
-  for (int64_t i = 0; i < n; ++i) {
-    const T dropped = x[i] * dropout_factor<T>(key, i);
-    y[i] = residual ? residual[i] + dropped : dropped;
+  for (int64_t b = 0; b < blocks; ++b) {
+    const int64_t first = b * kDropoutBlock, m = std::min(kDropoutBlock, n - first);
+    T factor[kDropoutBlock];  // M of elements first … first + m − 1
+    dropout_factors(key, first, m, factor);
+    if (residual) {
+      for (int64_t i = 0; i < m; ++i) y[first + i] = residual[first + i] + x[first + i] * factor[i];
+    } else {
+      for (int64_t i = 0; i < m; ++i) y[first + i] = x[first + i] * factor[i];
+    }
   }
 }
 

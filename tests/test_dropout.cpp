@@ -6,7 +6,10 @@
 
 #include <cmath>
 
+#include <vector>
+
 #include "autograd/functions.h"
+#include "backend_cpu/dropout_mask.h"
 #include "core/philox.h"
 #include "dispatch/dispatch.h"
 #include "models/mixers.h"
@@ -32,6 +35,36 @@ TEST_CASE("Philox4x32-10 gives the known-answer vectors of its authors") {
   CHECK(pi.v[1] == 0x94fdccebu);
   CHECK(pi.v[2] == 0x5001e420u);
   CHECK(pi.v[3] == 0x24126ea1u);
+}
+
+TEST_CASE("dropout_factors: the factors of dropout_factor for runs that start and end anywhere in a block") {
+  DropoutKey key;
+  key.p = 0.3;
+  key.seed = 0x123456789abcdefull;  // both halves of the key used
+  key.update = 77;
+  key.site = 5;
+  const int64_t far = (int64_t(1) << 36) + 1;  // a block number above 32 bits
+  for (int64_t first : {int64_t(0), int64_t(1), int64_t(3), int64_t(62), int64_t(1000), far}) {
+    for (int64_t n : {int64_t(0), int64_t(1), int64_t(5), int64_t(64), int64_t(67), int64_t(300)}) {
+      std::vector<float> f(size_t(n), -1.0f);
+      std::vector<double> d(size_t(n), -1.0);
+      cpu::dropout_factors(key, first, n, f.data());
+      cpu::dropout_factors(key, first, n, d.data());
+      int mismatches = 0, dropped = 0;
+      for (int64_t i = 0; i < n; ++i) {
+        mismatches += f[size_t(i)] != dropout_factor<float>(key, first + i);
+        mismatches += d[size_t(i)] != dropout_factor<double>(key, first + i);
+        dropped += f[size_t(i)] == 0.0f;
+      }
+      INFO("first " << first << ", n " << n);
+      CHECK(mismatches == 0);
+      if (n == 300) CHECK((dropped > 50 && dropped < 130));  // about p·n = 90
+    }
+  }
+  key.p = 0;  // no dropout: every factor 1
+  std::vector<float> ones(7, -1.0f);
+  cpu::dropout_factors(key, 3, 7, ones.data());
+  for (float v : ones) CHECK(v == 1.0f);
 }
 
 TEST_CASE("dropout: drops about p, scales the rest by 1/(1-p), the same mask for the same key") {
