@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "backend_cpu/cpu_kernels.h"
+#include "backend_cpu/dropout_mask.h"
 #include "backend_cpu/eigen_maps.h"
 #include "backend_cpu/parallel.h"
 #include "backend_cpu/small_matmul.h"
@@ -79,6 +80,20 @@ void scaled_softmax_in_place(T* y, int64_t n, int64_t room, T scale) {
   for (int64_t j = 0; j < padded; j += L) ei::pstoreu(y + j, ei::pmul(ei::ploadu<Packet>(y + j), inv));
 }
 
+// Σ_j a_j b_j over n: whole SIMD vectors summed lane by lane, the lanes
+// added in a tree, then the last n mod L terms. One running sum would wait
+// an addition's latency at every term (the rows here are up to T long).
+template <class T>
+T dot_in_lanes(const T* a, const T* b, int64_t n) {
+  constexpr int64_t L = small::kLanes<T>;
+  small::Vec<T> lanes = {};
+  int64_t j = 0;
+  for (; j + L <= n; j += L) lanes += small::load(a + j) * small::load(b + j);
+  T sum = small::sum_of_lanes<T>(lanes);
+  for (; j < n; ++j) sum += a[j] * b[j];
+  return sum;
+}
+
 // At [d, T] = Aᵀ of A's rows (T rows of d, `stride` apart): one head's keys or
 // values laid out so that a row of q kᵀ (or dout vᵀ) is a sum of rows of At.
 template <class T>
@@ -113,9 +128,11 @@ template <class T>
 void dropped_tile(const AttentionShape& s, const T* src, int64_t ld, int rows, int cols,
                   int64_t first, std::vector<T>& dst) {
   dst.resize(size_t(rows) * size_t(cols));
-  for (int r = 0; r < rows; ++r)
-    for (int c = 0; c < cols; ++c)
-      dst[size_t(r * cols + c)] = src[r * ld + c] * dropout_factor<T>(s.dropout, first + r * s.Tk + c);
+  for (int r = 0; r < rows; ++r) {
+    T* row = dst.data() + size_t(r) * size_t(cols);
+    dropout_factors(s.dropout, first + r * s.Tk, cols, row);  // M, then P̃ = P ⊙ M in place
+    for (int c = 0; c < cols; ++c) row[c] *= src[r * ld + c];
+  }
 }
 
 }  // namespace
@@ -183,11 +200,13 @@ void attention_backward(const AttentionShape& s, const T* q, const T* k, const T
         const int64_t visible = i + offset + 1;
         const T* p = P + i * s.Tk;
         T* ds = dS + i * s.Tk;
-        if (s.dropout.p > 0)  // dP = M ⊙ dP̃
-          for (int64_t j = 0; j < visible; ++j)
-            ds[j] *= dropout_factor<T>(s.dropout, (bh * s.Tq + i) * s.Tk + j);
-        T D = 0;  // Σ_j P_ij dP_ij
-        for (int64_t j = 0; j < visible; ++j) D += p[j] * ds[j];
+        if (s.dropout.p > 0) {  // dP = M ⊙ dP̃
+          thread_local std::vector<T> mask;  // [visible] M of this row
+          mask.resize(size_t(visible));
+          dropout_factors(s.dropout, (bh * s.Tq + i) * s.Tk, visible, mask.data());
+          for (int64_t j = 0; j < visible; ++j) ds[j] *= mask[size_t(j)];
+        }
+        const T D = dot_in_lanes(p, ds, visible);  // Σ_j P_ij dP_ij
         for (int64_t j = 0; j < visible; ++j) ds[j] = scale * p[j] * (ds[j] - D);
         std::fill(ds + visible, ds + s.Tk, T(0));
       }

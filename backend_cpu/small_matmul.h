@@ -11,6 +11,7 @@
 // block can be a column range of a wider matrix (e.g. the W half of [Y | W]).
 #pragma once
 #include <utility>
+#include <vector>
 
 namespace lina::cpu::small {
 
@@ -118,11 +119,15 @@ inline void matmul(const T* A, int lda, const T* B, int ldb, T* C, int ldc) {
 // keys × head size, where the keys grow with the context). The same
 // register blocks as above, R rows × NB vectors of C (8 sums with AVX2, 16
 // with AVX-512), walked over C at run time; leftover rows go one at a time,
-// leftover vectors one at a time, and the last N mod L columns are plain
-// scalar sums. B's rows are read in place: no packing, so this is for
-// operands that fit in L1/L2, not a general GEMM.
+// leftover vectors one at a time. The last N mod L columns (attention's 127
+// keys: 15 of them) go through one more vector too: B's last columns copied
+// once into a K × L block padded with zeros, the product's vector of each
+// row into a scratch row, and its first N mod L lanes stored into C; as
+// plain scalar sums, each waiting on the one before, they took several
+// times as long as the whole vectors. B's rows are otherwise read in place:
+// no packing, so this is for operands that fit in L1/L2, not a general GEMM.
 namespace detail {
-// Rows i0 … i0+R−1 of C, every column.
+// Rows i0 … i0+R−1 of C, columns [0, N) with N a whole number of vectors.
 template <int R, bool TransposeA, Store store_as, class T>
 inline void rows_dynamic(int i0, int N, int K, const T* A, int lda, const T* B, int ldb, T* C,
                          int ldc) {
@@ -132,15 +137,27 @@ inline void rows_dynamic(int i0, int N, int K, const T* A, int lda, const T* B, 
     block<R, NB, TransposeA, store_as>(i0, j0, K, A, lda, B, ldb, C, ldc);
   for (; j0 + L <= N; j0 += L)
     block<R, 1, TransposeA, store_as>(i0, j0, K, A, lda, B, ldb, C, ldc);
-  for (int i = i0; i < i0 + R; ++i)
-    for (int j = j0; j < N; ++j) {  // the last N mod L columns
-      T sum = 0;
-      for (int k = 0; k < K; ++k) sum += (TransposeA ? A[k * lda + i] : A[i * lda + k]) * B[k * ldb + j];
+}
+
+// C's last `rest` < L columns (C and B point at the first of them), every
+// row: through B's columns padded to one vector, bpad [K, L], and a scratch
+// row of C.
+template <bool TransposeA, Store store_as, class T>
+void last_columns(int M, int rest, int K, const T* A, int lda, const T* B, int ldb, T* C, int ldc,
+                  T* bpad) {
+  constexpr int L = kLanes<T>;
+  for (int k = 0; k < K; ++k)
+    for (int j = 0; j < L; ++j) bpad[k * L + j] = j < rest ? B[k * ldb + j] : T(0);
+  T row[L];  // one row of the padded product
+  for (int i = 0; i < M; ++i) {
+    block<1, 1, TransposeA, Store::Set>(0, 0, K, TransposeA ? A + i : A + i * lda, lda, bpad, L, row, L);
+    for (int j = 0; j < rest; ++j) {
       T& c = C[i * ldc + j];
-      if constexpr (store_as == Store::Set) c = sum;
-      if constexpr (store_as == Store::Add) c += sum;
-      if constexpr (store_as == Store::Sub) c -= sum;
+      if constexpr (store_as == Store::Set) c = row[j];
+      if constexpr (store_as == Store::Add) c += row[j];
+      if constexpr (store_as == Store::Sub) c -= row[j];
     }
+  }
 }
 }  // namespace detail
 
@@ -148,11 +165,18 @@ template <bool TransposeA = false, Store store_as = Store::Set, class T>
 inline void matmul_dynamic(int M, int N, int K, const T* A, int lda, const T* B, int ldb, T* C,
                            int ldc) {
   constexpr int R = kVectorRegisters / 4;  // × 2 vectors = half the registers
+  constexpr int L = kLanes<T>;
+  const int whole = N / L * L;  // the columns in whole vectors
   int i0 = 0;
   for (; i0 + R <= M; i0 += R)
-    detail::rows_dynamic<R, TransposeA, store_as>(i0, N, K, A, lda, B, ldb, C, ldc);
+    detail::rows_dynamic<R, TransposeA, store_as>(i0, whole, K, A, lda, B, ldb, C, ldc);
   for (; i0 < M; ++i0)
-    detail::rows_dynamic<1, TransposeA, store_as>(i0, N, K, A, lda, B, ldb, C, ldc);
+    detail::rows_dynamic<1, TransposeA, store_as>(i0, whole, K, A, lda, B, ldb, C, ldc);
+  if (whole == N) return;
+  thread_local std::vector<T> bpad;  // [K, L]
+  bpad.resize(size_t(K) * L);
+  detail::last_columns<TransposeA, store_as>(M, N - whole, K, A, lda, B + whole, ldb, C + whole, ldc,
+                                             bpad.data());
 }
 
 // (I + A) X = B in place (X holds B on entry), A strictly lower triangular
