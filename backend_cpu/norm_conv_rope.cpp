@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "backend_cpu/cpu_kernels.h"
+#include "backend_cpu/dropout_mask.h"
 #include "backend_cpu/parallel.h"
 #include "backend_cpu/row_chunks.h"
 #include "backend_cpu/small_matmul.h"
@@ -107,23 +108,26 @@ static double row_dot(int64_t n, const T* a, const T* b, T s = T(1), const T* c 
 // its n gates at gate + columns.row_start(r, n) (GateColumns: x's shape, or
 // columns of the mixer's wider product z).
 
+// One row xr [n] of rms_norm: its ρ, into *rho; yr = w ⊙ ρx, times silu(gr) where a gate row gr is given.
+template <class T>
+static void rms_norm_row(const T* xr, const T* w, const T* gr, T* yr, T* rho_out, int64_t n, T eps) {
+  const double ss = row_dot(n, xr, xr);
+  const T rho = T(1.0 / std::sqrt(ss / double(n) + double(eps)));  // ρ = (mean(x²) + ε)^(−1/2)
+  *rho_out = rho;
+  if (!gr) {
+    for (int64_t i = 0; i < n; ++i) yr[i] = w[i] * (rho * xr[i]);
+    return;
+  }
+  silu_in_row(gr, yr, n);                                                  // y = silu(gate)
+  for (int64_t i = 0; i < n; ++i) yr[i] = yr[i] * (w[i] * (rho * xr[i]));  // ⊙ the norm
+}
+
 template <class T>
 void rms_norm_forward(const T* x, const T* w, const T* gate, const GateColumns& columns, T* y, T* rstd,
                       int64_t rows, int64_t n, T eps) {
   LINA_PARALLEL_FOR_IF(rows * n > kParallelMin)
-  for (int64_t r = 0; r < rows; ++r) {
-    const T* xr = x + r * n;
-    T* yr = y + r * n;
-    const double ss = row_dot(n, xr, xr);
-    const T rho = T(1.0 / std::sqrt(ss / double(n) + double(eps)));  // ρ = (mean(x²) + ε)^(−1/2)
-    rstd[r] = rho;
-    if (!gate) {
-      for (int64_t i = 0; i < n; ++i) yr[i] = w[i] * (rho * xr[i]);
-      continue;
-    }
-    silu_in_row(gate + columns.row_start(r, n), yr, n);                       // y = silu(gate)
-    for (int64_t i = 0; i < n; ++i) yr[i] = yr[i] * (w[i] * (rho * xr[i]));  // ⊙ the norm
-  }
+  for (int64_t r = 0; r < rows; ++r)
+    rms_norm_row(x + r * n, w, gate ? gate + columns.row_start(r, n) : nullptr, y + r * n, rstd + r, n, eps);
 }
 
 namespace {
@@ -197,15 +201,28 @@ void rms_norm_backward(const T* x, const T* w, const T* gate, const GateColumns&
 }
 
 // ---- residual_rms_norm: sum = x + h ⊙ M, y = w ⊙ ρ·sum ------------------------------------
-// dropout's pass, then rms_norm's: on the CPU the fusion is only the op's
-// (one node, its backward one call); the bits are those of residual_dropout
-// then rms_norm.
+// The forward in one pass over the rows: each row's sum, then its norm
+// while the row is in cache; the bits are those of residual_dropout then
+// rms_norm. The backward is rms_norm's, then dropout's pass for dh.
 
 template <class T>
 void residual_rms_norm_forward(const T* x, const T* h, const T* w, T* sum, T* y, T* rstd, int64_t rows,
                                int64_t n, T eps, const DropoutKey& key) {
-  dropout_apply(h, x, sum, rows * n, key);
-  rms_norm_forward(sum, w, static_cast<const T*>(nullptr), GateColumns{}, y, rstd, rows, n, eps);
+  LINA_PARALLEL_FOR_IF(rows * n > kParallelMin)
+  for (int64_t r = 0; r < rows; ++r) {
+    const T* xr = x + r * n;
+    const T* hr = h + r * n;
+    T* sr = sum + r * n;
+    if (key.p > 0) {
+      thread_local std::vector<T> factor;  // [n] M of this row
+      factor.resize(size_t(n));
+      dropout_factors(key, r * n, n, factor.data());
+      for (int64_t i = 0; i < n; ++i) sr[i] = xr[i] + hr[i] * factor[size_t(i)];
+    } else {
+      for (int64_t i = 0; i < n; ++i) sr[i] = xr[i] + hr[i];
+    }
+    rms_norm_row(sr, w, static_cast<const T*>(nullptr), y + r * n, rstd + r, n, eps);
+  }
 }
 
 // dsum (+)= the norm's dx, the gradient of x; dh = dsum ⊙ M where dh is wanted
@@ -312,15 +329,16 @@ void tap_sums_row(RowA a, RowB b, int64_t first_tap, int64_t K, int64_t C, T* ou
 }
 
 // z = Σ_j w_j x_{t−K+1+j} for row bt = b·T + t, over the C channels (w_kc
-// [K, C]); taps before the sequence start are zero.
+// [K, C]; x's rows ldx ≥ C apart, the conv reading their first C columns);
+// taps before the sequence start are zero.
 template <class T>
-void conv_row(const T* x, const T* w_kc, T* z, int64_t bt, int64_t T_len, int64_t C,
+void conv_row(const T* x, int64_t ldx, const T* w_kc, T* z, int64_t bt, int64_t T_len, int64_t C,
               int64_t K) {
   const int64_t t = bt % T_len;
   const int64_t first_tap = std::max<int64_t>(0, K - 1 - t);  // taps that reach back past t = 0 are 0
   tap_sums_row(
       [&](int64_t j) { return w_kc + j * C; },
-      [&](int64_t j) { return x + (bt - (K - 1 - j)) * C; },  // the row tap j reads
+      [&](int64_t j) { return x + (bt - (K - 1 - j)) * ldx; },  // the row tap j reads
       first_tap, K, C, z);
 }
 
@@ -340,30 +358,31 @@ void conv_input_grad_row(const T* w_kc, Rows dz_row, T* dx, int64_t bs, int64_t 
 // partial [K, C] += dz[c] · x_{bt−K+1+j}[c] for row bt = b·T + t and every
 // tap j that stays inside the sequence, for the G vectors of channels from c.
 template <int G, class T>
-void add_weight_grad_row_vectors(const T* x, const T* dz, T* partial, int64_t bt, int64_t first_tap,
-                                 int64_t K, int64_t C, int64_t c) {
+void add_weight_grad_row_vectors(const T* x, int64_t ldx, const T* dz, T* partial, int64_t bt,
+                                 int64_t first_tap, int64_t K, int64_t C, int64_t c) {
   constexpr int64_t L = kSimdLanes<T>;
   small::Vec<T> d[G];
   for (int g = 0; g < G; ++g) d[g] = small::load(dz + c + g * L);
   for (int64_t j = first_tap; j < K; ++j) {
-    const T* xr = x + (bt - (K - 1 - j)) * C + c;
+    const T* xr = x + (bt - (K - 1 - j)) * ldx + c;
     T* p = partial + j * C + c;
 #pragma GCC unroll 4
     for (int g = 0; g < G; ++g) small::store(p + g * L, small::load(p + g * L) + d[g] * small::load(xr + g * L));
   }
 }
 
-// One row's terms of the conv's dw, added into partial [K, C].
+// One row's terms of the conv's dw, added into partial [K, C] (x's rows ldx apart).
 template <class T>
-void add_weight_grad_row(const T* x, const T* dz, T* partial, int64_t bt, int64_t T_len, int64_t C,
-                         int64_t K) {
+void add_weight_grad_row(const T* x, int64_t ldx, const T* dz, T* partial, int64_t bt, int64_t T_len,
+                         int64_t C, int64_t K) {
   constexpr int64_t L = kSimdLanes<T>;
   const int64_t first_tap = std::max<int64_t>(0, K - 1 - bt % T_len);
   int64_t c = 0;
-  for (; c + 4 * L <= C; c += 4 * L) add_weight_grad_row_vectors<4>(x, dz, partial, bt, first_tap, K, C, c);
-  for (; c + L <= C; c += L) add_weight_grad_row_vectors<1>(x, dz, partial, bt, first_tap, K, C, c);
+  for (; c + 4 * L <= C; c += 4 * L)
+    add_weight_grad_row_vectors<4>(x, ldx, dz, partial, bt, first_tap, K, C, c);
+  for (; c + L <= C; c += L) add_weight_grad_row_vectors<1>(x, ldx, dz, partial, bt, first_tap, K, C, c);
   for (; c < C; ++c)
-    for (int64_t j = first_tap; j < K; ++j) partial[j * C + c] += dz[c] * x[(bt - (K - 1 - j)) * C + c];
+    for (int64_t j = first_tap; j < K; ++j) partial[j * C + c] += dz[c] * x[(bt - (K - 1 - j)) * ldx + c];
 }
 
 // dw [C, K] (+= where `add`) from the per-chunk partials [chunks, K, C], summed in chunk order.
@@ -391,7 +410,7 @@ void conv_forward_rows(const T* x, const T* w, T* y, int64_t B, int64_t T_len, i
   const std::vector<T> w_kc = taps_by_channel(w, C, K);
   LINA_PARALLEL_FOR_IF(B * T_len * C * K > kParallelMin)
   for (int64_t bt = 0; bt < B * T_len; ++bt) {
-    conv_row(x, w_kc.data(), y + bt * C, bt, T_len, C, K);
+    conv_row(x, C, w_kc.data(), y + bt * C, bt, T_len, C, K);
     finish_row(bt, y + bt * C);
   }
 }
@@ -419,7 +438,7 @@ void causal_conv1d_backward(const T* x, const T* w, const T* dy, T* dx, T* dw, i
   for (int64_t ch = 0; ch < chunks; ++ch) {
     const int64_t first = ch * kRowsPerChunk, end = std::min(rows, first + kRowsPerChunk);
     for (int64_t bt = first; bt < end; ++bt)
-      add_weight_grad_row(x, dy_row(bt), partial.data() + ch * K * C, bt, T_len, C, K);
+      add_weight_grad_row(x, C, dy_row(bt), partial.data() + ch * K * C, bt, T_len, C, K);
   }
   weight_grad_from_partials(partial, chunks, dw, C, K, add_dw);
 }
@@ -448,10 +467,12 @@ void causal_conv1d_silu_forward(const T* x, const T* w, T* y, int64_t B, int64_t
 // K − 1 rows after it, which its last rows' dx reads. The partials are
 // summed in chunk order; each dw element still adds its rows in ascending
 // order, so the bits do not depend on the pass's loop order.
+// x and dx are [rows, ld ≥ C], the conv's channels their first C columns:
+// dx's others are set to 0, or with add_dx kept, its first C added into.
 namespace {
 template <class T, class FormDz>
 void conv_backward_of_recomputed(const T* x, const T* w, T* dx, T* dw, int64_t B, int64_t T_len,
-                                 int64_t C, int64_t K, bool add_dw, FormDz form_dz) {
+                                 int64_t C, int64_t ld, int64_t K, bool add_dx, bool add_dw, FormDz form_dz) {
   const int64_t rows = B * T_len;
   const std::vector<T> w_kc = taps_by_channel(w, C, K);
   const int64_t chunks = chunk_count(rows);
@@ -463,17 +484,25 @@ void conv_backward_of_recomputed(const T* x, const T* w, T* dx, T* dw, int64_t B
   for (int64_t ch = 0; ch < chunks; ++ch) {
     const int64_t first = ch * kRowsPerChunk, end = std::min(rows, first + kRowsPerChunk);
     const int64_t stop = std::min(rows, end + K - 1);
-    std::vector<T> ring(size_t((ring_rows + 3) * C));  // [ring_rows, C] dz, then the scratch [3, C]
+    thread_local std::vector<T> ring;  // [ring_rows, C] dz, then the scratch [3, C], then a dx row [C]
+    ring.resize(size_t((ring_rows + 4) * C));
     T* scratch = ring.data() + ring_rows * C;
+    T* dx_sum = scratch + 3 * C;
     auto dz_row = [&](int64_t u) { return ring.data() + (u & mask) * C; };
     auto input_grad = [&](int64_t s) {
-      conv_input_grad_row(w_kc.data(), dz_row, dx + s * C, s, T_len, C, K);
+      T* dxr = dx + s * ld;
+      conv_input_grad_row(w_kc.data(), dz_row, add_dx ? dx_sum : dxr, s, T_len, C, K);
+      if (add_dx) {
+        for (int64_t c = 0; c < C; ++c) dxr[c] += dx_sum[c];
+      } else {
+        std::fill(dxr + C, dxr + ld, T(0));  // a wider product's other columns
+      }
     };
     for (int64_t r = first; r < stop; ++r) {
       T* dzr = dz_row(r);
-      conv_row(x, w_kc.data(), dzr, r, T_len, C, K);  // z
+      conv_row(x, ld, w_kc.data(), dzr, r, T_len, C, K);  // z
       form_dz(r, dzr, scratch);
-      if (r < end) add_weight_grad_row(x, dzr, partial.data() + ch * K * C, r, T_len, C, K);
+      if (r < end) add_weight_grad_row(x, ld, dzr, partial.data() + ch * K * C, r, T_len, C, K);
       if (r - (K - 1) >= first) input_grad(r - (K - 1));
     }
     // at the last sequence's end (stop = rows), its last rows' dx reads no later row
@@ -486,7 +515,7 @@ void conv_backward_of_recomputed(const T* x, const T* w, T* dx, T* dw, int64_t B
 template <class T>
 void causal_conv1d_silu_backward(const T* x, const T* w, const T* dy, T* dx, T* dw, int64_t B,
                                  int64_t T_len, int64_t C, int64_t K, bool add_dw) {
-  conv_backward_of_recomputed(x, w, dx, dw, B, T_len, C, K, add_dw, [&](int64_t bt, T* z, T*) {
+  conv_backward_of_recomputed(x, w, dx, dw, B, T_len, C, C, K, false, add_dw, [&](int64_t bt, T* z, T*) {
     silu_grad_in_row(z, dy + bt * C, z, C);  // dz = dy ⊙ silu'(z)
   });
 }
@@ -506,42 +535,12 @@ namespace {
 inline int64_t plane_row(int64_t p, int64_t bt, int64_t rows, int64_t plane_width) {
   return (p * rows + bt) * plane_width;
 }
-
-// The first C columns of x [rows, ld], packed [rows, C]: what the conv reads
-// of a wider product.
-template <class T> std::vector<T> first_columns(const T* x, int64_t rows, int64_t C, int64_t ld) {
-  std::vector<T> packed(size_t(rows * C));
-  for (int64_t r = 0; r < rows; ++r) std::copy(x + r * ld, x + r * ld + C, packed.data() + r * C);
-  return packed;
-}
-
-// dx [rows, ld] = the packed dx [rows, C] in the first C columns, 0 in the
-// others; with add, dx's first C columns += the packed dx, the others kept.
-template <class T>
-void spread_columns(const std::vector<T>& packed, T* dx, int64_t rows, int64_t C, int64_t ld, bool add) {
-  for (int64_t r = 0; r < rows; ++r) {
-    const T* from = packed.data() + r * C;
-    T* to = dx + r * ld;
-    if (add) {
-      for (int64_t c = 0; c < C; ++c) to[c] += from[c];
-      continue;
-    }
-    std::copy(from, from + C, to);
-    std::fill(to + C, to + ld, T(0));
-  }
-}
 }  // namespace
 
 template <class T>
 void causal_conv1d_silu_l2_norm_forward(const T* x, const T* w, T* y, T* norm, int64_t B,
                                    int64_t T_len, int64_t C, int64_t ld, int64_t K, int64_t head,
                                    int64_t planes, int64_t normed, T eps, T scale) {
-  if (ld != C) {  // the conv's columns of a wider product, packed first
-    const std::vector<T> packed = first_columns(x, B * T_len, C, ld);
-    causal_conv1d_silu_l2_norm_forward(packed.data(), w, y, norm, B, T_len, C, C, K, head, planes, normed, eps,
-                                       scale);
-    return;
-  }
   const int64_t rows = B * T_len, width = C / planes, heads = normed * width / head;
   const std::vector<T> w_kc = taps_by_channel(w, C, K);
   LINA_PARALLEL_FOR_IF(rows * C * K > kParallelMin)
@@ -549,7 +548,7 @@ void causal_conv1d_silu_l2_norm_forward(const T* x, const T* w, T* y, T* norm, i
     thread_local std::vector<T> row_buffer;
     row_buffer.resize(size_t(C));
     T* z = row_buffer.data();  // [C] this token's conv, then its silu, then q / k normalised
-    conv_row(x, w_kc.data(), z, bt, T_len, C, K);
+    conv_row(x, ld, w_kc.data(), z, bt, T_len, C, K);
     silu_in_row(z, z, C);
     for (int64_t h = 0; h < heads; ++h)
       l2_norm_forward_row(z + h * head, z + h * head, norm + bt * heads + h, head, eps, scale);
@@ -564,15 +563,7 @@ void causal_conv1d_silu_l2_norm_backward(const T* x, const T* w, const T* norm, 
                                     int64_t head, int64_t planes, int64_t normed, T eps, T scale,
                                     bool add_dx, bool add_dw) {
   const int64_t rows = B * T_len, width = C / planes, heads = normed * width / head;
-  if (ld != C || add_dx) {  // a wider product's columns, or a sum to add into: packed, then spread back
-    const std::vector<T> packed = ld != C ? first_columns(x, rows, C, ld) : std::vector<T>();
-    std::vector<T> dx_packed(size_t(rows * C));  // [rows, C]
-    causal_conv1d_silu_l2_norm_backward(ld != C ? packed.data() : x, w, norm, dq, dx_packed.data(), dw, B,
-                                        T_len, C, C, K, head, planes, normed, eps, scale, false, add_dw);
-    spread_columns(dx_packed, dx, rows, C, ld, add_dx);
-    return;
-  }
-  conv_backward_of_recomputed(x, w, dx, dw, B, T_len, C, K, add_dw, [&](int64_t bt, T* z, T* scratch) {
+  conv_backward_of_recomputed(x, w, dx, dw, B, T_len, C, ld, K, add_dx, add_dw, [&](int64_t bt, T* z, T* scratch) {
     T* y = scratch;           // [C] silu(z)
     T* dy = scratch + C;      // [C] its gradient
     T* sig = scratch + 2 * C;  // [C] σ(z)
