@@ -43,41 +43,47 @@ namespace {
 constexpr int64_t kTile = 16;
 
 // y[0, n) = softmax(scale · y[0, n)) in place, stable (the maximum subtracted
-// first), in whole SIMD packets: y[n, room) belongs to masked keys, which
-// the caller zeroes afterwards, so the last packet may run into it, with
-// −∞ there (exp gives 0 and the sum is unchanged). Eigen's own array exp
+// first), in whole SIMD packets: the row's whole packets in place, and its
+// last n mod L elements in a packet of their own on the stack, padded with
+// −∞ (exp gives 0 there and the sum is unchanged). Eigen's own array exp
 // over a short unaligned row would take the ends one scalar expf at a time,
-// which at rows of ~32 keys costs more than the packets.
+// which at rows of ~32 keys costs more than the packets; so did a scalar
+// fallback for the rows whose last packet would run past the row's end.
 template <class T>
-void scaled_softmax_in_place(T* y, int64_t n, int64_t room, T scale) {
+void scaled_softmax_in_place(T* y, int64_t n, T scale) {
   namespace ei = Eigen::internal;
   using Packet = typename ei::packet_traits<T>::type;
   constexpr int64_t L = ei::packet_traits<T>::size;
-  const int64_t padded = (n + L - 1) / L * L;
-  if (padded > room || !ei::packet_traits<T>::HasExp) {  // no room for a last packet: scalar
+  if (!ei::packet_traits<T>::HasExp) {  // no packet exp: scalar
     T m = -std::numeric_limits<T>::infinity(), sum = 0;
     for (int64_t j = 0; j < n; ++j) m = std::max(m, y[j] *= scale);
     for (int64_t j = 0; j < n; ++j) sum += y[j] = std::exp(y[j] - m);
     for (int64_t j = 0; j < n; ++j) y[j] /= sum;
     return;
   }
-  std::fill(y + n, y + padded, -std::numeric_limits<T>::infinity());
+  const int64_t whole = n / L * L, rest = n - whole;
+  alignas(64) T last[L];  // y[whole, n), then −∞
+  for (int64_t j = 0; j < L; ++j) last[j] = j < rest ? y[whole + j] : -std::numeric_limits<T>::infinity();
+  // the packet at j: y's own, or the last one
+  auto at = [&](int64_t j) { return j < whole ? y + j : last; };
+  const int64_t packets = whole + (rest ? L : 0);
   const Packet scale_p = ei::pset1<Packet>(scale);
   Packet m = ei::pset1<Packet>(-std::numeric_limits<T>::infinity());
-  for (int64_t j = 0; j < padded; j += L) {
-    const Packet x = ei::pmul(ei::ploadu<Packet>(y + j), scale_p);
-    ei::pstoreu(y + j, x);
+  for (int64_t j = 0; j < packets; j += L) {
+    const Packet x = ei::pmul(ei::ploadu<Packet>(at(j)), scale_p);
+    ei::pstoreu(at(j), x);
     m = ei::pmax(m, x);
   }
   const Packet max_p = ei::pset1<Packet>(ei::predux_max(m));
   Packet sum = ei::pset1<Packet>(T(0));
-  for (int64_t j = 0; j < padded; j += L) {
-    const Packet e = ei::pexp(ei::psub(ei::ploadu<Packet>(y + j), max_p));
-    ei::pstoreu(y + j, e);
+  for (int64_t j = 0; j < packets; j += L) {
+    const Packet e = ei::pexp(ei::psub(ei::ploadu<Packet>(at(j)), max_p));
+    ei::pstoreu(at(j), e);
     sum = ei::padd(sum, e);
   }
   const Packet inv = ei::pset1<Packet>(T(1) / ei::predux(sum));
-  for (int64_t j = 0; j < padded; j += L) ei::pstoreu(y + j, ei::pmul(ei::ploadu<Packet>(y + j), inv));
+  for (int64_t j = 0; j < packets; j += L) ei::pstoreu(at(j), ei::pmul(ei::ploadu<Packet>(at(j)), inv));
+  std::copy(last, last + rest, y + whole);
 }
 
 // Σ_j a_j b_j over n: whole SIMD vectors summed lane by lane, the lanes
@@ -99,8 +105,8 @@ T dot_in_lanes(const T* a, const T* b, int64_t n) {
 template <class T>
 void transpose_rows(const T* A, int64_t rows, int64_t d, int64_t stride, std::vector<T>& At) {
   At.resize(size_t(rows * d));
-  for (int64_t j = 0; j < rows; ++j)
-    for (int64_t c = 0; c < d; ++c) At[size_t(c * rows + j)] = A[j * stride + c];
+  for (int64_t c = 0; c < d; ++c)  // At's rows written in order, A read down its columns
+    for (int64_t j = 0; j < rows; ++j) At[size_t(c * rows + j)] = A[j * stride + c];
 }
 
 // The views of one (batch, head) of the [B, T, heads, d] tensors.
@@ -159,7 +165,7 @@ void attention_forward(const AttentionShape& s, const T* q, const T* k, const T*
       for (int64_t i = r0; i < r0 + rows; ++i) {
         const int64_t visible = i + offset + 1;
         T* row = P + i * Tk;
-        scaled_softmax_in_place(row, visible, s.Tk, T(s.scale));
+        scaled_softmax_in_place(row, visible, T(s.scale));
         std::fill(row + visible, row + s.Tk, T(0));
       }
       if (s.dropout.p > 0) {  // P̃ v, P̃ = P ⊙ M

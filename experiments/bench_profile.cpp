@@ -82,7 +82,7 @@ std::string profile_table(const json& row, int steps, double gemm_gflops, double
   out += line("  %-38s %-9s %6s %9s %6s %8s %10s %5s %6s %9s %7s", "op", "phase", "calls", "ms", "share",
               "MB/call", "MFLOP/call", "%bw", "%gemm", "limit ms", "xlimit");
   for (const Row& r : rows) {
-    if (r.limit_ms <= 0) {  // no work stated
+    if (r.limit_ms < 1e-3 * double(r.calls)) {  // no work stated, or under a microsecond a call
       out += line("  %-38s %-9s %6lld %9.2f %5.1f%%", r.op.c_str(), r.phase.c_str(), r.calls, r.ms,
                   100 * r.ms / total);
       continue;
