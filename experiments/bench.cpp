@@ -63,8 +63,7 @@ void finish_bench_options(BenchOptions& o) {
   if (o.presets.empty()) o.presets = preset_names();
   for (const std::string& p : o.presets)
     check(std::find(names.begin(), names.end(), p) != names.end(),
-          "--presets: unknown preset '" + p +
-              "': use attn, linear, delta, gdn, hybrid, retnet, mamba2, gla");
+          "--presets: unknown preset '" + p + "': use " + preset_list(", "));
   // --quick keeps both training shapes but takes 3 timed steps after 1
   // warm-up step (not 10 after 2), 3 timed tokens per context (not 8), and
   // drops inference context 4096.

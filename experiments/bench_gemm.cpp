@@ -8,6 +8,7 @@
 #include "core/rng.h"
 #include "dispatch/dispatch.h"
 #include "experiments/bench.h"
+#include "models/mixer.h"
 
 namespace lina {
 
@@ -15,13 +16,13 @@ long long matmul_weights(const ModelConfig& c) {
   const long long C = c.n_embd, inner = (long long)c.n_head * c.head_size;
   const long long kv = (long long)c.n_kv_head * c.head_size, H = c.n_head;
   long long w = C * c.vocab;  // the head (the embedding is a lookup, not a product)
-  for (MixerKind k : c.layers) {
+  for (const MixerRow* m : c.layers) {
     w += 3 * C * c.mlp_hidden;  // ffn.gate, ffn.up, ffn.down (SwiGLU)
-    if (k == MixerKind::Attn) {
+    if (!m->recurrent) {
       w += C * inner + 2 * C * kv + inner * C;  // q_proj, k_proj, v_proj (n_kv_head heads), o_proj
     } else {
       w += 3 * C * inner + C * inner + inner * C;  // q_proj, k_proj, v_proj, g_proj, o_proj
-      const ScanRule rule = scan_rule(k);
+      const ScanRule rule = m->rule;
       if (uses_beta(rule)) w += C * H;  // b_proj (β per head)
       if (learns_decay(rule)) w += C * (decays_per_channel(rule) ? inner : H);  // a_proj (α per head or channel)
     }

@@ -12,6 +12,7 @@
 #include "core/profile.h"
 #include "core/rng.h"
 #include "experiments/bench.h"
+#include "models/mixer.h"
 #include "experiments/resident_memory.h"
 #include "models/model.h"
 #include "models/optim.h"
@@ -151,7 +152,7 @@ json pair_job(const BenchOptions& o) {
 void fill_state(InferenceState& state, const ModelConfig& c, int context, Rng& rng) {
   for (size_t i = 0; i < state.layers.size(); ++i) {
     LayerCache& l = state.layers[i];
-    if (c.layers[i] == MixerKind::Attn) {
+    if (!c.layers[i]->recurrent) {
       l.k = Tensor::randn({1, context, c.n_kv_head, c.head_size}, rng);
       l.v = Tensor::randn({1, context, c.n_kv_head, c.head_size}, rng);
     } else {

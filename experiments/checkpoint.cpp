@@ -36,11 +36,7 @@ void save_checkpoint(const std::string& path, const LanguageModel& model, const 
       {"rng", rng.dump()},
       {"options", info.options.dump()},
       {"history", info.history.dump()},
-      {"config", json{{"layers", [&] {
-                         json l = json::array();
-                         for (MixerKind k : model.config().layers) l.push_back(mixer_name(k));
-                         return l;
-                       }()},
+      {"config", json{{"layers", model.config().layer_names()},
                       {"n_embd", model.config().n_embd},
                       {"n_head", model.config().n_head},
                       {"head_size", model.config().head_size},

@@ -119,7 +119,8 @@ struct TrainCommand {
 
   void add(CLI::App& lina_app) {
     app = lina_app.add_subcommand("train", "train one preset on one task, write json + checkpoint");
-    app->add_option("--preset", t.preset, "attn | linear | delta | gdn | hybrid | retnet | mamba2 | gla | a pattern like gdn,gdn,gdn,attn (required unless --resume)");
+    app->add_option("--preset", t.preset, lina::preset_list(" | ") + " | a pattern like gdn,gdn,gdn,attn (required unless --resume)");
+    app->footer(lina::preset_help());
     app->add_option("--task", t.task, "lm | recall (required unless --resume)");
     app->add_option("--device", device, "cpu | cuda");
     app->add_option("--steps", t.steps, "updates (default: lm 5000, recall 6000)")->check(range("--steps"));

@@ -164,9 +164,7 @@ json options_json(const TrainOptions& o) {
 }
 
 json model_json(const ModelConfig& c) {
-  json layers = json::array();
-  for (MixerKind k : c.layers) layers.push_back(mixer_name(k));
-  return {{"preset", c.preset}, {"layers", layers}, {"vocab", c.vocab}, {"n_embd", c.n_embd},
+  return {{"preset", c.preset}, {"layers", c.layer_names()}, {"vocab", c.vocab}, {"n_embd", c.n_embd},
           {"n_head", c.n_head}, {"head_size", c.head_size}, {"n_kv_head", c.n_kv_head},
           {"mlp_hidden", c.mlp_hidden}, {"conv_kernel", c.conv_kernel},
           {"norm_eps", c.norm_eps}, {"rope_base", c.rope_base},
@@ -596,13 +594,11 @@ void TrainingRun::capacity_probe() {
   final_results_["capacity"] = probe;
 }
 
-// The mean α of every gated head (gdn, mamba2, gla layers) on evaluation
+// The mean α of every head with a learned decay on evaluation
 // text: lm one val batch of 64 windows of 256 (the course's), recall the
 // held-out set.
 void TrainingRun::alpha_statistics() {
-  bool gated = false;
-  for (MixerKind k : model_->config().layers) gated = gated || (k != MixerKind::Attn && learns_decay(scan_rule(k)));
-  if (!gated) return;
+  if (!model_->config().learns_decay()) return;
   std::vector<Batch> batches = task_.heldout;
   if (task_.text) {
     const int ctx = int(std::min<int64_t>(256, int64_t(task_.text->tokens(Split::Val).size()) - 1));

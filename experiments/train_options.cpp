@@ -138,7 +138,7 @@ void validate(TrainOptions& o) {
   check(o.context > 0, "--context must be positive, got " + std::to_string(o.context));
   check(o.scan_chunk > 0, "--scan-chunk must be positive, got " + std::to_string(o.scan_chunk));
   check(!o.tf32 || o.device == Device::Cuda, "--tf32 is for --device cuda (the CPU multiplies in float32)");
-  check(o.feature_map == FeatureMap::Elu1 || make_config(o.preset, 1).has_layer(MixerKind::Linear),
+  check(o.feature_map == FeatureMap::Elu1 || make_config(o.preset, 1).has_mixer("linear"),
         "--feature-map is for linear attention layers; preset '" + o.preset + "' has none");
   check(o.task == "recall" || (!was_given(o, "--pairs") && !was_given(o, "--keys") && !was_given(o, "--values")),
         "--pairs, --keys and --values are for --task recall");

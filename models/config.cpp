@@ -3,34 +3,9 @@
 #include <sstream>
 
 #include "core/printable.h"
+#include "models/mixer.h"
 
 namespace lina {
-
-const char* mixer_name(MixerKind k) {
-  switch (k) {
-    case MixerKind::Attn: return "attn";
-    case MixerKind::Linear: return "linear";
-    case MixerKind::Delta: return "delta";
-    case MixerKind::Gdn: return "gdn";
-    case MixerKind::Retnet: return "retnet";
-    case MixerKind::Mamba2: return "mamba2";
-    case MixerKind::Gla: return "gla";
-  }
-  return "?";
-}
-
-ScanRule scan_rule(MixerKind k) {
-  switch (k) {
-    case MixerKind::Linear: return ScanRule::Linear;
-    case MixerKind::Delta: return ScanRule::Delta;
-    case MixerKind::Gdn: return ScanRule::Gdn;
-    case MixerKind::Retnet: return ScanRule::Retnet;
-    case MixerKind::Mamba2: return ScanRule::Mamba2;
-    case MixerKind::Gla: return ScanRule::Gla;
-    case MixerKind::Attn: break;
-  }
-  throw Error("model: attention has no scan rule");
-}
 
 const char* feature_map_name(FeatureMap f) {
   switch (f) {
@@ -75,21 +50,10 @@ ScanForm parse_scan_form(const std::string& name) {
   throw Error("unknown --scan-form '" + printable(name, 40) + "': use chunked or sequential");
 }
 
-std::vector<std::string> preset_names() { return {"attn", "linear", "delta", "gdn", "hybrid"}; }
-std::vector<std::string> survey_preset_names() { return {"retnet", "mamba2", "gla"}; }
-std::vector<std::string> all_preset_names() {
-  std::vector<std::string> all = preset_names();
-  for (const std::string& p : survey_preset_names()) all.push_back(p);
-  return all;
-}
-
-static MixerKind parse_mixer(const std::string& word, const std::string& preset) {
-  for (MixerKind k : {MixerKind::Attn, MixerKind::Linear, MixerKind::Delta, MixerKind::Gdn,
-                      MixerKind::Retnet, MixerKind::Mamba2, MixerKind::Gla})
-    if (word == mixer_name(k)) return k;
-  throw Error("unknown preset '" + preset +
-              "': use attn, linear, delta, gdn, hybrid, retnet, mamba2, gla or a layer pattern "
-              "such as gdn,gdn,gdn,attn");
+static const MixerRow& parse_mixer(const std::string& word, const std::string& preset) {
+  if (const MixerRow* row = mixer_named(word)) return *row;
+  throw Error("unknown preset '" + preset + "': use " + preset_list(", ") +
+              " or a layer pattern such as " + named_pattern("hybrid"));
 }
 
 ModelConfig make_config(const std::string& preset, int vocab) {
@@ -97,15 +61,15 @@ ModelConfig make_config(const std::string& preset, int vocab) {
   ModelConfig c;
   c.preset = preset;
   c.vocab = vocab;
-  std::string pattern = preset;
-  if (preset == "hybrid") pattern = "gdn,gdn,gdn,attn";  // 3:1, attention last in the group
+  std::string pattern = named_pattern(preset);
+  if (pattern.empty()) pattern = preset;
   if (pattern.find(',') == std::string::npos) {
-    c.layers.assign(4, parse_mixer(pattern, preset));
+    c.layers.assign(4, &parse_mixer(pattern, preset));
   } else {
     std::stringstream ss(pattern);
     std::string word;
     while (std::getline(ss, word, ',')) {
-      c.layers.push_back(parse_mixer(word, preset));
+      c.layers.push_back(&parse_mixer(word, preset));
       check(c.layers.size() <= size_t(kMaxLayers),
             "preset: a layer pattern has at most " + std::to_string(kMaxLayers) + " layers");
     }
@@ -115,17 +79,27 @@ ModelConfig make_config(const std::string& preset, int vocab) {
   return c;
 }
 
-int ModelConfig::attention_layers() const {
+int ModelConfig::recurrent_layers() const {
   int n = 0;
-  for (MixerKind k : layers) n += k == MixerKind::Attn;
+  for (const MixerRow* m : layers) n += m->recurrent;
   return n;
 }
-bool ModelConfig::has_layer(MixerKind k) const {
-  for (MixerKind l : layers)
-    if (l == k) return true;
+int ModelConfig::attention_layers() const { return n_layer() - recurrent_layers(); }
+bool ModelConfig::has_mixer(const std::string& name) const {
+  for (const MixerRow* m : layers)
+    if (m->name == name) return true;
   return false;
 }
-int ModelConfig::recurrent_layers() const { return n_layer() - attention_layers(); }
+bool ModelConfig::learns_decay() const {
+  for (const MixerRow* m : layers)
+    if (m->learns_decay()) return true;
+  return false;
+}
+std::vector<std::string> ModelConfig::layer_names() const {
+  std::vector<std::string> names;
+  for (const MixerRow* m : layers) names.push_back(m->name);
+  return names;
+}
 long long ModelConfig::kv_per_token() const {
   return 2LL * n_kv_head * head_size * attention_layers();
 }

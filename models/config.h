@@ -1,7 +1,8 @@
 // Model configuration and the presets (docs/spec.md §1, §1.2b). A preset is a layer
-// pattern: "gdn" means four gdn layers, "hybrid" is "gdn,gdn,gdn,attn", and
-// any comma-separated pattern of attn/linear/delta/gdn/retnet/mamba2/gla is
-// accepted as is.
+// pattern: a mixer's name ("gdn") means four such layers, a named pattern
+// ("hybrid") stands for its layers ("gdn,gdn,gdn,attn"), and any
+// comma-separated pattern of mixer names is accepted as is. The mixers and
+// the named patterns are the registry's (models/mixer_registry.cpp).
 #pragma once
 #include <string>
 #include <vector>
@@ -10,13 +11,7 @@
 
 namespace lina {
 
-enum class MixerKind { Attn, Linear, Delta, Gdn, Retnet, Mamba2, Gla };  // one per preset name
-
-// "attn", "linear", "delta", "gdn", "retnet", "mamba2", "gla"
-const char* mixer_name(MixerKind k);
-// The write rule of a recurrent mixer (core/kernel_args.h): the one type the
-// model, the autograd op and the kernels share. Not for attention.
-ScanRule scan_rule(MixerKind k);
+struct MixerRow;  // a token mixer's row of the registry (models/mixer.h)
 
 // The feature map of q and k in linear attention (docs/spec.md §1.2b): elu(x) + 1,
 // relu(x) + 1e-5 or sigmoid(x) + 1e-5.
@@ -53,7 +48,7 @@ struct Dropout {
 
 struct ModelConfig {
   std::string preset = "gdn";  // the name given by the user (preset or pattern)
-  std::vector<MixerKind> layers;  // one entry per layer
+  std::vector<const MixerRow*> layers;  // each layer's mixer (rows of the registry)
   int vocab = 65;
   int n_embd = 128;
   int n_head = 4;
@@ -78,19 +73,29 @@ struct ModelConfig {
   int n_layer() const { return int(layers.size()); }
   int attention_layers() const;
   int recurrent_layers() const;
-  bool has_layer(MixerKind k) const;
+  bool has_mixer(const std::string& name) const;  // some layer is a `name` mixer
+  bool learns_decay() const;                      // some layer learns its decay (MixerRow::learns_decay)
+  std::vector<std::string> layer_names() const;   // each layer's mixer, "gdn", "attn", ...
   // docs/spec.md §1.3 memory accounting (numbers of floats).
   long long kv_per_token() const;  // 2 · n_kv_head · head_size · attention layers
   long long state_const() const;   // n_head · head_size² · recurrent layers
   long long conv_cache() const;    // (conv_kernel − 1) · 3 · n_embd · recurrent layers
 };
 
-// "attn" | "linear" | "delta" | "gdn" | "retnet" | "mamba2" | "gla" | "hybrid"
-// | a pattern such as "gdn,gdn,gdn,attn" or "gla,gla,gla,attn". Throws a one-line lina::Error for anything else.
+// A preset (all_preset_names()) or a pattern such as "gdn,gdn,gdn,attn" or
+// "delta,delta,attn". Throws a one-line lina::Error for anything else.
 constexpr int kMaxLayers = 64;  // in a layer pattern
 ModelConfig make_config(const std::string& preset, int vocab);
-std::vector<std::string> preset_names();         // the comparison's five (docs/spec.md §1)
-std::vector<std::string> survey_preset_names();  // retnet, mamba2, gla (docs/spec.md §1.2b)
+
+// The presets, from the registry (models/mixer_registry.cpp):
+std::vector<std::string> preset_names();         // the course's five (docs/spec.md §1)
+std::vector<std::string> survey_preset_names();  // the survey's three (docs/spec.md §1.2b)
 std::vector<std::string> all_preset_names();     // both
+// The layers a named pattern stands for ("hybrid" -> "gdn,gdn,gdn,attn"), or "".
+std::string named_pattern(const std::string& preset);
+// Every mixer and named pattern with its one-line summary, for --help.
+std::string preset_help();
+// Every preset joined by `separator` ("attn, linear, ..."), for --help and errors.
+std::string preset_list(const std::string& separator);
 
 }  // namespace lina

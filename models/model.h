@@ -1,7 +1,7 @@
 // The language model of docs/spec.md §1 (the course's): token embedding, n
 // pre-norm blocks (mixer + SwiGLU MLP), a final RMSNorm and an untied head
-// with a bias. The mixer of each layer is softmax attention or the recurrent
-// mixer (linear / delta / gdn / retnet / mamba2 / gla). Parameters carry the
+// with a bias. The mixer of each layer is one of the registry's
+// (models/mixer.h): softmax attention or a recurrent mixer. Parameters carry the
 // course's names (docs/spec.md §1.4), so a checkpoint loads into its PyTorch model.
 //
 //   LanguageModel model(make_config("gdn", 65), /*seed=*/1337);

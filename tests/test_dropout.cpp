@@ -12,7 +12,7 @@
 #include "backend_cpu/dropout_mask.h"
 #include "core/philox.h"
 #include "dispatch/dispatch.h"
-#include "models/mixers.h"
+#include "models/attention.h"
 #include "tests/harness.h"
 
 using namespace lina;
@@ -97,7 +97,7 @@ TEST_CASE("attention's dropout inside the fused op equals dropout on the compose
   const DropoutKey key{0.3, 99, 5, 1};
   auto run = [&](bool fused) {
     Var vq(q, true), vk(k, true), vv(v, true);
-    Var o = fused ? causal_attention(vq, vk, vv, 0.35, key) : attention_composed(vq, vk, vv, 0.35, nullptr, key);
+    Var o = fused ? causal_attention(vq, vk, vv, 0.35, key) : attention_composed(vq, vk, vv, 0.35, key);
     sum_all(mul(o, Var(dout))).backward();  // the gradient reaching o is dout
     return std::vector<Tensor>{o.data(), vq.grad(), vk.grad(), vv.grad()};
   };

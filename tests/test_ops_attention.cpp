@@ -11,7 +11,7 @@
 #include <string>
 
 #include "dispatch/dispatch.h"
-#include "models/mixers.h"
+#include "models/attention.h"
 #include "tests/harness.h"
 
 using namespace lina;
