@@ -16,11 +16,11 @@ namespace lina::cpu {
 // The last line is computed as (lr / bc1)·m / (√v / √bc2 + eps), as PyTorch does.
 // With max_norm > 0, g is first clipped: g · min(1, max_norm / (‖g‖ + 1e-6)).
 template <class T>
-void adamw_step(T* p, const T* g, T* m, T* v, const T* decay_mask, int64_t n, T beta1, T beta2,
+void adamw_step(T* p, const T* g, T* m, T* v, const T* weight_decay_mask, int64_t n, T beta1, T beta2,
                 T eps, const T* scalars, const int32_t* control, const double* sum_of_squares,
                 double max_norm) {
   if (control != nullptr && control[2] != 0) return;  // a refused update (end_update)
-  const T decay_factor = scalars[0];           // 1 − lr·wd, where decay_mask is 1 (or null)
+  const T decay_factor = scalars[0];           // 1 − lr·wd, where weight_decay_mask is 1 (or null)
   const T step_size = scalars[1];              // lr / bc1
   const T bias_correction2_sqrt = scalars[2];  // √bc2
   const T clip = sum_of_squares ? T(math::clip_factor(*sum_of_squares, max_norm)) : T(1);
@@ -30,7 +30,7 @@ void adamw_step(T* p, const T* g, T* m, T* v, const T* decay_mask, int64_t n, T 
     m[i] = beta1 * m[i] + (T(1) - beta1) * gi;
     v[i] = beta2 * v[i] + (T(1) - beta2) * gi * gi;
     T denom = std::sqrt(v[i]) / bias_correction2_sqrt + eps;
-    T decay = decay_mask == nullptr || decay_mask[i] != T(0) ? decay_factor : T(1);
+    T decay = weight_decay_mask == nullptr || weight_decay_mask[i] != T(0) ? decay_factor : T(1);
     p[i] = p[i] * decay - step_size * m[i] / denom;
   }
 }

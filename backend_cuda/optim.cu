@@ -24,11 +24,11 @@ __global__ void scale_inplace_kernel(float* x, int64_t n, float factor) {
   for (int64_t i = first_index(); i < n; i += index_stride()) scale_thread(i, x, factor);
 }
 
-void adamw_step(float* p, const float* g, float* m, float* v, const float* decay_mask, int64_t n,
+void adamw_step(float* p, const float* g, float* m, float* v, const float* weight_decay_mask, int64_t n,
                 float beta1, float beta2, float eps, const float* scalars, const int32_t* control,
                 const double* sum_of_squares, double max_norm) {
   if (n == 0) return;
-  AdamWArgs args{p, g, m, v, decay_mask, n, beta1, beta2, eps, scalars, control, sum_of_squares, max_norm};
+  AdamWArgs args{p, g, m, v, weight_decay_mask, n, beta1, beta2, eps, scalars, control, sum_of_squares, max_norm};
   LINA_LAUNCH(adamw_kernel, blocks_for(n), kThreads, 0, context().stream)(args);
   LINA_CHECK_LAUNCH("cuda::adamw_step");
 }

@@ -19,7 +19,7 @@ struct AdamWArgs {
   const float* g;  // [n] gradient
   float* m;        // [n] first moment, updated
   float* v;        // [n] second moment, updated
-  const float* decay_mask;  // [n] 1 where weight decay applies, 0 where not; null: everywhere
+  const float* weight_decay_mask;  // [n] 1 where weight decay applies, 0 where not; null: everywhere
   int64_t n;
   float beta1, beta2, eps;
   const float* scalars;    // [3] 1 − lr·weight_decay, lr / bias_correction1, √bias_correction2
@@ -27,7 +27,7 @@ struct AdamWArgs {
   const double* sum_of_squares;  // null, or Σ g² [1]: with max_norm > 0, g is clipped on the way
   double max_norm;
   std::array<const void*, 8> device_pointers() const {
-    return {p, g, m, v, decay_mask, scalars, control, sum_of_squares};
+    return {p, g, m, v, weight_decay_mask, scalars, control, sum_of_squares};
   }
   // The factor every g is read with: min(1, max_norm / (‖g‖ + 1e-6)), or 1.
   LINA_HD float clip() const {
@@ -46,7 +46,7 @@ LINA_HD void adamw_thread(int64_t i, const AdamWArgs& a, float clip) {
   a.m[i] = mi;
   a.v[i] = vi;
   const float denom = ::sqrtf(vi) / bias_correction2_sqrt + a.eps;
-  const float decay = a.decay_mask == nullptr || a.decay_mask[i] != 0.0f ? decay_factor : 1.0f;
+  const float decay = a.weight_decay_mask == nullptr || a.weight_decay_mask[i] != 0.0f ? decay_factor : 1.0f;
   a.p[i] = a.p[i] * decay - step_size * mi / denom;
 }
 

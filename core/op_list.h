@@ -77,7 +77,7 @@
 // rope_apply: x, y [B, T, H, D], D even; rotates the interleaved pair (2j, 2j + 1) by
 //   (pos0 + t)·base^(−2j/D), or by minus that angle when `inverse`.
 // adamw_step over n elements (PyTorch's single-tensor form), one call over
-//   the whole parameter buffer; decay_mask [n] is 1 where weight decay
+//   the whole parameter buffer; weight_decay_mask [n] is 1 where weight decay
 //   applies and 0 where not (null: everywhere):
 //   p −= lr·weight_decay·p (where the mask is 1);  m = β1 m + (1 − β1) g;  v = β2 v + (1 − β2) g²;
 //   p −= (lr / bias_correction1) · m / (√v / √bias_correction2 + eps).
@@ -227,7 +227,7 @@
 // ---- the optimiser: AdamW, clipping, scaling, and the update plan's bookkeeping ----
 // backend_cpu/optim.cpp, backend_cuda/optim.cu
 #define LINA_OPTIM_LIST(OP, KERNEL, T) \
-  KERNEL(void, adamw_step, (T * p, const T* g, T* m, T* v, const T* decay_mask, int64_t n, T beta1, T beta2, T eps, const T* scalars, const int32_t* control, const double* sum_of_squares, double max_norm)) \
+  KERNEL(void, adamw_step, (T * p, const T* g, T* m, T* v, const T* weight_decay_mask, int64_t n, T beta1, T beta2, T eps, const T* scalars, const int32_t* control, const double* sum_of_squares, double max_norm)) \
   KERNEL(void, begin_update, (const T* scalar_table, T* scalars, const int32_t* ids_table, int32_t* ids, int64_t ids_per_row, const T* mask_table, T* mask, int64_t mask_per_row, const int32_t* control)) \
   KERNEL(void, end_update, (const T* loss, const T* grad, int64_t n, double* sum_of_squares, double* log, int32_t* control)) \
   KERNEL(void, scale_inplace, (T * x, int64_t n, T factor)) \

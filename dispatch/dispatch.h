@@ -265,13 +265,13 @@ void beta_log_alpha_backward(const Tensor& out, const Tensor& dout, const Shape&
 // One AdamW update in place, PyTorch semantics; `step` counts from 1 and sets
 // the bias corrections 1 − β^step. param, grad, m (first moment), v (second
 // moment): same shape, dtype and device. weight_decay 0 turns decay off.
-// decay_mask: like param, 1 where weight decay applies, 0 where not;
+// weight_decay_mask: like param, 1 where weight decay applies, 0 where not;
 // undefined: everywhere. One launch over the whole buffer.
 // (It uploads the update's numbers, adamw_scalars, and launches the kernel;
 // a training run keeps them in an update plan instead: models/optim.h.)
 void adamw_step(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, double lr, double beta1,
                 double beta2, double eps, double weight_decay, int64_t step,
-                const Tensor& decay_mask = Tensor());
+                const Tensor& weight_decay_mask = Tensor());
 // The three numbers of update `step` the AdamW kernel reads (core/op_list.h):
 // {1 − lr·weight_decay, lr / bias_correction1, √bias_correction2}, each
 // computed in `dtype` as the kernel would (so a table of them gives the

@@ -35,8 +35,8 @@ std::array<double, 3> adamw_scalars(double lr, double beta1, double beta2, doubl
 
 void adamw_step(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, double lr, double beta1,
                 double beta2, double eps, double weight_decay, int64_t step,
-                const Tensor& decay_mask) {
-  const Tensor* others[] = {&grad, &m, &v, &decay_mask};
+                const Tensor& weight_decay_mask) {
+  const Tensor* others[] = {&grad, &m, &v, &weight_decay_mask};
   for (const Tensor* t : others) {
     if (!t->defined()) continue;  // (only the mask may be undefined)
     check_same_shape(param, *t, "adamw_step");
@@ -49,7 +49,7 @@ void adamw_step(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, double 
   // param, m, v read and written, grad read; a dozen operations an element
   profile::add_work(2 * detail::bytes_of(param, m, v) + detail::bytes_of(grad, decay_mask), 12.0 * double(param.numel()));
   launch::adamw_step(
-      {param, grad, m, v, decay_mask, param.numel(), beta1, beta2, eps, scalars, Tensor(), Tensor(), 0.0});
+      {param, grad, m, v, weight_decay_mask, param.numel(), beta1, beta2, eps, scalars, Tensor(), Tensor(), 0.0});
 }
 
 void clip_to_norm(Tensor& x, const Tensor& sum_of_squares, double max_norm) {

@@ -16,7 +16,7 @@ struct Initialiser {
   ParameterStore& params;
   Rng rng;
   Var uniform(const std::string& name, const Shape& shape, double bound) {
-    Var p = params.add(name, shape, /*decay=*/shape.size() >= 2);
+    Var p = params.add(name, shape, /*weight_decay=*/shape.size() >= 2);
     p.data().copy_from(Tensor::rand(shape, rng, -bound, bound, p.dtype()));
     return p;
   }
@@ -28,12 +28,12 @@ struct Initialiser {
     return uniform(name, {out}, 1.0 / std::sqrt(double(in)));
   }
   Var normal(const std::string& name, const Shape& shape, double std) {  // nn.Embedding: N(0, 1)
-    Var p = params.add(name, shape, /*decay=*/true);
+    Var p = params.add(name, shape, /*weight_decay=*/true);
     p.data().copy_from(Tensor::randn(shape, rng, std, 0.0, p.dtype()));
     return p;
   }
   Var constant(const std::string& name, const Shape& shape, double value) {
-    Var p = params.add(name, shape, /*decay=*/shape.size() >= 2);  // norm weights, a_proj's bias
+    Var p = params.add(name, shape, /*weight_decay=*/shape.size() >= 2);  // norm weights, a_proj's bias
     p.data().copy_from(Tensor::full(shape, value, p.dtype()));
     return p;
   }

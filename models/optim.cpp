@@ -15,12 +15,12 @@ AdamW::AdamW(ParameterStore& params, AdamWConfig config) : params_(params), conf
   check(params.finalized(), "AdamW: the parameter store must be finalized first");
   m_ = Tensor::zeros({params.count()}, params.dtype(), params.device());
   v_ = Tensor::zeros({params.count()}, params.dtype(), params.device());
-  if (config.decay_all) return;  // no mask: decay applies everywhere
-  // One update over the whole flat buffer: the mask says where decay applies.
+  if (config.decay_all) return;  // no mask: weight decay applies everywhere
+  // One update over the whole flat buffer: the mask says where weight decay applies.
   std::vector<double> mask(size_t(params.count()), 0.0);
   for (const Parameter& p : params.parameters())
-    if (p.decay) std::fill_n(mask.begin() + p.offset, p.var.data().numel(), 1.0);
-  decay_mask_ = Tensor::from_vector(mask, {params.count()}).to(params.dtype()).to(params.device());
+    if (p.weight_decay) std::fill_n(mask.begin() + p.offset, p.var.data().numel(), 1.0);
+  weight_decay_mask_ = Tensor::from_vector(mask, {params.count()}).to(params.dtype()).to(params.device());
 }
 
 // The moments live where the parameters do, and every gradient is in the buffer.
@@ -37,7 +37,7 @@ void AdamW::step(double lr) {
   int64_t t = step_count_ + 1;  // bias corrections use the count including this update
   Tensor p = params_.data(), g = params_.grad();
   dispatch::adamw_step(p, g, m_, v_, lr, config_.beta1, config_.beta2, config_.eps,
-                      config_.weight_decay, t, decay_mask_);
+                      config_.weight_decay, t, weight_decay_mask_);
   step_count_ = t;
 }
 
@@ -50,7 +50,7 @@ void AdamW::step(const Tensor& scalars, const Tensor& control, const Tensor& sum
   Tensor p = params_.data(), g = params_.grad();
   // p, m, v read and written, g read; a dozen operations an element (lina bench --profile)
   profile::add_work(2.0 * double(p.nbytes() + m_.nbytes() + v_.nbytes()) + double(g.nbytes()), 12.0 * double(p.numel()));
-  dispatch::launch::adamw_step({p, g, m_, v_, decay_mask_, p.numel(), config_.beta1, config_.beta2,
+  dispatch::launch::adamw_step({p, g, m_, v_, weight_decay_mask_, p.numel(), config_.beta1, config_.beta2,
                                 config_.eps, scalars, control, sum_of_squares, max_norm});
   step_count_ += 1;
 }

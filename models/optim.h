@@ -15,13 +15,13 @@ struct AdamWConfig {
   double beta1 = 0.9, beta2 = 0.999;
   double eps = 1e-8;
   double weight_decay = 0.01;
-  // Decay every parameter (PyTorch's default), or only those added with
-  // decay = true (the matrices: --decay-matrices).
+  // Weight decay on every parameter (PyTorch's default), or only on those
+  // added with weight_decay = true (the matrices: --decay-matrices).
   bool decay_all = true;
 };
 
 // AdamW with PyTorch's semantics, for each parameter p with gradient g:
-//   p ← p − lr·wd·p            (decoupled; every parameter, or the decay ones)
+//   p ← p − lr·wd·p            (decoupled weight decay; every parameter, or those marked)
 //   m ← β1 m + (1 − β1) g,  v ← β2 v + (1 − β2) g²
 //   p ← p − lr·m̂ / (√v̂ + eps),  m̂ = m / (1 − β1^t),  v̂ = v / (1 − β2^t)
 // m and v are buffers laid out like the parameter buffer, so a checkpoint
@@ -64,7 +64,7 @@ class AdamW {
   ParameterStore& params_;
   AdamWConfig config_;
   Tensor m_, v_;
-  Tensor decay_mask_;  // [params.count()]: 1 where weight decay applies, else 0
+  Tensor weight_decay_mask_;  // [params.count()]: 1 where weight decay applies, else 0
   int64_t step_count_ = 0;
 };
 

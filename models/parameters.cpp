@@ -6,13 +6,13 @@
 
 namespace lina {
 
-Var ParameterStore::add(const std::string& name, const Shape& shape, bool decay) {
+Var ParameterStore::add(const std::string& name, const Shape& shape, bool weight_decay) {
   check(!finalized(), "ParameterStore::add: cannot add '" + name + "' after finalize()");
   check(!name.empty(), "ParameterStore::add: a parameter needs a name");
   check(!has(name), "ParameterStore::add: duplicate parameter name '" + name + "'");
   Var var(Tensor::zeros(shape, DType::F64, Device::Cpu), /*requires_grad=*/true, name);
   index_[name] = params_.size();
-  params_.push_back({name, var, decay, count_});  // the offset moves if place_together asks
+  params_.push_back({name, var, weight_decay, count_});  // the offset moves if place_together asks
   count_ += var.data().numel();
   return var;
 }

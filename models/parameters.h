@@ -6,7 +6,7 @@
 //
 // Life cycle:
 //   ParameterStore params;
-//   Var w = params.add("mlp.fc.weight", {512, 128}, /*decay=*/true);  // while building layers
+//   Var w = params.add("mlp.fc.weight", {512, 128}, /*weight_decay=*/true);  // while building layers
 //   params.finalize(DType::F32, Device::Cpu);  // one buffer; w now views it
 //   init(w);                                   // write initial values (before or after finalize)
 //   loss.backward();                           // accumulates into params.grad()
@@ -33,7 +33,7 @@ namespace lina {
 struct Parameter {
   std::string name;
   Var var;             // requires_grad; data (and grad, once finalized) view the buffers
-  bool decay = false;  // AdamW applies weight decay to this parameter
+  bool weight_decay = false;  // AdamW applies weight decay to this parameter
   int64_t offset = 0;  // first element in the buffers
 };
 
@@ -41,7 +41,7 @@ class ParameterStore {
  public:
   // Registers a parameter and returns its Var (a handle: copies share the
   // same data and grad). Names are unique. Throws once finalized.
-  Var add(const std::string& name, const Shape& shape, bool decay);
+  Var add(const std::string& name, const Shape& shape, bool weight_decay);
   // Asks finalize() to lay the named parameters (already added) out one
   // after another in this order, where the first of them would go: their
   // rows then form one matrix (stacked_rows), so one product serves them

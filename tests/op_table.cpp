@@ -820,14 +820,14 @@ void add_optimiser_rows(std::vector<OpRow>& rows) {
   }
   // one launch over a whole buffer, weight decay only where the mask is
   // not 0 (a mask of 0 and values in (0, 0.5))
-  Input decay_mask{[](Rng& rng) {
+  Input weight_decay_mask{[](Rng& rng) {
     std::vector<double> m(1001);
     for (double& x : m) x = std::max(0.0, rng.uniform(0.0, 1.0) - 0.5);
     return Tensor::from_vector(m, {1001});
   }};
   rows.push_back(tensor_row("adamw_step", "[1001] with a decay mask, step 3",
                             {in::normal({1001}), in::normal({1001}, 0.1), in::normal({1001}, 0.01),
-                             in::uniform({1001}, 0.0, 1e-3), decay_mask},
+                             in::uniform({1001}, 0.0, 1e-3), weight_decay_mask},
                             [](V v) {
                               Tensor param = v[0].data(), m = v[2].data(), s = v[3].data();
                               dispatch::adamw_step(param, v[1].data(), m, s, 1e-2, 0.9, 0.99, 1e-8, 0.1, 3,

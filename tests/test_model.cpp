@@ -85,9 +85,9 @@ TEST_CASE("parameter names and shapes are the course's (spec 1.4)") {
   CHECK(p.info("lm_head.bias").var.shape() == Shape{65});
   CHECK(p.info("blocks.0.mix.a_proj.bias").var.data().at(0) == doctest::Approx(3.0));
   // --decay-matrices decays the parameters of two or more dimensions only
-  CHECK_FALSE(p.info("blocks.0.n1.weight").decay);
-  CHECK_FALSE(p.info("blocks.0.mix.b_proj.bias").decay);
-  CHECK(p.info("blocks.0.mix.conv.weight").decay);
+  CHECK_FALSE(p.info("blocks.0.n1.weight").weight_decay);
+  CHECK_FALSE(p.info("blocks.0.mix.b_proj.bias").weight_decay);
+  CHECK(p.info("blocks.0.mix.conv.weight").weight_decay);
 
   LanguageModel attn(make_config("attn", 65), 1);
   CHECK(attn.params().info("blocks.0.mix.k_proj.weight").var.shape() == Shape{64, 128});
@@ -117,7 +117,7 @@ TEST_CASE("parameter names and shapes are the course's (spec 1.4)") {
   CHECK(gla.params().info("blocks.2.mix.a_proj.bias").var.shape() == Shape{128});
   CHECK(gla.params().info("blocks.2.mix.a_proj.bias").var.data().at(127) == doctest::Approx(3.0));
   CHECK_FALSE(gla.params().has("blocks.0.mix.b_proj.weight"));
-  CHECK_FALSE(gla.params().info("blocks.0.mix.a_proj.bias").decay);
+  CHECK_FALSE(gla.params().info("blocks.0.mix.a_proj.bias").weight_decay);
 }
 
 TEST_CASE("the weights one product reads lie side by side in the buffer, registration order unchanged") {

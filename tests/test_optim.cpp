@@ -19,8 +19,8 @@ namespace {
 template <class T>
 ParameterStore two_parameter_store() {
   ParameterStore store;
-  Var w = store.add("w", {2}, /*decay=*/true);
-  Var b = store.add("b", {1}, /*decay=*/false);
+  Var w = store.add("w", {2}, /*weight_decay=*/true);
+  Var b = store.add("b", {1}, /*weight_decay=*/false);
   w.data().copy_from(Tensor::from_vector<double>({0.5, -1.5}, {2}));
   b.data().copy_from(Tensor::from_vector<double>({2.0}, {1}));
   store.finalize(dtype_of<T>());
@@ -65,8 +65,8 @@ TEST_CASE_TEMPLATE("ParameterStore: names, order, offsets and count", T, float, 
   CHECK(ps[2].name == "head.weight");
   CHECK(ps[1].offset == 15);
   CHECK(ps[2].offset == 18);
-  CHECK(ps[0].decay);
-  CHECK_FALSE(ps[1].decay);
+  CHECK(ps[0].weight_decay);
+  CHECK_FALSE(ps[1].weight_decay);
   CHECK(store.get("head.weight").shape() == Shape{5, 3});
   CHECK(store.get("norm_f.weight").name() == "norm_f.weight");
   CHECK(store.get("norm_f.weight").requires_grad());
