@@ -47,7 +47,7 @@ void adamw_step(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, double 
                        .to(param.dtype())
                        .to(param.device());
   // param, m, v read and written, grad read; a dozen operations an element
-  profile::add_work(2 * detail::bytes_of(param, m, v) + detail::bytes_of(grad, decay_mask), 12.0 * double(param.numel()));
+  profile::add_work(2 * detail::bytes_of(param, m, v) + detail::bytes_of(grad, weight_decay_mask), 12.0 * double(param.numel()));
   launch::adamw_step(
       {param, grad, m, v, weight_decay_mask, param.numel(), beta1, beta2, eps, scalars, Tensor(), Tensor(), 0.0});
 }
