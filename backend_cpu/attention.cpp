@@ -14,9 +14,9 @@
 // Backward, with P = probs, dP = dout vᵀ and D_i = Σ_j P_ij dP_ij:
 //   dS = scale · P ⊙ (dP − D)          (the softmax Jacobian, then the scale)
 //   dq = dS k,   dk = dSᵀ q,   dv = Pᵀ dout
-// dk and dv of a KV head sum over the query heads that read it, so they are
-// formed in a second pass over (batch, KV head): each thread owns its rows,
-// the heads are added in a fixed order, and the result is deterministic.
+// dk and dv of a KV head sum over the query heads that read it, so the
+// backward runs over (batch, KV head): each thread owns its rows, the heads
+// are added in a fixed order, and the result is deterministic.
 //
 // Dropout on the probabilities (AttentionShape::dropout, p > 0): the
 // forward multiplies P v with P̃ = P ⊙ M instead of P, M regenerated from the
@@ -179,49 +179,84 @@ void attention_forward(const AttentionShape& s, const T* q, const T* k, const T*
   }
 }
 
+namespace {
+
+// Pass 1 of the backward for query head bh (views hv): its dS [Tq, Tk] into
+// dscores and dq = dS k. vt [d, Tk]: the head's values, transposed.
+template <class T>
+void scores_grad_and_dq(const AttentionShape& s, int64_t bh, const HeadViews<T>& hv, const std::vector<T>& vt,
+                        const T* probs, const T* dout, T* dscores, T* dq) {
+  const int64_t offset = s.Tk - s.Tq;
+  const int qs = int(s.H * s.d), kvs = int(s.Hkv * s.d), Tk = int(s.Tk), d = int(s.d);
+  const T* P = probs + bh * s.Tq * s.Tk;  // [Tq, Tk]
+  T* dS = dscores + bh * s.Tq * s.Tk;     // [Tq, Tk]
+  for (int64_t r0 = 0; r0 < s.Tq; r0 += kTile) {
+    const int rows = int(std::min(kTile, s.Tq - r0));
+    const int keys = int(std::min(s.Tk, r0 + rows + offset));
+    T* block = dS + r0 * Tk;  // [rows, keys] of [rows, Tk]
+    small::matmul_dynamic(rows, keys, d, dout + hv.row0 + r0 * qs, qs, vt.data(), Tk, block,
+                          Tk);  // dP̃ = dout vᵀ (= dP without dropout)
+    for (int64_t i = r0; i < r0 + rows; ++i) {
+      const int64_t visible = i + offset + 1;
+      const T* p = P + i * s.Tk;
+      T* ds = dS + i * s.Tk;
+      if (s.dropout.p > 0) {  // dP = M ⊙ dP̃
+        thread_local std::vector<T> mask;  // [visible] M of this row
+        mask.resize(size_t(visible));
+        dropout_factors(s.dropout, (bh * s.Tq + i) * s.Tk, visible, mask.data());
+        for (int64_t j = 0; j < visible; ++j) ds[j] *= mask[size_t(j)];
+      }
+      const T D = dot_in_lanes(p, ds, visible);  // Σ_j P_ij dP_ij
+      for (int64_t j = 0; j < visible; ++j) ds[j] = T(s.scale) * p[j] * (ds[j] - D);
+      std::fill(ds + visible, ds + s.Tk, T(0));
+    }
+    small::matmul_dynamic(rows, d, keys, block, Tk, hv.k, kvs, dq + hv.row0 + r0 * qs, qs);  // dS k
+  }
+}
+
+// Pass 2 for query head bh: its terms of dk (dK += dSᵀ q) and dv (dV +=
+// P̃ᵀ dout), a tile of keys at a time: keys c0 … are seen only by queries
+// i >= c0 − offset. dK, dV: the KV head's rows, kvs apart.
+template <class T>
+void add_key_value_grads(const AttentionShape& s, int64_t bh, const HeadViews<T>& hv, const T* probs,
+                         const T* dscores, const T* dout, T* dK, T* dV) {
+  const int64_t offset = s.Tk - s.Tq;
+  const int qs = int(s.H * s.d), kvs = int(s.Hkv * s.d), Tk = int(s.Tk), d = int(s.d);
+  const T* P = probs + bh * s.Tq * s.Tk;
+  const T* dS = dscores + bh * s.Tq * s.Tk;
+  for (int64_t c0 = 0; c0 < s.Tk; c0 += kTile) {
+    const int cols = int(std::min(kTile, s.Tk - c0));
+    const int64_t i0 = std::max<int64_t>(0, c0 - offset);  // first query that sees key c0
+    if (i0 >= s.Tq) break;
+    const int n = int(s.Tq - i0);
+    small::matmul_dynamic<true, small::Store::Add>(cols, d, n, dS + i0 * Tk + c0, Tk, hv.q + i0 * qs, qs,
+                                                   dK + c0 * kvs, kvs);
+    const T* Pv = P + i0 * Tk + c0;  // the probabilities v was multiplied by: P, or P̃
+    int64_t ld = Tk;
+    if (s.dropout.p > 0) {
+      thread_local std::vector<T> dropped;  // [n, cols]
+      dropped_tile(s, Pv, Tk, n, cols, (bh * s.Tq + i0) * s.Tk + c0, dropped);
+      Pv = dropped.data();
+      ld = cols;
+    }
+    small::matmul_dynamic<true, small::Store::Add>(cols, d, n, Pv, int(ld), dout + hv.row0 + i0 * qs, qs,
+                                                   dV + c0 * kvs, kvs);
+  }
+}
+
+}  // namespace
+
+// Per (batch, KV head), its query heads in order: each head's dS and dq
+// (pass 1), then at once its terms of dk and dv (pass 2), while the head's
+// dS and P are still in cache rather than read back from memory in a
+// second sweep. dk and dv of a KV head add its heads in a fixed order, so
+// the result does not depend on the threads.
 template <class T>
 void attention_backward(const AttentionShape& s, const T* q, const T* k, const T* v,
                         const T* probs, const T* dout, T* dscores, T* dq, T* dk, T* dv) {
-  const int64_t offset = s.Tk - s.Tq;
   const int64_t group = s.H / s.Hkv;
-  const T scale = T(s.scale);
-  const int qs = int(s.H * s.d), kvs = int(s.Hkv * s.d), Tk = int(s.Tk), d = int(s.d);
-  const bool threaded = s.B * s.H > 1 && s.B * s.H * s.Tq * s.Tk > kParallelMin;
-
-  // Pass 1, per (batch, query head): dS, and dq = dS k.
-  LINA_PARALLEL_FOR_IF(threaded)
-  for (int64_t bh = 0; bh < s.B * s.H; ++bh) {
-    const HeadViews<T> hv = head_views(s, bh, q, k, v);
-    thread_local std::vector<T> vt;  // [d, Tk]: this head's values, transposed
-    transpose_rows(hv.v, s.Tk, s.d, kvs, vt);
-    const T* P = probs + bh * s.Tq * s.Tk;  // [Tq, Tk]
-    T* dS = dscores + bh * s.Tq * s.Tk;     // [Tq, Tk]
-    for (int64_t r0 = 0; r0 < s.Tq; r0 += kTile) {
-      const int rows = int(std::min(kTile, s.Tq - r0));
-      const int keys = int(std::min(s.Tk, r0 + rows + offset));
-      T* block = dS + r0 * Tk;  // [rows, keys] of [rows, Tk]
-      small::matmul_dynamic(rows, keys, d, dout + hv.row0 + r0 * qs, qs, vt.data(), Tk, block,
-                            Tk);  // dP̃ = dout vᵀ (= dP without dropout)
-      for (int64_t i = r0; i < r0 + rows; ++i) {
-        const int64_t visible = i + offset + 1;
-        const T* p = P + i * s.Tk;
-        T* ds = dS + i * s.Tk;
-        if (s.dropout.p > 0) {  // dP = M ⊙ dP̃
-          thread_local std::vector<T> mask;  // [visible] M of this row
-          mask.resize(size_t(visible));
-          dropout_factors(s.dropout, (bh * s.Tq + i) * s.Tk, visible, mask.data());
-          for (int64_t j = 0; j < visible; ++j) ds[j] *= mask[size_t(j)];
-        }
-        const T D = dot_in_lanes(p, ds, visible);  // Σ_j P_ij dP_ij
-        for (int64_t j = 0; j < visible; ++j) ds[j] = scale * p[j] * (ds[j] - D);
-        std::fill(ds + visible, ds + s.Tk, T(0));
-      }
-      small::matmul_dynamic(rows, d, keys, block, Tk, hv.k, kvs, dq + hv.row0 + r0 * qs, qs);  // dS k
-    }
-  }
-
-  // Pass 2, per (batch, KV head): dk = Σ_heads dSᵀ q, dv = Σ_heads Pᵀ dout, a
-  // tile of keys at a time: keys c0 … are seen only by queries i >= c0 − offset.
+  const int kvs = int(s.Hkv * s.d), d = int(s.d);
+  const bool threaded = s.B * s.Hkv > 1 && s.B * s.H * s.Tq * s.Tk > kParallelMin;
   LINA_PARALLEL_FOR_IF(threaded)
   for (int64_t bkv = 0; bkv < s.B * s.Hkv; ++bkv) {
     const int64_t b = bkv / s.Hkv, kvh = bkv % s.Hkv;
@@ -231,30 +266,13 @@ void attention_backward(const AttentionShape& s, const T* q, const T* k, const T
       std::fill(dK + j * kvs, dK + j * kvs + d, T(0));
       std::fill(dV + j * kvs, dV + j * kvs + d, T(0));
     }
+    thread_local std::vector<T> vt;  // [d, Tk]: the KV head's values, transposed
+    transpose_rows(head_views(s, b * s.H + kvh * group, q, k, v).v, s.Tk, s.d, kvs, vt);
     for (int64_t g = 0; g < group; ++g) {
       const int64_t bh = b * s.H + kvh * group + g;
       const HeadViews<T> hv = head_views(s, bh, q, k, v);
-      const T* P = probs + bh * s.Tq * s.Tk;
-      const T* dS = dscores + bh * s.Tq * s.Tk;
-      for (int64_t c0 = 0; c0 < s.Tk; c0 += kTile) {
-        const int cols = int(std::min(kTile, s.Tk - c0));
-        const int64_t i0 = std::max<int64_t>(0, c0 - offset);  // first query that sees key c0
-        if (i0 >= s.Tq) break;
-        const int n = int(s.Tq - i0);
-        small::matmul_dynamic<true, small::Store::Add>(cols, d, n, dS + i0 * Tk + c0, Tk,
-                                                       hv.q + i0 * qs, qs, dK + c0 * kvs, kvs);
-        const T* Pv = P + i0 * Tk + c0;  // the probabilities v was multiplied by: P, or P̃
-        int64_t ld = Tk;
-        if (s.dropout.p > 0) {
-          thread_local std::vector<T> dropped;  // [n, cols]
-          dropped_tile(s, Pv, Tk, n, cols, (bh * s.Tq + i0) * s.Tk + c0, dropped);
-          Pv = dropped.data();
-          ld = cols;
-        }
-        small::matmul_dynamic<true, small::Store::Add>(cols, d, n, Pv, int(ld),
-                                                       dout + hv.row0 + i0 * qs, qs, dV + c0 * kvs,
-                                                       kvs);
-      }
+      scores_grad_and_dq(s, bh, hv, vt, probs, dout, dscores, dq);
+      add_key_value_grads(s, bh, hv, probs, dscores, dout, dK, dV);
     }
   }
 }
