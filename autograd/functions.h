@@ -106,7 +106,10 @@ Var beta_log_alpha(const Var& z, const Var& bias, int64_t n_beta);  // z's last 
 // Mean over the positions where mask != 0 of −log softmax(logits)[target].
 // logits [..., V] float; targets [...] int32 in [0, V); mask [...] of the
 // logits' dtype (1 keep, 0 drop) or undefined (keep all). Returns a scalar.
-Var cross_entropy(const Var& logits, const Tensor& targets, const Tensor& mask = Tensor());
+// mask_count: one element holding Σ mask (an update plan's), so the kernel
+// need not sum the mask; undefined: it does.
+Var cross_entropy(const Var& logits, const Tensor& targets, const Tensor& mask = Tensor(),
+                  const Tensor& mask_count = Tensor());
 // out[..., :] = weight[ids[...], :]; weight [V, C], ids [...] int32 in [0, V).
 Var embedding(const Var& weight, const Tensor& ids);
 

@@ -97,8 +97,9 @@ void log_softmax_backward(const T* y, const T* dy, T* dx, int64_t R, int64_t N) 
 
 // count = max(Σ_n mask_n, 1): the number of positions the loss averages over.
 template <class T>
-static double cross_entropy_count(const T* mask, int64_t R) {
+static double cross_entropy_count(const T* mask, const T* mask_count, int64_t R) {
   if (!mask) return double(std::max<int64_t>(R, 1));
+  if (mask_count) return std::max(double(*mask_count), 1.0);  // Σ mask, worked out beforehand
   double count = 0;
   for (int64_t n = 0; n < R; ++n) count += double(mask[n]);
   return std::max(count, 1.0);
@@ -109,9 +110,9 @@ static double cross_entropy_count(const T* mask, int64_t R) {
 // is then the loss's gradient (dloss = 1): w · (p − onehot(t)), w = mask /
 // count, since d(−log p_t)/dx = p − onehot(t).
 template <class T>
-void cross_entropy_forward(const T* logits, const int32_t* targets, const T* mask, T* dlogits,
-                           T* loss, int64_t R, int64_t V) {
-  const double count = cross_entropy_count(mask, R);
+void cross_entropy_forward(const T* logits, const int32_t* targets, const T* mask, const T* mask_count,
+                           T* dlogits, T* loss, int64_t R, int64_t V) {
+  const double count = cross_entropy_count(mask, mask_count, R);
   const T scale = T(1.0 / count);
   std::vector<double> row_nll(static_cast<size_t>(R));  // one value per row: summed serially below
   LINA_PARALLEL_FOR_IF(R * V > kParallelMin)

@@ -105,24 +105,32 @@ __device__ double mask_count_share(const float* mask, int64_t R) {
 
 __device__ double loss_count(double mask_total) { return mask_total > 1.0 ? mask_total : 1.0; }
 
+// Σ mask by the whole block: the count given (an update plan works it out on
+// the host, once per update: one float read here), else the block sums the
+// mask (R floats from L2, the same order in every block, so every row gets
+// the same factor).
+__device__ double mask_total(const float* mask, const float* mask_count, int64_t R, double* partial) {
+  if (mask && mask_count) return double(*mask_count);
+  return block_total(mask_count_share(mask, R), partial);
+}
+
 // By one whole block: loss = Σ row_nll / max(Σ mask, 1).
-__device__ void cross_entropy_total(const double* row_nll, const float* mask, float* loss, int64_t R) {
+__device__ void cross_entropy_total(const double* row_nll, const float* mask, const float* mask_count, float* loss,
+                                    int64_t R) {
   __shared__ double partial[kRowsPerBlock];
   double nll = 0.0;
   for (int64_t r = threadIdx.x; r < R; r += kThreads) nll += row_nll[r];
   nll = block_total(nll, partial);
   __syncthreads();  // partial is reused below
-  const double count = block_total(mask_count_share(mask, R), partial);
+  const double count = mask_total(mask, mask_count, R, partial);
   if (threadIdx.x == 0) *loss = float(nll / loss_count(count));
 }
 
-// 1 / count, by the whole block: with a mask every block sums it (the same
-// order in each, so every row gets the same factor). That reads the whole
-// mask (R floats, from L2) once per block, in place of a launch of its own.
-__device__ float inverse_count(const float* mask, int64_t R) {
+// 1 / count, by the whole block.
+__device__ float inverse_count(const float* mask, const float* mask_count, int64_t R) {
   __shared__ double partial[kRowsPerBlock];
   __shared__ float inverse;
-  const double count = block_total(mask_count_share(mask, R), partial);
+  const double count = mask_total(mask, mask_count, R, partial);
   if (threadIdx.x == 0) inverse = float(1.0 / loss_count(count));
   __syncthreads();
   return inverse;
@@ -132,9 +140,9 @@ __device__ float inverse_count(const float* mask, int64_t R) {
 // exp(logits) − logits[t]), then the row becomes w · (p − onehot(t)), w =
 // mask / count; the last block to finish adds the rows' nll into the loss.
 __global__ void cross_entropy_forward_kernel(const float* logits, const int32_t* targets, const float* mask,
-                                             float* dlogits, double* row_nll, float* loss, int64_t R,
-                                             int64_t V, uint64_t* index_error, unsigned* blocks_done) {
-  const float scale = inverse_count(mask, R);
+                                             const float* mask_count, float* dlogits, double* row_nll, float* loss,
+                                             int64_t R, int64_t V, uint64_t* index_error, unsigned* blocks_done) {
+  const float scale = inverse_count(mask, mask_count, R);
   for (int64_t r = first_row(); r < R; r += row_stride()) {
     const float* x = logits + r * V;
     float* d = dlogits + r * V;
@@ -154,7 +162,7 @@ __global__ void cross_entropy_forward_kernel(const float* logits, const int32_t*
       row_nll[r] = mask ? double(mask[r]) * nll : nll;
     }
   }
-  if (last_block_done(blocks_done)) cross_entropy_total(row_nll, mask, loss, R);
+  if (last_block_done(blocks_done)) cross_entropy_total(row_nll, mask, mask_count, loss, R);
 }
 
 // ---- embedding ----
@@ -223,10 +231,11 @@ void log_softmax_backward(const float* y, const float* dy, float* dx, int64_t R,
 
 // Per-row nll into a scratch buffer; the launch's last block adds it in a fixed order.
 void cross_entropy_forward(const float* logits, const int32_t* targets, const float* mask,
-                           float* dlogits, float* loss, int64_t R, int64_t V) {
+                           const float* mask_count, float* dlogits, float* loss, int64_t R, int64_t V) {
   Scratch<double> row_nll(R > 0 ? R : 1);  // [R]
   LINA_LAUNCH(cross_entropy_forward_kernel, row_blocks(R), kThreads, 0, context().stream)(
-      logits, targets, mask, dlogits, row_nll.get(), loss, R, V, context().index_error, context().blocks_done);
+      logits, targets, mask, mask_count, dlogits, row_nll.get(), loss, R, V, context().index_error,
+      context().blocks_done);
   LINA_CHECK_LAUNCH("cuda::cross_entropy_forward");
 }
 

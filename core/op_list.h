@@ -41,7 +41,9 @@
 //   backward writes dscores (scratch), dq, dk and dv (each KV head's gradient
 //   sums over the query heads that read it).
 // cross_entropy: logits, dlogits [R, V]; targets [R] in [0, V); mask [R] or
-//   null (keep all); loss: one element (device memory on CUDA): loss =
+//   null (keep all); mask_count: one element, Σ mask worked out beforehand
+//   (an update plan's, in the backend's memory), or null: the kernel sums
+//   the mask itself; loss: one element (device memory on CUDA): loss =
 //   Σ mask·(−log p_target) / max(Σ mask, 1), p = softmax(logits). The same
 //   pass writes the loss's gradient dlogits = mask · (p − onehot(target)) /
 //   max(Σ mask, 1) (dloss = 1; any other dloss scales it).
@@ -187,7 +189,7 @@
   KERNEL(void, softmax_backward, (const T* y, const T* dy, T* dx, int64_t R, int64_t N)) \
   KERNEL(void, log_softmax_forward, (const T* x, T* y, int64_t R, int64_t N)) \
   KERNEL(void, log_softmax_backward, (const T* y, const T* dy, T* dx, int64_t R, int64_t N)) \
-  KERNEL(void, cross_entropy_forward, (const T* logits, const int32_t* targets, const T* mask, T* dlogits, T* loss, int64_t R, int64_t V)) \
+  KERNEL(void, cross_entropy_forward, (const T* logits, const int32_t* targets, const T* mask, const T* mask_count, T* dlogits, T* loss, int64_t R, int64_t V)) \
   KERNEL(void, embedding_forward, (const T* weight, const int32_t* ids, T* out, int64_t N, int64_t V, int64_t C)) \
   KERNEL(void, embedding_backward, (const T* dy, const int32_t* ids, T* dweight, int64_t N, int64_t V, int64_t C, bool accumulate)) \
   KERNEL(void, argmax_last, (const T* x, int32_t* out, int64_t R, int64_t N))

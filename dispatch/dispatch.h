@@ -156,8 +156,10 @@ Tensor log_softmax_backward(const Tensor& y, const Tensor& dy);  // y: the forwa
 // loss Σ mask·(−log softmax(logits)[target]) / max(Σ mask, 1) and writes
 // its gradient mask · (softmax(logits) − onehot(targets)) / max(Σ mask, 1)
 // [..., V] to dlogits_out (for dloss = 1: the backward scales it by dloss).
+// mask_count (one element, with a mask): Σ mask worked out beforehand, read
+// in place of summing the mask (an update plan's, experiments/update_plan.h).
 Tensor cross_entropy_forward(const Tensor& logits, const Tensor& targets, const Tensor& mask,
-                             Tensor& dlogits_out);
+                             Tensor& dlogits_out, const Tensor& mask_count = Tensor());
 // weight [V, C], ids [...] int32 in [0, V) -> [..., C]
 Tensor embedding_forward(const Tensor& weight, const Tensor& ids);
 // dy [..., C] -> dweight [vocab, C], the rows of dy summed per id.

@@ -112,7 +112,7 @@ Tensor log_softmax_backward(const Tensor& y, const Tensor& dy) {
 }
 
 Tensor cross_entropy_forward(const Tensor& logits, const Tensor& targets, const Tensor& mask,
-                             Tensor& dlogits_out) {
+                             Tensor& dlogits_out, const Tensor& mask_count) {
   const char* op = "cross_entropy";
   check_float(logits, op);
   int64_t R = rows_of_last_axis(logits, op);
@@ -130,6 +130,11 @@ Tensor cross_entropy_forward(const Tensor& logits, const Tensor& targets, const 
                                          " (expected " + shape_str(positions) + ")");
     check_same_dtype_device(logits, mask, op);
   }
+  if (mask_count.defined()) {
+    check(mask.defined() && mask_count.numel() == 1,
+          std::string(op) + ": a mask count needs a mask and is one number, got " + mask_count.describe());
+    check_same_dtype_device(logits, mask_count, op);
+  }
   check_index_range(targets, V, op, "target");
   dlogits_out = Tensor::empty(logits.shape(), logits.dtype(), logits.device());
   Tensor loss = Tensor::empty({}, logits.dtype(), logits.device());
@@ -138,7 +143,8 @@ Tensor cross_entropy_forward(const Tensor& logits, const Tensor& targets, const 
     using B = decltype(backend);
     using T = typename B::type;
     B::cross_entropy_forward(logits.data<T>(), targets.data<int32_t>(),
-                             mask.defined() ? mask.data<T>() : nullptr, dlogits_out.data<T>(),
+                             mask.defined() ? mask.data<T>() : nullptr,
+                             mask_count.defined() ? mask_count.data<T>() : nullptr, dlogits_out.data<T>(),
                              loss.data<T>(), R, V);
   });
   return loss;

@@ -451,7 +451,7 @@ void TrainingRun::update_on_device() {
   trace::Scope tracing(o_.trace && updates_run_ == 1);  // --trace: the first update, op by op
   ReleaseUnreadOutputs release_unread;  // the forward keeps only what some backward reads
   model_->set_dropout({o_.dropout, o_.seed, 0, plan_->update_counter()});  // this update's masks (core/philox.h)
-  Var loss = named(cross_entropy(model_->forward(plan_->x()), plan_->y(), plan_->mask()), "loss");
+  Var loss = named(cross_entropy(model_->forward(plan_->x()), plan_->y(), plan_->mask(), plan_->mask_count()), "loss");
   model_->set_dropout({});  // evaluations see no dropout
   loss.backward(Graph::Free);  // each op's saved tensors go as soon as its backward has run
   plan_->end(loss.data(), model_->params().grad());  // Σ g² into the log

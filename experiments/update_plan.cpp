@@ -12,9 +12,11 @@ UpdatePlan::UpdatePlan(int window, int64_t batch, int64_t context, bool masked, 
   ids_ = Tensor::zeros({2 * tokens_}, DType::I32, device);
   x_ = Tensor::view_of(ids_, 0, {batch, context});
   y_ = Tensor::view_of(ids_, tokens_, {batch, context});
-  if (masked) {
-    mask_table_ = Tensor::zeros({window, tokens_}, dtype, device);
-    mask_ = Tensor::zeros({batch, context}, dtype, device);
+  if (masked) {  // each row: the mask, then its count
+    mask_table_ = Tensor::zeros({window, tokens_ + 1}, dtype, device);
+    mask_row_ = Tensor::zeros({tokens_ + 1}, dtype, device);
+    mask_ = Tensor::view_of(mask_row_, 0, {batch, context});
+    mask_count_ = Tensor::view_of(mask_row_, tokens_, {1});
   }
   scalars_ = Tensor::zeros({3}, dtype, device);
   control_ = Tensor::zeros({3}, DType::I32, device);
@@ -27,7 +29,7 @@ void UpdatePlan::load(const std::vector<Batch>& batches, const std::vector<std::
   const int n = int(batches.size());
   check(n >= 1 && n <= window_ && int(adamw.size()) == n, "UpdatePlan::load: 1 to window updates, one AdamW row each");
   std::vector<int32_t> ids(size_t(n * 2 * tokens_), 0);     // [n, 2 · tokens]
-  std::vector<float> mask(mask_.defined() ? size_t(n * tokens_) : 0, 0.0f);  // [n, tokens]
+  std::vector<float> mask(mask_.defined() ? size_t(n * (tokens_ + 1)) : 0, 0.0f);  // [n, tokens + 1]
   std::vector<double> numbers(size_t(n * 3), 0.0);           // [n, 3]
   for (int u = 0; u < n; ++u) {
     std::vector<int32_t> x = batches[u].x.to_vector<int32_t>(), y = batches[u].y.to_vector<int32_t>();
@@ -36,7 +38,11 @@ void UpdatePlan::load(const std::vector<Batch>& batches, const std::vector<std::
     std::copy(y.begin(), y.end(), ids.begin() + u * 2 * tokens_ + tokens_);
     if (mask_.defined()) {
       std::vector<float> m = batches[u].mask.to_vector<float>();
-      std::copy(m.begin(), m.end(), mask.begin() + u * tokens_);
+      check(int64_t(m.size()) == tokens_, "UpdatePlan::load: a mask of another shape");
+      double count = 0;  // Σ mask, once here rather than by every block of the loss's kernel
+      for (float value : m) count += double(value);
+      std::copy(m.begin(), m.end(), mask.begin() + u * (tokens_ + 1));
+      mask[size_t(u * (tokens_ + 1) + tokens_)] = float(count);
     }
     std::copy(adamw[u].begin(), adamw[u].end(), numbers.begin() + u * 3);
   }
@@ -55,7 +61,7 @@ void UpdatePlan::load(const std::vector<Batch>& batches, const std::vector<std::
 
 void UpdatePlan::begin() {
   dispatch::launch::begin_update(
-      {scalar_table_, scalars_, ids_table_, ids_, 2 * tokens_, mask_table_, mask_, tokens_, control_});
+      {scalar_table_, scalars_, ids_table_, ids_, 2 * tokens_, mask_table_, mask_row_, tokens_ + 1, control_});
 }
 
 void UpdatePlan::end(const Tensor& loss, const Tensor& grad) {

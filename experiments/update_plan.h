@@ -5,7 +5,7 @@
 // Before a window the host draws its batches and works out each update's
 // AdamW numbers (as it always did, in the same order) and uploads them in
 // one go. Each update then starts with begin(), which copies its row into
-// the update's own buffers (x, y, mask, the AdamW numbers), and ends with
+// the update's own buffers (x, y, mask and Σ mask, the AdamW numbers), and ends with
 // end(), which sums the gradient's squares, logs them with the loss and
 // moves the update counter on; a non-finite one refuses that update and the
 // rest of the window (the AdamW kernel reads control, and clips with Σ g²).
@@ -38,6 +38,7 @@ class UpdatePlan {
   const Tensor& x() const { return x_; }          // [B, T] token ids
   const Tensor& y() const { return y_; }          // [B, T] targets
   const Tensor& mask() const { return mask_; }    // [B, T], or undefined (lm)
+  const Tensor& mask_count() const { return mask_count_; }  // [1] Σ mask, worked out by load(); undefined (lm)
   const Tensor& scalars() const { return scalars_; }  // [3] the AdamW numbers (core/op_list.h)
   const Tensor& control() const { return control_; }  // [3] slot, update, refused_at
   const Tensor& sum_of_squares() const { return sum_of_squares_; }  // [1] float64: this update's Σ g²
@@ -53,8 +54,9 @@ class UpdatePlan {
  private:
   int window_;
   int64_t tokens_;                                  // B·T
-  Tensor ids_table_, mask_table_, scalar_table_;    // [window, 2·B·T] int32, [window, B·T], [window, 3]
-  Tensor ids_, x_, y_, mask_, scalars_, control_;   // ids_ [2·B·T] = x then y (views)
+  Tensor ids_table_, mask_table_, scalar_table_;    // [window, 2·B·T] int32, [window, B·T + 1], [window, 3]
+  Tensor ids_, x_, y_, scalars_, control_;          // ids_ [2·B·T] = x then y (views)
+  Tensor mask_row_, mask_, mask_count_;             // mask_row_ [B·T + 1] = the mask, then Σ mask (views)
   Tensor sum_of_squares_;                           // [1] float64
   Tensor log_;                                      // [window, 2] float64: loss, Σ g²
 };

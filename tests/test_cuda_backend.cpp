@@ -471,6 +471,40 @@ TEST_CASE("cuda: a training step stays within its launch and allocation budget, 
   }
 }
 
+// The recall loss's mask count: the update plan sums each update's mask on
+// the host (load) and begin() copies it beside the mask, so the loss's
+// kernel reads one number where every block summed the whole mask. The loss
+// and its gradient keep the bits of the count the kernel sums itself, on
+// the CPU and on cuda; and the count is the one read (twice it halves both).
+TEST_CASE("cuda: the cross-entropy reads the mask's count from the update plan, with the bits of its own sum") {
+  const int64_t B = 3, T = 11, V = kVocab;
+  Rng rng(21);
+  auto [x_host, y_host] = random_batch(B, T, 5);
+  std::vector<float> mask_values(size_t(B * T));
+  for (size_t i = 0; i < mask_values.size(); ++i) mask_values[i] = i % 3 == 1 ? 1.0f : 0.0f;
+  const Tensor mask_host = Tensor::from_vector(mask_values, {B, T});
+  const Tensor logits_host = Tensor::randn({B, T, V}, rng, 1.0, 0.0, DType::F32);
+  for (Device device : {Device::Cpu, Device::Cuda}) {
+    INFO((device == Device::Cpu ? "cpu" : "cuda"));
+    UpdatePlan plan(1, B, T, /*masked=*/true, DType::F32, device);
+    plan.load({Batch{x_host, y_host, mask_host}}, {std::array<double, 3>{1e-3, 1.0, 1.0}}, 0);
+    plan.begin();
+    REQUIRE(plan.mask_count().defined());
+    CHECK(host_doubles(plan.mask_count()) == std::vector<double>{11.0});  // 33 positions, every third kept
+    CHECK(host_bytes(plan.mask()) == host_bytes(mask_host));
+    const Tensor logits = logits_host.to(device);
+    Tensor summed_grad, given_grad, twice_grad;
+    const Tensor summed = dispatch::cross_entropy_forward(logits, plan.y(), plan.mask(), summed_grad);
+    const Tensor given = dispatch::cross_entropy_forward(logits, plan.y(), plan.mask(), given_grad, plan.mask_count());
+    CHECK(host_bytes(given) == host_bytes(summed));
+    CHECK(host_bytes(given_grad) == host_bytes(summed_grad));
+    const Tensor twice = dispatch::cross_entropy_forward(logits, plan.y(), plan.mask(), twice_grad,
+                                                         Tensor::full({1}, 22.0, DType::F32, device));
+    CHECK(host_doubles(twice)[0] == host_doubles(summed)[0] / 2);
+    CHECK(host_doubles(twice_grad)[4 * V + 2] == host_doubles(summed_grad)[4 * V + 2] / 2);  // row 4: kept
+  }
+}
+
 int main(int argc, char** argv) {
   if (!dispatch::cuda_available()) {
     std::printf("SKIPPED: no CUDA GPU available\n");

@@ -61,9 +61,9 @@ struct CrossEntropyOp : Node {
   Tensor dlogits;  // saved [..., V]: the gradient for dloss = 1
   SavedTensors saved() const override { return {{"dlogits", dlogits}}; }
 
-  static Var apply(const Var& logits, const Tensor& targets, const Tensor& mask) {
+  static Var apply(const Var& logits, const Tensor& targets, const Tensor& mask, const Tensor& mask_count) {
     Tensor dlogits;
-    Tensor loss = dispatch::cross_entropy_forward(logits.data(), targets, mask, dlogits);
+    Tensor loss = dispatch::cross_entropy_forward(logits.data(), targets, mask, dlogits, mask_count);
     if (!needs_grad({logits})) return Var(loss);
     auto node = std::make_shared<CrossEntropyOp>();
     node->dlogits = dlogits;
@@ -108,8 +108,8 @@ struct EmbeddingOp : Node {
 
 Var softmax(const Var& x, bool causal) { return SoftmaxOp::apply(x, causal); }
 Var log_softmax(const Var& x) { return LogSoftmaxOp::apply(x); }
-Var cross_entropy(const Var& logits, const Tensor& targets, const Tensor& mask) {
-  return CrossEntropyOp::apply(logits, targets, mask);
+Var cross_entropy(const Var& logits, const Tensor& targets, const Tensor& mask, const Tensor& mask_count) {
+  return CrossEntropyOp::apply(logits, targets, mask, mask_count);
 }
 Var embedding(const Var& weight, const Tensor& ids) { return EmbeddingOp::apply(weight, ids); }
 
