@@ -11,7 +11,8 @@
 // upper triangle is skipped a tile of query rows at a time (rows r0 …
 // r0+rows−1 see at most keys 0 … r0+rows−1+(Tk−Tq)).
 //
-// Backward, with P = probs, dP = dout vᵀ and D_i = Σ_j P_ij dP_ij:
+// Backward, with P the probabilities (recomputed: the forward keeps only
+// each row's log-sum-exp), dP = dout vᵀ and D_i = Σ_j P_ij dP_ij:
 //   dS = scale · P ⊙ (dP − D)          (the softmax Jacobian, then the scale)
 //   dq = dS k,   dk = dSᵀ q,   dv = Pᵀ dout
 // dk and dv of a KV head sum over the query heads that read it, so the
@@ -43,14 +44,15 @@ namespace {
 constexpr int64_t kTile = 16;
 
 // y[0, n) = softmax(scale · y[0, n)) in place, stable (the maximum subtracted
-// first), in whole SIMD packets: the row's whole packets in place, and its
+// first); returns the row's log-sum-exp, log Σ_j e^{scale · y_j} = m + log Σ_j
+// e^{scale · y_j − m}. In whole SIMD packets: the row's whole packets in place, and its
 // last n mod L elements in a packet of their own on the stack, padded with
 // −∞ (exp gives 0 there and the sum is unchanged). Eigen's own array exp
 // over a short unaligned row would take the ends one scalar expf at a time,
 // which at rows of ~32 keys costs more than the packets; so did a scalar
 // fallback for the rows whose last packet would run past the row's end.
 template <class T>
-void scaled_softmax_in_place(T* y, int64_t n, T scale) {
+T scaled_softmax_in_place(T* y, int64_t n, T scale) {
   namespace ei = Eigen::internal;
   using Packet = typename ei::packet_traits<T>::type;
   constexpr int64_t L = ei::packet_traits<T>::size;
@@ -59,7 +61,7 @@ void scaled_softmax_in_place(T* y, int64_t n, T scale) {
     for (int64_t j = 0; j < n; ++j) m = std::max(m, y[j] *= scale);
     for (int64_t j = 0; j < n; ++j) sum += y[j] = std::exp(y[j] - m);
     for (int64_t j = 0; j < n; ++j) y[j] /= sum;
-    return;
+    return m + std::log(sum);
   }
   const int64_t whole = n / L * L, rest = n - whole;
   alignas(64) T last[L];  // y[whole, n), then −∞
@@ -81,9 +83,11 @@ void scaled_softmax_in_place(T* y, int64_t n, T scale) {
     ei::pstoreu(at(j), e);
     sum = ei::padd(sum, e);
   }
-  const Packet inv = ei::pset1<Packet>(T(1) / ei::predux(sum));
+  const T total = ei::predux(sum);
+  const Packet inv = ei::pset1<Packet>(T(1) / total);
   for (int64_t j = 0; j < packets; j += L) ei::pstoreu(at(j), ei::pmul(ei::ploadu<Packet>(at(j)), inv));
   std::copy(last, last + rest, y + whole);
+  return ei::predux_max(m) + std::log(total);
 }
 
 // Σ_j a_j b_j over n: whole SIMD vectors summed lane by lane, the lanes
@@ -141,12 +145,33 @@ void dropped_tile(const AttentionShape& s, const T* src, int64_t ld, int rows, i
   }
 }
 
+// P [rows, Tk] (leading dimension Tk) = the probabilities of query rows
+// r0 … r0 + rows − 1 of one head, kt its keys transposed; 0 past the keys a
+// row sees. Each row's log-sum-exp into lse [rows] when not null. The
+// forward and the backward both call it: the backward's P has the forward's
+// bits.
+template <class T>
+void head_probs(const AttentionShape& s, const HeadViews<T>& hv, const std::vector<T>& kt, int64_t r0, int rows,
+                T* P, T* lse) {
+  const int64_t offset = s.Tk - s.Tq;  // query i sees keys j <= i + offset
+  const int qs = int(s.H * s.d), Tk = int(s.Tk), d = int(s.d);
+  const int keys = int(std::min(s.Tk, r0 + rows + offset));  // the tile's last row sees these
+  small::matmul_dynamic(rows, keys, d, hv.q + r0 * qs, qs, kt.data(), Tk, P, Tk);  // q kᵀ
+  for (int r = 0; r < rows; ++r) {
+    const int64_t visible = r0 + r + offset + 1;
+    T* row = P + r * Tk;
+    const T row_lse = scaled_softmax_in_place(row, visible, T(s.scale));
+    if (lse) lse[r] = row_lse;
+    std::fill(row + visible, row + s.Tk, T(0));
+  }
+}
+
 }  // namespace
 
 // Every product below is small::matmul_dynamic: C (M×N) = A (M×K) · B (K×N),
 // with (M, N, K, A, lda, B, ldb, C, ldc) as its arguments.
 template <class T>
-void attention_forward(const AttentionShape& s, const T* q, const T* k, const T* v, T* probs,
+void attention_forward(const AttentionShape& s, const T* q, const T* k, const T* v, T* lse,
                        T* out) {
   const int64_t offset = s.Tk - s.Tq;  // query i sees keys j <= i + offset
   const int qs = int(s.H * s.d), kvs = int(s.Hkv * s.d), Tk = int(s.Tk), d = int(s.d);
@@ -155,19 +180,14 @@ void attention_forward(const AttentionShape& s, const T* q, const T* k, const T*
     const HeadViews<T> hv = head_views(s, bh, q, k, v);
     thread_local std::vector<T> kt;  // [d, Tk]: this head's keys, transposed
     transpose_rows(hv.k, s.Tk, s.d, kvs, kt);
-    T* P = probs + bh * s.Tq * s.Tk;  // [Tq, Tk]
-    T* O = out + hv.row0;             // row i at O + i·qs
+    thread_local std::vector<T> P;   // [kTile, Tk]: one tile of rows' probabilities
+    P.resize(size_t(kTile * s.Tk));
+    T* O = out + hv.row0;  // row i at O + i·qs
     for (int64_t r0 = 0; r0 < s.Tq; r0 += kTile) {
       const int rows = int(std::min(kTile, s.Tq - r0));
       const int keys = int(std::min(s.Tk, r0 + rows + offset));  // the tile's last row sees these
-      T* scores = P + r0 * Tk;                                    // [rows, keys] of [rows, Tk]
-      small::matmul_dynamic(rows, keys, d, hv.q + r0 * qs, qs, kt.data(), Tk, scores, Tk);  // q kᵀ
-      for (int64_t i = r0; i < r0 + rows; ++i) {
-        const int64_t visible = i + offset + 1;
-        T* row = P + i * Tk;
-        scaled_softmax_in_place(row, visible, T(s.scale));
-        std::fill(row + visible, row + s.Tk, T(0));
-      }
+      T* scores = P.data();                                       // [rows, keys] of [rows, Tk]
+      head_probs(s, hv, kt, r0, rows, scores, lse + bh * s.Tq + r0);
       if (s.dropout.p > 0) {  // P̃ v, P̃ = P ⊙ M
         thread_local std::vector<T> dropped;  // [rows, keys]
         dropped_tile(s, scores, Tk, rows, keys, (bh * s.Tq + r0) * s.Tk, dropped);
@@ -182,14 +202,14 @@ void attention_forward(const AttentionShape& s, const T* q, const T* k, const T*
 namespace {
 
 // Pass 1 of the backward for query head bh (views hv): its dS [Tq, Tk] into
-// dscores and dq = dS k. vt [d, Tk]: the head's values, transposed.
+// dscores and dq = dS k. vt [d, Tk]: the head's values, transposed; P [Tq,
+// Tk]: its probabilities.
 template <class T>
 void scores_grad_and_dq(const AttentionShape& s, int64_t bh, const HeadViews<T>& hv, const std::vector<T>& vt,
-                        const T* probs, const T* dout, T* dscores, T* dq) {
+                        const T* P, const T* dout, T* dscores, T* dq) {
   const int64_t offset = s.Tk - s.Tq;
   const int qs = int(s.H * s.d), kvs = int(s.Hkv * s.d), Tk = int(s.Tk), d = int(s.d);
-  const T* P = probs + bh * s.Tq * s.Tk;  // [Tq, Tk]
-  T* dS = dscores + bh * s.Tq * s.Tk;     // [Tq, Tk]
+  T* dS = dscores + bh * s.Tq * s.Tk;  // [Tq, Tk]
   for (int64_t r0 = 0; r0 < s.Tq; r0 += kTile) {
     const int rows = int(std::min(kTile, s.Tq - r0));
     const int keys = int(std::min(s.Tk, r0 + rows + offset));
@@ -218,11 +238,10 @@ void scores_grad_and_dq(const AttentionShape& s, int64_t bh, const HeadViews<T>&
 // P̃ᵀ dout), a tile of keys at a time: keys c0 … are seen only by queries
 // i >= c0 − offset. dK, dV: the KV head's rows, kvs apart.
 template <class T>
-void add_key_value_grads(const AttentionShape& s, int64_t bh, const HeadViews<T>& hv, const T* probs,
+void add_key_value_grads(const AttentionShape& s, int64_t bh, const HeadViews<T>& hv, const T* P,
                          const T* dscores, const T* dout, T* dK, T* dV) {
   const int64_t offset = s.Tk - s.Tq;
   const int qs = int(s.H * s.d), kvs = int(s.Hkv * s.d), Tk = int(s.Tk), d = int(s.d);
-  const T* P = probs + bh * s.Tq * s.Tk;
   const T* dS = dscores + bh * s.Tq * s.Tk;
   for (int64_t c0 = 0; c0 < s.Tk; c0 += kTile) {
     const int cols = int(std::min(kTile, s.Tk - c0));
@@ -250,10 +269,13 @@ void add_key_value_grads(const AttentionShape& s, int64_t bh, const HeadViews<T>
 // (pass 1), then at once its terms of dk and dv (pass 2), while the head's
 // dS and P are still in cache rather than read back from memory in a
 // second sweep. dk and dv of a KV head add its heads in a fixed order, so
-// the result does not depend on the threads.
+// the result does not depend on the threads. Each head's P is recomputed
+// first with the forward's own code (head_probs): the bits the forward
+// multiplied v with; the CPU leaves lse to the CUDA backend, whose kernels
+// rebuild P from it.
 template <class T>
 void attention_backward(const AttentionShape& s, const T* q, const T* k, const T* v,
-                        const T* probs, const T* dout, T* dscores, T* dq, T* dk, T* dv) {
+                        const T* /*lse*/, const T* dout, T* dscores, T* dq, T* dk, T* dv) {
   const int64_t group = s.H / s.Hkv;
   const int kvs = int(s.Hkv * s.d), d = int(s.d);
   const bool threaded = s.B * s.Hkv > 1 && s.B * s.H * s.Tq * s.Tk > kParallelMin;
@@ -266,13 +288,19 @@ void attention_backward(const AttentionShape& s, const T* q, const T* k, const T
       std::fill(dK + j * kvs, dK + j * kvs + d, T(0));
       std::fill(dV + j * kvs, dV + j * kvs + d, T(0));
     }
-    thread_local std::vector<T> vt;  // [d, Tk]: the KV head's values, transposed
-    transpose_rows(head_views(s, b * s.H + kvh * group, q, k, v).v, s.Tk, s.d, kvs, vt);
+    thread_local std::vector<T> kt, vt;  // [d, Tk]: the KV head's keys and values, transposed
+    const HeadViews<T> first = head_views(s, b * s.H + kvh * group, q, k, v);
+    transpose_rows(first.k, s.Tk, s.d, kvs, kt);
+    transpose_rows(first.v, s.Tk, s.d, kvs, vt);
+    thread_local std::vector<T> P;  // [Tq, Tk]: one query head's probabilities
+    P.resize(size_t(s.Tq * s.Tk));
     for (int64_t g = 0; g < group; ++g) {
       const int64_t bh = b * s.H + kvh * group + g;
       const HeadViews<T> hv = head_views(s, bh, q, k, v);
-      scores_grad_and_dq(s, bh, hv, vt, probs, dout, dscores, dq);
-      add_key_value_grads(s, bh, hv, probs, dscores, dout, dK, dV);
+      for (int64_t r0 = 0; r0 < s.Tq; r0 += kTile)
+        head_probs(s, hv, kt, r0, int(std::min(kTile, s.Tq - r0)), P.data() + r0 * s.Tk, static_cast<T*>(nullptr));
+      scores_grad_and_dq(s, bh, hv, vt, P.data(), dout, dscores, dq);
+      add_key_value_grads(s, bh, hv, P.data(), dscores, dout, dK, dV);
     }
   }
 }

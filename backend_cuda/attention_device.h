@@ -9,7 +9,9 @@
 // per key row (b, kv head, j) for dk and dv, which loops over the query heads
 // of its group and the queries that see key j in a fixed order: no atomics,
 // the same bits on every run. Simple rather than fast: a row is read d
-// floats at a time from global memory.
+// floats at a time from global memory, and every score is recomputed where
+// it is needed (the probabilities are never stored: P_ij = e^{S_ij − lse_i},
+// lse_i the row's log-sum-exp the forward keeps).
 #pragma once
 #include <cmath>
 #include <cstdint>
@@ -45,69 +47,72 @@ LINA_HD float dot_d(const float* a, const float* b, int64_t d) {
   for (int64_t c = 0; c < d; ++c) acc += a[c] * b[c];
   return acc;
 }
-// out[c] = Σ_{j < visible} w_j · m_j · x_j[c], x_j the key row j of r's KV
-// head in x [B, Tk, Hkv, d] (v for the output, k for dq); m_j the dropout
-// factor of probs element first + j when `dropout` (else 1).
-LINA_HD void weighted_key_rows(const AttentionShape& s, const QueryRow& r, const float* w,
-                               const float* x, float* out, bool dropout = false,
-                               int64_t first = 0) {
-  for (int64_t c = 0; c < s.d; ++c) {
-    float acc = 0.0f;
-    for (int64_t j = 0; j < r.visible; ++j) {
-      const float m = dropout ? dropout_factor<float>(s.dropout, first + j) : 1.0f;
-      acc += w[j] * m * x[kv_offset(s, r.b, j, r.kvh) + c];
-    }
-    out[c] = acc;
-  }
+// S_ij = scale · q_i · k_j: query row r's score of key j.
+LINA_HD float attention_score(const AttentionShape& s, const QueryRow& r, const float* qi, const float* k,
+                              int64_t j) {
+  return float(s.scale) * dot_d(qi, k + kv_offset(s, r.b, j, r.kvh), s.d);
+}
+// P_ij = e^{S_ij − lse_i}: the probability, rebuilt from the row's log-sum-exp.
+LINA_HD float attention_prob(const AttentionShape& s, const QueryRow& r, const float* qi, const float* k,
+                             float row_lse, int64_t j) {
+  return expf(attention_score(s, r, qi, k, j) - row_lse);
 }
 
-// probs row = softmax over the visible keys of scale · q_i · k_j (0 beyond),
-// out_i = Σ_j probs_ij M_ij v_j (M the dropout factors, core/philox.h: all 1
-// without dropout).
+// lse_i = log Σ_j e^{S_ij} over the visible keys (m + log Σ_j e^{S_ij − m},
+// m the largest score), then out_i = Σ_j P_ij M_ij v_j in key order (M the
+// dropout factors, core/philox.h: all 1 without dropout). Three passes over
+// the keys, each recomputing the scores.
 LINA_HD void attention_forward_thread(int64_t row, const AttentionShape& s, const float* q,
-                                      const float* k, const float* v, float* probs, float* out) {
+                                      const float* k, const float* v, float* lse, float* out) {
   const QueryRow r = query_row(s, row);
   const float* qi = q + q_offset(s, r.b, r.i, r.h);
-  float* p = probs + row * s.Tk;
   float m = -INFINITY;
   for (int64_t j = 0; j < r.visible; ++j) {
-    p[j] = float(s.scale) * dot_d(qi, k + kv_offset(s, r.b, j, r.kvh), s.d);
-    m = p[j] > m ? p[j] : m;
+    const float score = attention_score(s, r, qi, k, j);
+    m = score > m ? score : m;
   }
   float sum = 0.0f;
+  for (int64_t j = 0; j < r.visible; ++j) sum += expf(attention_score(s, r, qi, k, j) - m);
+  const float row_lse = m + logf(sum);
+  lse[row] = row_lse;
+  float* oi = out + q_offset(s, r.b, r.i, r.h);
+  for (int64_t c = 0; c < s.d; ++c) oi[c] = 0.0f;
   for (int64_t j = 0; j < r.visible; ++j) {
-    p[j] = expf(p[j] - m);
-    sum += p[j];
+    const float pm = attention_prob(s, r, qi, k, row_lse, j) * dropout_factor<float>(s.dropout, row * s.Tk + j);
+    const float* vj = v + kv_offset(s, r.b, j, r.kvh);
+    for (int64_t c = 0; c < s.d; ++c) oi[c] += pm * vj[c];
   }
-  for (int64_t j = 0; j < r.visible; ++j) p[j] /= sum;
-  for (int64_t j = r.visible; j < s.Tk; ++j) p[j] = 0.0f;
-  weighted_key_rows(s, r, p, v, out + q_offset(s, r.b, r.i, r.h), s.dropout.p > 0, row * s.Tk);
 }
 
-// dscores row: dP_ij = M_ij (dout_i · v_j), then scale · P_ij (dP_ij − Σ_j P_ij dP_ij);
-// dq_i = Σ_j dscores_ij k_j.
-LINA_HD void attention_backward_query_thread(int64_t row, const AttentionShape& s,
-                                             const float* k, const float* v, const float* probs,
+// dscores row: dP_ij = M_ij (dout_i · v_j), then scale · P_ij (dP_ij − D_i),
+// D_i = Σ_j P_ij dP_ij; dq_i = Σ_j dscores_ij k_j (each sum in key order).
+LINA_HD void attention_backward_query_thread(int64_t row, const AttentionShape& s, const float* q,
+                                             const float* k, const float* v, const float* lse,
                                              const float* dout, float* dscores, float* dq) {
   const QueryRow r = query_row(s, row);
+  const float* qi = q + q_offset(s, r.b, r.i, r.h);
   const float* doi = dout + q_offset(s, r.b, r.i, r.h);
-  const float* p = probs + row * s.Tk;
   float* ds = dscores + row * s.Tk;
   float D = 0.0f;
   for (int64_t j = 0; j < r.visible; ++j) {
-    ds[j] = dropout_factor<float>(s.dropout, row * s.Tk + j) *
-            dot_d(doi, v + kv_offset(s, r.b, j, r.kvh), s.d);
-    D += p[j] * ds[j];
+    ds[j] = dropout_factor<float>(s.dropout, row * s.Tk + j) * dot_d(doi, v + kv_offset(s, r.b, j, r.kvh), s.d);
+    D += attention_prob(s, r, qi, k, lse[row], j) * ds[j];
   }
-  for (int64_t j = 0; j < r.visible; ++j) ds[j] = float(s.scale) * p[j] * (ds[j] - D);
+  for (int64_t j = 0; j < r.visible; ++j)
+    ds[j] = float(s.scale) * attention_prob(s, r, qi, k, lse[row], j) * (ds[j] - D);
   for (int64_t j = r.visible; j < s.Tk; ++j) ds[j] = 0.0f;
-  weighted_key_rows(s, r, ds, k, dq + q_offset(s, r.b, r.i, r.h));
+  float* dqi = dq + q_offset(s, r.b, r.i, r.h);
+  for (int64_t c = 0; c < s.d; ++c) {
+    float acc = 0.0f;
+    for (int64_t j = 0; j < r.visible; ++j) acc += ds[j] * k[kv_offset(s, r.b, j, r.kvh) + c];
+    dqi[c] = acc;
+  }
 }
 
 // Key row `row` = (b·Hkv + kvh)·Tk + j: dk_j = Σ_heads Σ_i dscores_ij q_i and
-// dv_j = Σ_heads Σ_i probs_ij M_ij dout_i over the queries i that see key j.
+// dv_j = Σ_heads Σ_i P_ij M_ij dout_i over the queries i that see key j.
 LINA_HD void attention_backward_key_thread(int64_t row, const AttentionShape& s, const float* q,
-                                           const float* probs, const float* dout,
+                                           const float* k, const float* lse, const float* dout,
                                            const float* dscores, float* dk, float* dv) {
   const int64_t j = row % s.Tk, bkv = row / s.Tk;
   const int64_t b = bkv / s.Hkv, kvh = bkv % s.Hkv, group = s.H / s.Hkv;
@@ -120,9 +125,11 @@ LINA_HD void attention_backward_key_thread(int64_t row, const AttentionShape& s,
     for (int64_t g = 0; g < group; ++g) {
       const int64_t h = kvh * group + g, bh = b * s.H + h;
       for (int64_t i = i0; i < s.Tq; ++i) {
-        const int64_t at = (bh * s.Tq + i) * s.Tk + j;
+        const int64_t at = (bh * s.Tq + i) * s.Tk + j, query = bh * s.Tq + i;
+        const QueryRow r = query_row(s, query);
+        const float p = attention_prob(s, r, q + q_offset(s, b, i, h), k, lse[query], j);
         acc_k += dscores[at] * q[q_offset(s, b, i, h) + c];
-        acc_v += probs[at] * dropout_factor<float>(s.dropout, at) * dout[q_offset(s, b, i, h) + c];
+        acc_v += p * dropout_factor<float>(s.dropout, at) * dout[q_offset(s, b, i, h) + c];
       }
     }
     dkj[c] = acc_k;

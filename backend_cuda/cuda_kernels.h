@@ -74,9 +74,9 @@ void fill_i32(int32_t* x, int64_t n, int32_t value);  // token ids
 // per row, no shared memory; tests/cuda/test_attention.cpp compares the
 // tiled kernels of attention.cu against them.
 void attention_forward_reference(const AttentionShape& s, const float* q, const float* k, const float* v,
-                                 float* probs, float* out);
+                                 float* lse, float* out);
 void attention_backward_reference(const AttentionShape& s, const float* q, const float* k, const float* v,
-                                  const float* probs, const float* dout, float* dscores, float* dq,
+                                  const float* lse, const float* dout, float* dscores, float* dq,
                                   float* dk, float* dv);
 // elementwise.cu: beta_log_alpha_backward one thread per column, down the
 // rows in order, no shared memory; tests/test_ops_elementwise.cpp compares

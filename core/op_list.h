@@ -37,9 +37,12 @@
 // softmax family, over rows of the last axis, R = rows: x, y, dy, dx [R, N];
 //   causal: rows form [Tq, N] matrices, row i sees keys j <= i + (N − Tq),
 //   the others get y = 0. log_softmax_backward takes y = log-probabilities.
-// attention (core/kernel_args.h AttentionShape): forward writes probs and out;
-//   backward writes dscores (scratch), dq, dk and dv (each KV head's gradient
-//   sums over the query heads that read it).
+// attention (core/kernel_args.h AttentionShape): forward writes out and lse
+//   [B, H, Tq], each query row's log Σ_j e^{scale · q·k_j} over the keys it
+//   sees (all the backward keeps of the softmax: it recomputes P from it, or
+//   as the forward did); backward writes dscores [B, H, Tq, Tk] (scratch),
+//   dq, dk and dv (each KV head's gradient sums over the query heads that
+//   read it).
 // cross_entropy: logits, dlogits [R, V]; targets [R] in [0, V); mask [R] or
 //   null (keep all); mask_count: one element, Σ mask worked out beforehand
 //   (an update plan's, in the backend's memory), or null: the kernel sums
@@ -198,8 +201,8 @@
 // backend_cpu/attention.cpp, backend_cuda/attention.cu
 #define LINA_ATTENTION_LIST(OP, KERNEL, T) \
   OP(Attention, attention) \
-  KERNEL(void, attention_forward, (const AttentionShape& s, const T* q, const T* k, const T* v, T* probs, T* out)) \
-  KERNEL(void, attention_backward, (const AttentionShape& s, const T* q, const T* k, const T* v, const T* probs, const T* dout, T* dscores, T* dq, T* dk, T* dv))
+  KERNEL(void, attention_forward, (const AttentionShape& s, const T* q, const T* k, const T* v, T* lse, T* out)) \
+  KERNEL(void, attention_backward, (const AttentionShape& s, const T* q, const T* k, const T* v, const T* lse, const T* dout, T* dscores, T* dq, T* dk, T* dv))
 
 // ---- rms_norm, l2_norm, causal conv1d (alone and fused), rope ----
 // backend_cpu/norm_conv_rope.cpp, backend_cuda/norm_conv_rope.cu

@@ -40,43 +40,43 @@ AttentionShape attention_shape(const Tensor& q, const Tensor& k, const Tensor& v
 }  // namespace
 
 Tensor attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, double scale,
-                         Tensor& probs_out, const DropoutKey& dropout) {
+                         Tensor& lse_out, const DropoutKey& dropout) {
   AttentionShape s = attention_shape(q, k, v, scale, dropout, "attention");
   Tensor out = Tensor::empty(q.shape(), q.dtype(), q.device());
-  probs_out = Tensor::empty({s.B, s.H, s.Tq, s.Tk}, q.dtype(), q.device());
+  lse_out = Tensor::empty({s.B, s.H, s.Tq}, q.dtype(), q.device());
   // the causal half of QKᵀ and of PV, and the softmax over it
   const double scores = double(s.B * s.H) * double(s.Tq) * double(s.Tk) / 2;
-  profile::add_work(detail::bytes_of(q, k, v, probs_out, out), scores * (4.0 * double(s.d) + 5.0));
+  profile::add_work(detail::bytes_of(q, k, v, lse_out, out), scores * (4.0 * double(s.d) + 5.0));
   on_backend(q, "attention", [&](auto backend) {
     using B = decltype(backend);
     using T = typename B::type;
-    B::attention_forward(s, q.data<T>(), k.data<T>(), v.data<T>(), probs_out.data<T>(),
-                         out.data<T>());
+    B::attention_forward(s, q.data<T>(), k.data<T>(), v.data<T>(), lse_out.data<T>(), out.data<T>());
   });
   return out;
 }
 
 AttentionGrads attention_backward(const Tensor& q, const Tensor& k, const Tensor& v,
-                                  const Tensor& probs, const Tensor& dout, double scale,
+                                  const Tensor& lse, const Tensor& dout, double scale,
                                   const DropoutKey& dropout) {
   AttentionShape s = attention_shape(q, k, v, scale, dropout, "attention_backward");
-  check(dout.shape() == q.shape() && probs.shape() == Shape{s.B, s.H, s.Tq, s.Tk},
-        "attention_backward: expected dout like q and probs [B, H, Tq, Tk], got " +
-            dout.describe() + ", " + probs.describe());
+  check(dout.shape() == q.shape() && lse.shape() == Shape{s.B, s.H, s.Tq},
+        "attention_backward: expected dout like q and lse [B, H, Tq], got " + dout.describe() + ", " +
+            lse.describe());
   check_same_dtype_device(q, dout, "attention_backward");
-  check_same_dtype_device(q, probs, "attention_backward");
+  check_same_dtype_device(q, lse, "attention_backward");
   AttentionGrads g;
   g.dq = Tensor::empty(q.shape(), q.dtype(), q.device());
   g.dk = Tensor::empty(k.shape(), k.dtype(), k.device());
   g.dv = Tensor::empty(v.shape(), v.dtype(), v.device());
-  Tensor dscores = Tensor::empty(probs.shape(), q.dtype(), q.device());  // scratch
-  // the causal half of dP = dO Vᵀ, dV = Pᵀ dO, dQ = dS K, dK = dSᵀ Q, and the softmax's backward
+  Tensor dscores = Tensor::empty({s.B, s.H, s.Tq, s.Tk}, q.dtype(), q.device());  // scratch
+  // the causal half of P again (QKᵀ and the softmax), dP = dO Vᵀ, dV = Pᵀ dO, dQ = dS K, dK = dSᵀ Q,
+  // and the softmax's backward
   const double scores = double(s.B * s.H) * double(s.Tq) * double(s.Tk) / 2;
-  profile::add_work(detail::bytes_of(q, k, v, probs, dout, g.dq, g.dk, g.dv), scores * (8.0 * double(s.d) + 4.0));
+  profile::add_work(detail::bytes_of(q, k, v, lse, dout, g.dq, g.dk, g.dv), scores * (10.0 * double(s.d) + 9.0));
   on_backend(q, "attention_backward", [&](auto backend) {
     using B = decltype(backend);
     using T = typename B::type;
-    B::attention_backward(s, q.data<T>(), k.data<T>(), v.data<T>(), probs.data<T>(),
+    B::attention_backward(s, q.data<T>(), k.data<T>(), v.data<T>(), lse.data<T>(),
                           dout.data<T>(), dscores.data<T>(), g.dq.data<T>(), g.dk.data<T>(),
                           g.dv.data<T>());
   });

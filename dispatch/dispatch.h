@@ -132,16 +132,18 @@ void gemm(const GemmShape& g, const Tensor& a, const Tensor& b, Tensor& c, doubl
 // ---- causal attention, fused (core/kernel_args.h AttentionShape) ----
 // q [B, Tq, H, d], k and v [B, Tk, Hkv, d] with H a multiple of Hkv and
 // Tk >= Tq: out [B, Tq, H, d] = softmax(scale · q kᵀ, causal) v per head, query
-// head h reading KV head h / (H / Hkv). probs_out [B, H, Tq, Tk] is kept for
-// the backward. With dropout (p > 0), out = (probs ⊙ M) v, M regenerated from
-// the key by the backward (core/kernel_args.h AttentionShape).
+// head h reading KV head h / (H / Hkv). lse_out [B, H, Tq], each query row's
+// log Σ_j e^{scale · q·k_j} over the keys it sees, is what the backward keeps
+// of the softmax (it recomputes the probabilities, never stored). With
+// dropout (p > 0), out = (P ⊙ M) v, M regenerated from the key by the
+// backward (core/kernel_args.h AttentionShape).
 Tensor attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, double scale,
-                         Tensor& probs_out, const DropoutKey& dropout = {});
+                         Tensor& lse_out, const DropoutKey& dropout = {});
 struct AttentionGrads {
   Tensor dq, dk, dv;
 };
 AttentionGrads attention_backward(const Tensor& q, const Tensor& k, const Tensor& v,
-                                  const Tensor& probs, const Tensor& dout, double scale,
+                                  const Tensor& lse, const Tensor& dout, double scale,
                                   const DropoutKey& dropout = {});
 
 // ---- softmax, log-softmax, cross-entropy, embedding ----

@@ -65,34 +65,44 @@ TEST_CASE("fused attention equals the composition of ops, forward and gradients"
   }
 }
 
+// The forward keeps each row's log-sum-exp, lse_i = log Σ_{j seen} e^{scale · q_i·k_j},
+// in place of the probabilities: P_ij = e^{scale · q_i·k_j − lse_i} sums to
+// one over the keys row i sees, and the masked keys are not in lse.
 TEST_CASE("fused attention: rows of probabilities sum to one, masked keys get zero") {
   Rng rng(3);
   Tensor q = Tensor::randn({1, 3, 2, 4}, rng), k = Tensor::randn({1, 5, 1, 4}, rng);
-  Tensor probs;
-  dispatch::attention_forward(q, k, k, 0.5, probs);
-  REQUIRE(probs.shape() == Shape{1, 2, 3, 5});
+  Tensor lse;
+  dispatch::attention_forward(q, k, k, 0.5, lse);
+  REQUIRE(lse.shape() == Shape{1, 2, 3});
+  auto score = [&](int64_t h, int64_t i, int64_t j) {  // 0.5 · q_i · k_j of head h
+    double dot = 0;
+    for (int64_t c = 0; c < 4; ++c) dot += double(q.at((i * 2 + h) * 4 + c)) * double(k.at(j * 4 + c));
+    return 0.5 * dot;
+  };
   for (int64_t h = 0; h < 2; ++h)
     for (int64_t i = 0; i < 3; ++i) {
-      double s = 0;
+      const double row_lse = lse.at(h * 3 + i);
+      double s = 0, all_keys = 0;
       for (int64_t j = 0; j < 5; ++j) {
-        double p = probs.at(((h * 3) + i) * 5 + j);
-        if (j > i + 2) CHECK(p == 0.0);  // query i sees keys j <= i + (5 − 3)
-        s += p;
+        const double p = std::exp(score(h, i, j) - row_lse);
+        if (j <= i + 2) s += p;  // query i sees keys j <= i + (5 − 3)
+        all_keys += p;
       }
       CHECK(s == doctest::Approx(1.0).epsilon(1e-6));
+      if (i < 2) CHECK(all_keys > 1.0 + 1e-6);  // the keys it does not see are not in lse
     }
 }
 
 TEST_CASE("fused attention: bad shapes are one-line errors") {
   Rng rng(4);
-  Tensor probs;
+  Tensor lse;
   Tensor q = Tensor::randn({1, 4, 3, 8}, rng), k = Tensor::randn({1, 4, 2, 8}, rng);
-  CHECK_THROWS_WITH_AS(dispatch::attention_forward(q, k, k, 1.0, probs),
+  CHECK_THROWS_WITH_AS(dispatch::attention_forward(q, k, k, 1.0, lse),
                        doctest::Contains("must be a multiple of KV heads"), Error);
   Tensor q2 = Tensor::randn({1, 6, 2, 8}, rng), k2 = Tensor::randn({1, 4, 2, 8}, rng);
-  CHECK_THROWS_WITH_AS(dispatch::attention_forward(q2, k2, k2, 1.0, probs),
+  CHECK_THROWS_WITH_AS(dispatch::attention_forward(q2, k2, k2, 1.0, lse),
                        doctest::Contains("at least as many keys as queries"), Error);
   Tensor k3 = Tensor::randn({1, 6, 2, 4}, rng);
-  CHECK_THROWS_WITH_AS(dispatch::attention_forward(q2, k3, k3, 1.0, probs),
+  CHECK_THROWS_WITH_AS(dispatch::attention_forward(q2, k3, k3, 1.0, lse),
                        doctest::Contains("disagree on batch or head size"), Error);
 }
