@@ -39,10 +39,15 @@
 // Outputs are written (=) in a fixed order: no atomics, the same bits on
 // every run.
 //
-// Shared memory per block at d = 32, for C = 16 (the default) / C = 64 (a
-// decay per channel adds its c×d λ): solve 7 / 41 KB, the state passes
-// 4–12 / 11–45 KB, output 11–15 / 44–60 KB, readout backward 7–11 / 40–56 KB,
-// delta backward 16 / 77 KB, gradients 17–25 / 56–88 KB. Above 48 KB a
+// Tiles that threads read down a column are padded to rows of d + 1
+// (padded_row, scan_tiles.cuh: the solve's K, the output kernel's Q, K, U and
+// H, the readout backward's Q and K), and the products over them keep a
+// register tile of up to kRegisterRows rows per thread (decayed_products,
+// output_rows). Shared memory per block at d = 32, for C = 16 (the default) /
+// C = 64 (a decay per channel adds its c×d λ; the padding adds under 1 KB):
+// solve 7 / 41 KB, the state passes 4–12 / 11–45 KB, output 11–15 / 44–60 KB,
+// readout backward 7–11 / 40–56 KB, delta backward 16 / 77 KB, gradients
+// 17–25 / 56–88 KB. Above 48 KB a
 // kernel asks for it (with_shared_memory), and fewer blocks share an SM: at
 // C = 64 the backward's tile kernels run 2–3 blocks of 256 threads per SM.
 #include <string>
@@ -66,13 +71,13 @@ template <DecayKind kDecay> constexpr bool learned_decay() {
 
 struct SolveShared {
   double* lambda;  // [c][w]  λ
-  float* K;        // [c][d]  the tile's keys
+  float* K;        // [c][d + 1]  the tile's keys, rows padded (read down columns by E's product)
   float* E;        // [c][c]  (K Kᵀ) ⊙ Γ below the diagonal; A = diag(β) E
   float* Y;        // [c][d]  the right side diag(β) V, then Y
   float* W;        // [c][d]  the right side diag(β)(K ⊙ e^λ), then W
   float* beta;     // [c]
   LINA_HD SolveShared(SharedCarve& m, int64_t c, int64_t d, int64_t w)
-      : lambda(m.take<double>(c * w)), K(m.take<float>(c * d)), E(m.take<float>(c * c)),
+      : lambda(m.take<double>(c * w)), K(m.take<float>(c * padded_row(d))), E(m.take<float>(c * c)),
         Y(m.take<float>(c * d)), W(m.take<float>(c * d)), beta(m.take<float>(c)) {}
 };
 
@@ -88,18 +93,18 @@ __global__ void __launch_bounds__(kScanThreads)
   SharedCarve carve{reinterpret_cast<char*>(scan_shared)};
   const SolveShared t(carve, z.rows, d, w);
 
-  load_rows(t.K, k, at, d);
+  load_padded_rows(t.K, k, at, d);
   for (int r = threadIdx.x; r < c; r += blockDim.x) t.beta[r] = beta[at.token(r)];
   load_log_alpha<kDecay>(t.lambda, s, log_alpha, at);
   __syncthreads();
   const TileDecay<kDecay> decay{t.lambda, w, c - 1};
   // F1  E = (K Kᵀ) ⊙ Γ, strictly below the diagonal
-  decayed_products(t.E, t.K, t.K, decay, c, d, /*strict=*/true);
+  decayed_products(t.E, t.K, t.K, padded_row(d), decay, c, d, /*strict=*/true);
   // F2's right sides: diag(β) V and diag(β)(K ⊙ e^λ)
   for (int e = threadIdx.x; e < c * d; e += blockDim.x) {
     const int r = e / d, j = e % d;
     t.Y[e] = t.beta[r] * v[at.token(r) * d + j];
-    t.W[e] = t.beta[r] * decay.from_start(r, j) * t.K[e];
+    t.W[e] = t.beta[r] * decay.from_start(r, j) * t.K[r * padded_row(d) + j];
   }
   __syncthreads();
   // F2  (I + A)[Y | W] = the right sides, by forward substitution down the
@@ -201,17 +206,57 @@ __global__ void __launch_bounds__(kScanThreads)
     for (int e = threadIdx.x; e < R * d; e += blockDim.x) final_state[bh * dd + own + e] = t.H[e];
 }
 
+// Rows padded to d + 1 (padded_row): P's product reads K down its columns,
+// F4 reads H down its columns (a lane per state row v).
 struct OutputShared {
-  double* lambda;  // [c][w]  λ
-  float* Q;        // [c][d]  the tile's queries, then Q ⊙ e^λ
-  float* K;        // [c][d]
-  float* U;        // [c][d]  the write vectors as rows (V without the delta correction)
-  float* H;        // [d][d]  the state entering the tile
-  float* P;        // [c][c]  the weights of the tile's own writes
+  double* lambda;  // [c][w]      λ
+  float* Q;        // [c][d + 1]  the tile's queries, then Q ⊙ e^λ
+  float* K;        // [c][d + 1]
+  float* U;        // [c][d + 1]  the write vectors as rows (V without the delta correction)
+  float* H;        // [d][d + 1]  the state entering the tile
+  float* P;        // [c][c]      the weights of the tile's own writes
   LINA_HD OutputShared(SharedCarve& m, int64_t c, int64_t d, int64_t w)
-      : lambda(m.take<double>(c * w)), Q(m.take<float>(c * d)), K(m.take<float>(c * d)),
-        U(m.take<float>(c * d)), H(m.take<float>(d * d)), P(m.take<float>(c * c)) {}
+      : lambda(m.take<double>(c * w)), Q(m.take<float>(c * padded_row(d))), K(m.take<float>(c * padded_row(d))),
+        U(m.take<float>(c * padded_row(d))), H(m.take<float>(d * padded_row(d))), P(m.take<float>(c * c)) {}
 };
+
+// F4  O = (Q ⊙ e^λ) Hᵀ + P U into o [B, T, H, d], the shared tiles padded.
+// A thread takes one column v of O and the rows r = g, g + G, … (G =
+// blockDim / d row groups), kRegisterRows at a time in registers: each
+// H_vj and U_iv is read once for all of them, and the lanes of a warp (one v
+// each, the same rows) read Q_rj and P_ri at one address (a broadcast) and
+// H down a column of the padded tile (32 banks). Each element sums over j,
+// then i, in order: the bits of one thread per element.
+__device__ void output_rows(const OutputShared& t, const Tile& at, int c, int d, float* o) {
+  const int ld = padded_row(d);
+  const int groups = d < int(blockDim.x) ? int(blockDim.x) / d : 1;
+  for (int e = threadIdx.x; e < groups * d; e += blockDim.x) {
+    const int v = e % d, g = e / d;
+    for (int r0 = g; r0 < c; r0 += groups * kRegisterRows) {
+      float QH[kRegisterRows], PU[kRegisterRows];
+      for (int n = 0; n < kRegisterRows; ++n) QH[n] = PU[n] = 0.0f;
+      for (int j = 0; j < d; ++j) {
+        const float H_vj = t.H[v * ld + j];
+        for (int n = 0; n < kRegisterRows; ++n) {
+          const int r = r0 + n * groups;
+          if (r < c) QH[n] += t.Q[r * ld + j] * H_vj;
+        }
+      }
+      const int last = r0 + (kRegisterRows - 1) * groups < c - 1 ? r0 + (kRegisterRows - 1) * groups : c - 1;
+      for (int i = 0; i <= last; ++i) {  // P is 0 above the diagonal, but each row stops at r, as one thread would
+        const float U_iv = t.U[i * ld + v];
+        for (int n = 0; n < kRegisterRows; ++n) {
+          const int r = r0 + n * groups;
+          if (r < c && i <= r) PU[n] += t.P[r * c + i] * U_iv;
+        }
+      }
+      for (int n = 0; n < kRegisterRows; ++n) {
+        const int r = r0 + n * groups;
+        if (r < c) o[at.token(r) * d + v] = QH[n] + PU[n];
+      }
+    }
+  }
+}
 
 // F4 of one tile; grid (tiles, B·H). o [B, T, H, d].
 template <DecayKind kDecay>
@@ -226,39 +271,32 @@ __global__ void __launch_bounds__(kScanThreads)
   SharedCarve carve{reinterpret_cast<char*>(scan_shared)};
   const OutputShared t(carve, z.rows, d, w);
 
-  load_rows(t.Q, q, at, d);
-  load_rows(t.K, k, at, d);
-  load_rows(t.U, U, at, d);
-  load_block(t.H, tile_states + (bh * z.tiles + n) * dd, dd);
+  load_padded_rows(t.Q, q, at, d);
+  load_padded_rows(t.K, k, at, d);
+  load_padded_rows(t.U, U, at, d);
+  load_padded_state(t.H, tile_states + (bh * z.tiles + n) * dd, d);
   load_log_alpha<kDecay>(t.lambda, s, log_alpha, at);
   __syncthreads();
   const TileDecay<kDecay> decay{t.lambda, w, c - 1};
   // P = (Q Kᵀ) ⊙ Γ, on and below the diagonal
-  decayed_products(t.P, t.Q, t.K, decay, c, d, /*strict=*/false);
+  decayed_products(t.P, t.Q, t.K, padded_row(d), decay, c, d, /*strict=*/false);
   __syncthreads();
   // Q ⊙ e^λ: how each token reads the entering state
-  for (int e = threadIdx.x; e < c * d; e += blockDim.x) t.Q[e] *= decay.from_start(e / d, e % d);
+  for (int e = threadIdx.x; e < c * d; e += blockDim.x) t.Q[e / d * padded_row(d) + e % d] *= decay.from_start(e / d, e % d);
   __syncthreads();
-  // F4  O = (Q ⊙ e^λ) Hᵀ + P U   [c][d]
-  for (int e = threadIdx.x; e < c * d; e += blockDim.x) {
-    const int r = e / d, v = e % d;
-    float QH = 0.0f, PU = 0.0f;
-    for (int j = 0; j < d; ++j) QH += t.Q[r * d + j] * t.H[v * d + j];
-    for (int i = 0; i <= r; ++i) PU += t.P[r * c + i] * t.U[i * d + v];
-    o[at.token(r) * d + v] = QH + PU;
-  }
+  output_rows(t, at, c, d, o);  // F4
 }
 
 // ---- backward --------------------------------------------------------------------
 
 struct ReadoutBackwardShared {
-  double* lambda;  // [c][w]  λ
-  float* Q;        // [c][d]
-  float* K;        // [c][d]
-  float* dO;       // [c][d]  the tile's output gradient
-  float* P;        // [c][c]  as in F4
+  double* lambda;  // [c][w]      λ
+  float* Q;        // [c][d + 1]  rows padded for P's product
+  float* K;        // [c][d + 1]
+  float* dO;       // [c][d]      the tile's output gradient
+  float* P;        // [c][c]      as in F4
   LINA_HD ReadoutBackwardShared(SharedCarve& m, int64_t c, int64_t d, int64_t w)
-      : lambda(m.take<double>(c * w)), Q(m.take<float>(c * d)), K(m.take<float>(c * d)),
+      : lambda(m.take<double>(c * w)), Q(m.take<float>(c * padded_row(d))), K(m.take<float>(c * padded_row(d))),
         dO(m.take<float>(c * d)), P(m.take<float>(c * c)) {}
 };
 
@@ -274,14 +312,14 @@ __global__ void __launch_bounds__(kScanThreads)
   SharedCarve carve{reinterpret_cast<char*>(scan_shared)};
   const ReadoutBackwardShared t(carve, z.rows, d, w);
 
-  load_rows(t.Q, q, at, d);
-  load_rows(t.K, k, at, d);
+  load_padded_rows(t.Q, q, at, d);
+  load_padded_rows(t.K, k, at, d);
   load_rows(t.dO, dout, at, d);
   load_log_alpha<kDecay>(t.lambda, s, log_alpha, at);
   __syncthreads();
   const TileDecay<kDecay> decay{t.lambda, w, c - 1};
   // P = (Q Kᵀ) ⊙ Γ, on and below the diagonal
-  decayed_products(t.P, t.Q, t.K, decay, c, d, /*strict=*/false);
+  decayed_products(t.P, t.Q, t.K, padded_row(d), decay, c, d, /*strict=*/false);
   __syncthreads();
   // Pᵀ dO: row i gathers the outputs that read token i's write   [c][d]
   for (int e = threadIdx.x; e < c * d; e += blockDim.x) {
@@ -482,7 +520,7 @@ __global__ void __launch_bounds__(kScanThreads)
   load_log_alpha<kDecay>(t.lambda, s, log_alpha, at);
   __syncthreads();
   const TileDecay<kDecay> decay{t.lambda, w, c - 1};
-  decayed_products(t.E, t.K, t.K, decay, c, d, /*strict=*/true);  // E of F1
+  decayed_products(t.E, t.K, t.K, d, decay, c, d, /*strict=*/true);  // E of F1 (K unpadded here)
   delta_backward_dW(t, c, d);                                      // B5
   __syncthreads();
   delta_backward_solve(t, c, d);                                   // B6

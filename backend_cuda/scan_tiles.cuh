@@ -16,6 +16,16 @@ namespace lina::cuda {
 
 constexpr int kScanThreads = 256;   // threads of every chunked-scan block
 constexpr int kMaxTileRows = int(kScanTileTokens);  // the most tokens one tile holds in shared memory
+// Rows of a product one thread keeps in registers (its register tile): the
+// loops over them have this constant trip count, so nvcc unrolls them and
+// the accumulators stay in registers.
+constexpr int kRegisterRows = 8;
+
+// The row stride of a tile [rows][d] that threads read down a column (lanes
+// on 32 different rows, one column): d + 1, odd, so that the 32 lanes hit 32
+// different banks. At d = 32 an unpadded tile puts every row's column j in
+// bank j: up to 32 lanes on one bank, a 32-way conflict.
+LINA_HD int padded_row(int64_t d) { return int(d) + 1; }
 
 // How the chunked kernels cut a head's T tokens. The kernel list's unit is
 // the chunk of C tokens (one saved state each, chunk_states [B, H, chunks,
@@ -76,9 +86,20 @@ __device__ inline void load_rows(float* tile, const float* x, const Tile& at, in
     tile[e] = x[at.token(e / width) * d + col0 + e % width];
 }
 
+// tile [c][d + 1] = the tile's rows of x [B, T, H, d], each row padded (padded_row).
+__device__ inline void load_padded_rows(float* tile, const float* x, const Tile& at, int d) {
+  for (int e = threadIdx.x; e < at.rows * d; e += blockDim.x)
+    tile[e / d * padded_row(d) + e % d] = x[at.token(e / d) * d + e % d];
+}
+
 // dst [count] = src [count]: a tile's d×d state from global memory.
 __device__ inline void load_block(float* dst, const float* src, int64_t count) {
   for (int64_t e = threadIdx.x; e < count; e += blockDim.x) dst[e] = src[e];
+}
+
+// dst [d][d + 1] = src [d][d], a state from global memory, each row padded.
+__device__ inline void load_padded_state(float* dst, const float* src, int d) {
+  for (int e = threadIdx.x; e < d * d; e += blockDim.x) dst[e / d * padded_row(d) + e % d] = src[e];
 }
 
 // The tile's rows of x [B, T, H, d] (columns col0 …) = tile [c][width].
@@ -174,18 +195,36 @@ template <DecayKind kDecay> struct TileDecay {
 
 // out [c][c] = Σ_j x_rj y_ij e^{λ_rj − λ_ij} for i ≤ r (i < r when strict),
 // 0 above: (X Yᵀ) ⊙ Γ with every term decayed from token i to token r.
-// x, y [c][d]. One entry per thread; the caller syncs.
+// x, y [c][ld], ld = padded_row(d) (or d where a kernel keeps its tiles
+// unpadded). The caller syncs.
+//
+// A thread takes one column i and the rows r = g, g + G, … (G = blockDim / c
+// row groups, g its group), kRegisterRows of them at a time in registers:
+// each y_ij is read once for all of them, and the lanes of a warp (one i
+// each, the rows of one or two groups) read x_rj at one or two addresses
+// (broadcasts) and y down a column of the padded tile (32 banks). Each entry is summed over j in
+// order, as one thread per entry would: the same bits.
 template <DecayKind kDecay>
-__device__ void decayed_products(float* out, const float* x, const float* y,
+__device__ void decayed_products(float* out, const float* x, const float* y, int ld,
                                  const TileDecay<kDecay>& decay, int c, int d, bool strict) {
-  for (int e = threadIdx.x; e < c * c; e += blockDim.x) {
-    const int r = e / c, i = e % c;
-    float sum = 0.0f;
-    if (i < r || (i == r && !strict)) {  // the mask before any exp
-      for (int j = 0; j < d; ++j) sum += x[r * d + j] * y[i * d + j] * decay.channel_between(i, r, j);
-      sum *= decay.head_between(i, r);
+  const int groups = int(blockDim.x) / c;  // ≥ 4: c ≤ 64
+  if (int(threadIdx.x) >= groups * c) return;
+  const int i = threadIdx.x % c, g = threadIdx.x / c;
+  auto kept = [&](int r) { return i < r || (i == r && !strict); };  // the mask before any exp
+  for (int r0 = g; r0 < c; r0 += groups * kRegisterRows) {
+    float sum[kRegisterRows];
+    for (int n = 0; n < kRegisterRows; ++n) sum[n] = 0.0f;
+    for (int j = 0; j < d; ++j) {
+      const float y_ij = y[i * ld + j];
+      for (int n = 0; n < kRegisterRows; ++n) {
+        const int r = r0 + n * groups;
+        if (r < c && kept(r)) sum[n] += x[r * ld + j] * y_ij * decay.channel_between(i, r, j);
+      }
     }
-    out[e] = sum;
+    for (int n = 0; n < kRegisterRows; ++n) {
+      const int r = r0 + n * groups;
+      if (r < c) out[r * c + i] = kept(r) ? sum[n] * decay.head_between(i, r) : 0.0f;
+    }
   }
 }
 
