@@ -55,15 +55,23 @@ Input none();  // an undefined tensor: an input the op does not use
 using Vars = std::vector<Var>;
 
 // How close cuda must come to the CPU (float32 on both sides; summation
-// orders and math libraries differ), per output tensor:
-//   max |cuda − cpu| ≤ 1e-4 · max|cpu| (1e-8 at least)       (int32: equal)
-inline constexpr Bound kCudaBound{1e-4, 1e-4};
-// ... and each element as well, for one float32 function or update per
-// element (the unary functions and their backward, AdamW): a few ulps apart
-// on the two devices, so that a 0.1 % error in one element fails where the
-// tensor's bound (1e-4·max) would let a 4 % error in exp(−3) beside exp(3)
-// pass. The floor covers the backward's cancellation where the function is
-// flat (tanh's 1 − y² near y = ±1).
+// orders and math libraries differ), every result of every row unless the
+// row says otherwise (int32: equal):
+//   the tensor:    max |cuda − cpu| ≤ 1e-4 · max|cpu| (1e-8 at least)
+//   each element:  |cuda − cpu| ≤ 1e-3 · |cpu| + 1e-5 · max|cpu|
+// The tensor's bound alone would let a small element be off by far more
+// than itself (a 4 % error in exp(−3) beside exp(3)); each element's keeps
+// small entries to 0.1 %, with a floor for float32 sums that cancel. On
+// cuda-sim the rows under it need at most 1.3e-8 · max|cpu| of that floor.
+inline constexpr Bound kCudaBound{1e-4, 1e-4, 1e-3, 1e-5};
+// The tensor's bound alone: for whole models (tests/test_cuda_backend.cpp's
+// training steps), whose results are the sums of many rows' errors.
+inline constexpr Bound kCudaTensorBound{kCudaBound.tolerance, kCudaBound.floor};
+// ... tighter, for one float32 function or update per element (the unary
+// functions and their backward, AdamW): a few ulps apart on the two devices,
+// so that a 0.1 % error in one element fails. The floor covers the
+// backward's cancellation where the function is flat (tanh's 1 − y² near
+// y = ±1).
 inline constexpr Bound kCudaEachFunction{1e-4, 1e-4, 1e-5, 1e-6};
 // ... for outputs whose small entries matter (probabilities, saved states,
 // dlog α under strong decay), made of sums: 1e-3·|cpu|, and a floor, below the

@@ -44,7 +44,7 @@
 #include "tests/op_table.cpp"
 
 using namespace lina;
-using test::kCudaBound;
+using test::kCudaTensorBound;
 using test::OpRow;
 using test::op_table;
 using test::RowResult;
@@ -67,7 +67,7 @@ std::vector<unsigned char> host_bytes(const Tensor& t) {
 // One result of the CUDA run against the same result of the CPU run, within
 // the table's tensor bound.
 void check_output(const Tensor& got, const Tensor& want, const std::string& what) {
-  test::check_close(what, got, want, kCudaBound);
+  test::check_close(what, got, want, kCudaTensorBound);
 }
 
 // ---- the model --------------------------------------------------------------------
@@ -217,7 +217,7 @@ TEST_CASE("cuda: clipping and one AdamW update of the attn model match the CPU")
   // the gradient norm of each device's own gradients
   double cpu_sq = dispatch::sum_squares(cpu_model.params().grad());
   double gpu_sq = dispatch::sum_squares(gpu_model.params().grad());
-  CHECK(std::fabs(gpu_sq - cpu_sq) <= kCudaBound.tolerance * cpu_sq);
+  CHECK(std::fabs(gpu_sq - cpu_sq) <= kCudaTensorBound.tolerance * cpu_sq);
 
   // Clipping and one AdamW update, from the SAME gradients: the first update
   // moves each weight by lr·g/(|g| + eps), eps = 1e-8, which turns a 1e-9
@@ -228,7 +228,7 @@ TEST_CASE("cuda: clipping and one AdamW update of the attn model match the CPU")
   AdamW cpu_opt(cpu_model.params()), gpu_opt(gpu_model.params());
   double cpu_norm = clip_grad_norm(cpu_model.params(), 1.0);
   double gpu_norm = clip_grad_norm(gpu_model.params(), 1.0);
-  CHECK(std::fabs(gpu_norm - cpu_norm) <= kCudaBound.tolerance * cpu_norm);
+  CHECK(std::fabs(gpu_norm - cpu_norm) <= kCudaTensorBound.tolerance * cpu_norm);
   cpu_opt.step(1e-3);
   gpu_opt.step(1e-3);
   for (size_t i = 0; i < cpu_params.size(); ++i)
@@ -392,7 +392,7 @@ TEST_CASE("cuda: step-by-step inference equals the parallel forward, every prese
       worst = std::max(worst, test::max_abs_diff(step, want));  // +∞ on a NaN
     }
     INFO("max |step − parallel| = ", worst, ", max |logit| = ", largest);
-    CHECK(worst <= kCudaBound.tolerance * std::max(kCudaBound.floor, largest));
+    CHECK(worst <= kCudaTensorBound.tolerance * std::max(kCudaTensorBound.floor, largest));
     CHECK(state.position == 24);
   }
 }

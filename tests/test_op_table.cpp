@@ -55,17 +55,24 @@ TEST_CASE("op table: cuda agrees with the CPU on every row: outputs, saved tenso
   check_table_on_cuda(op_table());
 }
 
-// The per-element bound is what catches a wrong function value that the
-// tensor's bound would pass: exp(−3) off by 0.1 % beside exp(3).
-TEST_CASE("op table: the cuda bounds fail a 0.1 % error in one element of exp, and a NaN") {
+// The per-element bounds are what catch a wrong small value that the
+// tensor's bound would pass: exp(−3) off beside exp(3). The default bound
+// fails a 1 % error there, a function's bound a 0.1 % one.
+TEST_CASE("op table: the cuda bounds fail a 1 % error (0.1 % for a function) in one element of exp, and a NaN") {
   Tensor x = Tensor::from_vector(std::vector<float>{-3, -1, 0, 1, 3}, {5});
   Tensor y = dispatch::unary(UnaryFn::Exp, x, 0);
-  std::vector<float> v = y.to_vector<float>();
-  v[0] *= 1.001f;
-  Tensor off = Tensor::from_vector(v, {5});
+  auto off_by = [&](float factor) {
+    std::vector<float> v = y.to_vector<float>();
+    v[0] *= factor;
+    return Tensor::from_vector(v, {5});
+  };
+  CHECK(close_error(y, y, kCudaBound).empty());
+  CHECK(close_error(off_by(1.01f), y, kCudaTensorBound).empty());  // 1e-4 · e³ is 4 % of e⁻³
+  CHECK_FALSE(close_error(off_by(1.01f), y, kCudaBound).empty());
+  CHECK_FALSE(close_error(off_by(0.99f), y, kCudaBound).empty());
+  CHECK(close_error(off_by(1.0005f), y, kCudaBound).empty());
   CHECK(close_error(y, y, kCudaEachFunction).empty());
-  CHECK_FALSE(close_error(off, y, kCudaEachFunction).empty());
-  CHECK(close_error(off, y, kCudaBound).empty());  // the tensor's bound alone: 1e-4 · e³ is 4 % of e⁻³
+  CHECK_FALSE(close_error(off_by(1.001f), y, kCudaEachFunction).empty());
   CHECK_FALSE(close_error(Tensor::full({5}, NAN), y, kCudaEachFunction).empty());
   CHECK_FALSE(close_error(Tensor::full({5}, NAN), y, kCudaBound).empty());
   // int32 results must be equal
