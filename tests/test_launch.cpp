@@ -11,6 +11,7 @@
 #include "core/philox.h"
 #include "dispatch/dispatch.h"
 #include "dispatch/launch.h"
+#include "tests/cuda_half.h"
 #include "tests/harness.h"
 
 using namespace lina;
@@ -37,7 +38,7 @@ TEST_CASE("launch: a struct argument reaches the kernel (dropout_apply equals di
   CHECK(y.to_vector<float>() == dispatch::dropout(x, key).to_vector<float>());
 }
 
-TEST_CASE("launch: bad arguments end in one line naming the kernel and the argument") {
+TEST_CASE("launch: bad arguments end in one line naming the kernel and the argument, a cuda tensor among them too") {
   Tensor a = Tensor::zeros({4}, DType::F32), b = Tensor::zeros({4}, DType::F32);
   Tensor y = Tensor::empty({4}, DType::F32, Device::Cpu);
   Tensor wide = Tensor::zeros({4}, DType::F64);
@@ -51,11 +52,9 @@ TEST_CASE("launch: bad arguments end in one line naming the kernel and the argum
                        "swiglu_forward: argument 4: an integer is expected", Error);
   CHECK_THROWS_WITH_AS(dispatch::launch::swiglu_forward({Tensor(), 1, 2, 3, 4, 5}),
                        "swiglu_forward: no defined tensor among the arguments", Error);
-  if (dispatch::cuda_available()) {
+  if (test::cuda_half()) {  // a tensor on the other device
     Tensor on_cuda = b.to(Device::Cuda);
     const std::string wrong_device = "swiglu_forward: argument 2: " + on_cuda.describe() + ", expected on cpu";
     CHECK_THROWS_WITH_AS(dispatch::launch::swiglu_forward({a, on_cuda, y, int64_t(1), int64_t(4), int64_t(4)}), wrong_device.c_str(), Error);
-  } else {
-    MESSAGE("SKIPPED: the device mismatch needs --device cuda (no CUDA device here)");
   }
 }

@@ -16,6 +16,7 @@
 #include "autograd/functions.h"
 #include "backend_cuda/cuda_kernels.h"
 #include "dispatch/dispatch.h"
+#include "tests/cuda_half.h"
 #include "tests/gradcheck.h"
 #include "tests/harness.h"
 #include "tests/op_check.h"
@@ -158,11 +159,11 @@ TEST_CASE("beta_log_alpha: the planes hold σ(z + b) and log σ(z + b), float64,
 }
 
 // The same maths as the composition: forward, dz and dbias; float64 and
-// float32, CPU and (where present) cuda. 300 rows cross the CPU's chunks of
+// float32, CPU and cuda (tests/cuda_half.h). 300 rows cross the CPU's chunks of
 // 128 rows and give the backward's row lanes several rows each.
-TEST_CASE("beta_log_alpha matches add, split, sigmoid and log_sigmoid: forward, dz, dbias") {
+TEST_CASE("beta_log_alpha matches add, split, sigmoid and log_sigmoid: forward, dz, dbias, CPU and cuda") {
   std::vector<Device> devices{Device::Cpu};
-  if (dispatch::cuda_available()) devices.push_back(Device::Cuda);
+  if (cuda_half()) devices.push_back(Device::Cuda);
   struct Case {
     Shape z;
     int64_t n_beta;
@@ -196,7 +197,7 @@ TEST_CASE("beta_log_alpha matches add, split, sigmoid and log_sigmoid: forward, 
 // 1 − exp(log α) would round to 0.
 TEST_CASE("beta_log_alpha: dlog α keeps its precision where α ≈ 1, float32, CPU and cuda") {
   std::vector<Device> devices{Device::Cpu};
-  if (dispatch::cuda_available()) devices.push_back(Device::Cuda);
+  if (cuda_half()) devices.push_back(Device::Cuda);
   const std::vector<double> us = {8, 20, 30, 50};
   for (Device device : devices) {
     INFO(std::string(device_name(device)));
@@ -215,9 +216,9 @@ TEST_CASE("beta_log_alpha: dlog α keeps its precision where α ≈ 1, float32, 
 // add-into test). Through autograd, a bias whose .grad exists (a parameter)
 // and a z leaf with a .grad get their gradients added in place, into the
 // very buffers.
-TEST_CASE("beta_log_alpha's backward adds dz and dbias into gradients handed in, CPU and (where present) cuda") {
+TEST_CASE("beta_log_alpha's backward adds dz and dbias into gradients handed in, CPU and cuda") {
   std::vector<std::pair<Device, DType>> runs{{Device::Cpu, DType::F64}, {Device::Cpu, DType::F32}};
-  if (dispatch::cuda_available()) runs.push_back({Device::Cuda, DType::F32});
+  if (cuda_half()) runs.push_back({Device::Cuda, DType::F32});
   for (const std::pair<Device, DType>& run : runs) {
     const Device device = run.first;
     const DType dtype = run.second;

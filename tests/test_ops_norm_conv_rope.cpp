@@ -12,6 +12,7 @@
 #include "autograd/functions.h"
 #include "dispatch/dispatch.h"
 #include "dispatch/layout.h"
+#include "tests/cuda_half.h"
 #include "tests/gradcheck.h"
 #include "tests/harness.h"
 #include "tests/op_check.h"
@@ -251,10 +252,10 @@ static void check_adds_into(Device device, DType dtype) {
   }
 }
 
-TEST_CASE("rms_norm's dx and dw, the convs' dw and the fused conv's dx add into gradients handed in, CPU and (where present) cuda") {
+TEST_CASE("rms_norm's dx and dw, the convs' dw and the fused conv's dx add into gradients handed in, CPU and cuda") {
   check_adds_into(Device::Cpu, DType::F64);
   check_adds_into(Device::Cpu, DType::F32);
-  if (dispatch::cuda_available()) check_adds_into(Device::Cuda, DType::F32);
+  if (cuda_half()) check_adds_into(Device::Cuda, DType::F32);
 }
 
 // The gated norm runs rms_norm's and swiglu's own lines in one pass: the same
@@ -289,10 +290,10 @@ static void check_gated_norm(Device device, DType dtype) {
                        doctest::Contains("rms_norm_gated"), Error);
 }
 
-TEST_CASE("the gated norm equals rms_norm then swiglu bit for bit, CPU and (where present) cuda") {
+TEST_CASE("the gated norm equals rms_norm then swiglu bit for bit, CPU and cuda") {
   check_gated_norm(Device::Cpu, DType::F64);
   check_gated_norm(Device::Cpu, DType::F32);
-  if (dispatch::cuda_available()) check_gated_norm(Device::Cuda, DType::F32);
+  if (cuda_half()) check_gated_norm(Device::Cuda, DType::F32);
 }
 
 // The gated norm reading its gate in place from columns of a wider product
@@ -325,10 +326,10 @@ static void check_gate_in_product(Device device, DType dtype) {
                        Error);
 }
 
-TEST_CASE("the gated norm reads its gate from columns of a wider product, CPU and (where present) cuda") {
+TEST_CASE("the gated norm reads its gate from columns of a wider product, CPU and cuda") {
   check_gate_in_product(Device::Cpu, DType::F64);
   check_gate_in_product(Device::Cpu, DType::F32);
-  if (dispatch::cuda_available()) check_gate_in_product(Device::Cuda, DType::F32);
+  if (cuda_half()) check_gate_in_product(Device::Cuda, DType::F32);
 }
 
 // The recurrent mixers' three readers of one product z [2, 9, 35], recorded
@@ -337,7 +338,7 @@ TEST_CASE("the gated norm reads its gate from columns of a wider product, CPU an
 // backward runs first and returns z's whole gradient; the conv's and then
 // the gates' add into their columns of it. Float64 gradients against
 // central differences, and cuda against the CPU.
-TEST_CASE("one product read by the gates, the conv and the gated norm: each backward adds into z's gradient") {
+TEST_CASE("one product read by the gates, the conv and the gated norm: each backward adds into z's gradient, CPU and cuda") {
   const OpRow row{"causal_conv1d_silu_l2_norm", "the mixer's three readers of z [2, 9, 35]",
                   {in::normal({2, 9, 35}), in::normal({24, 4}), in::normal({3}), in::normal({2, 9, 2, 4}),
                    in::uniform({4}, 0.5, 1.5)},
@@ -348,7 +349,7 @@ TEST_CASE("one product read by the gates, the conv and the gated norm: each back
                   }};
   const GradcheckResult r = row_gradient_error(row);
   CHECK_MESSAGE(r.worst <= kGradcheck.tolerance, "worst " << r.where << " (error " << r.worst << ")");
-  if (dispatch::cuda_available()) CHECK(cuda_error(row.within(kCudaEachSum)) == "");
+  if (cuda_half()) CHECK(cuda_error(row.within(kCudaEachSum)) == "");
 }
 
 // residual_rms_norm, two in a row as in the model (the second's x is the
@@ -388,12 +389,13 @@ static void check_residual_norm(Device device, DType dtype, double p, bool use_l
   CHECK(fused[8].defined() == use_last_norm);  // no gradient for an unused norm's weight
 }
 
-TEST_CASE("a residual sum and its norm as one op equal residual_dropout then rms_norm bit for bit") {
+TEST_CASE("a residual sum and its norm as one op equal residual_dropout then rms_norm bit for bit, CPU and cuda") {
+  const bool on_cuda = cuda_half();
   for (double p : {0.0, 0.1})
     for (bool use_last_norm : {true, false}) {
       check_residual_norm(Device::Cpu, DType::F64, p, use_last_norm);
       check_residual_norm(Device::Cpu, DType::F32, p, use_last_norm);
-      if (dispatch::cuda_available()) check_residual_norm(Device::Cuda, DType::F32, p, use_last_norm);
+      if (on_cuda) check_residual_norm(Device::Cuda, DType::F32, p, use_last_norm);
     }
 }
 

@@ -2,7 +2,9 @@
 """ctest skip_accounting: a test that fails is reported failed, never
 skipped, whatever it printed; one that skips, in whole or in part, is
 reported skipped, and scripts/ctest_summary.py (what scripts/test.sh prints
-at its end) lists it with its reason and counts it.
+at its end) lists it with its reason and counts it; over several stages it
+numbers and counts what no stage ran (a test skipped in one stage and run,
+or failed, in another is not in that list).
 
 Two planted tests are registered beside this one, as every test of their
 kind is: a doctest case of lina_tests (tests/test_skip_planted.cpp) and a
@@ -97,6 +99,34 @@ def check_summary(outcome, junit, got):
           f"{outcome}: ctest_summary.py counts it and lists it as {want} ({lines})")
 
 
+def not_run_lines(*stages):
+    """ctest_summary.py's list of what no stage ran, given (preset, junit) pairs: its lines."""
+    args = [x for stage in stages for x in stage]
+    r = subprocess.run([sys.executable, SUMMARY, *args], capture_output=True, text=True)
+    lines = r.stdout.splitlines()
+    head = [i for i, line in enumerate(lines) if line.startswith("test.sh: not run by any stage here: ")]
+    return lines[head[0]:] if r.returncode == 0 and len(head) == 1 else None
+
+
+def check_not_run(junits):
+    """The planted tests skipped in two stages are listed once each, numbered, counted,
+    with both stages; skipped in one stage and passed or failed in another, not listed."""
+    skip, passed, failed = junits.get("skip"), junits.get("pass"), junits.get("skip-then-fail")
+    if not (skip and passed and failed):
+        check(False, "the skip, pass and skip-then-fail runs wrote their JUnit files")
+        return
+    both = not_run_lines(("release", skip), ("asan", skip))
+    check(both is not None and len(both) == 3 and both[0].endswith(": 2 tests (skipped, in whole or in part, "
+                                                                    "wherever registered)")
+          and all(line.startswith(f"test.sh:   {i}. ") and "(release, asan): planted (skip)" in line
+                  for i, line in zip((1, 2), both[1:])),
+          f"skipped in both stages: numbered and counted, both stages named ({both})")
+    for other, name in ((passed, "passed"), (failed, "failed")):
+        lines = not_run_lines(("release", skip), ("cuda-sim", other))
+        check(lines == ["test.sh: not run by any stage here: 0 tests"],
+              f"skipped in one stage and {name} in another: not listed as not run ({lines})")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--planted", action="store_true", help="be the planted Python test")
@@ -108,14 +138,17 @@ def main():
         return planted_python_test()
     if not (a.ctest and a.build and a.work):
         ap.error("--ctest, --build and --work are needed (or --planted)")
+    junits = {}
     for outcome, want in EXPECTED.items():
         junit = run_planted(a.ctest, a.build, os.path.join(a.work, outcome), outcome)
         if junit is None:
             continue
+        junits[outcome] = junit
         got = statuses(junit)
         check(len(got) == 2 and all(v == want for v in got.values()),
               f"{outcome}: both planted tests (doctest, Python) are reported {want}: {got}")
         check_summary(outcome, junit, got)
+    check_not_run(junits)
     print("skip_accounting: " + ("FAILED: " + "; ".join(failures) if failures else "all checks passed"))
     return 1 if failures else 0
 
