@@ -175,9 +175,11 @@ static std::vector<Tensor*> sums_to_add_into(const std::vector<Var>& ins,
 // A tensor of x's shape (one element) holding 1, made once per dtype and
 // device and shared by every backward: no kernel fills a new one each
 // step. Its holders never own it alone, so nothing adds into it in place.
-// Never freed (the CUDA runtime may be gone at exit).
+// Never freed (the CUDA runtime may be gone at exit), the map neither, so
+// that the tensors stay reachable to the end (LeakSanitizer looks after
+// the static destructors have run).
 static std::mutex ones_mutex;
-static std::map<std::pair<DType, Device>, Tensor*> ones;
+static std::map<std::pair<DType, Device>, Tensor*>& ones = *new std::map<std::pair<DType, Device>, Tensor*>;
 static Tensor one_like(const Tensor& x) {
   std::lock_guard<std::mutex> lock(ones_mutex);
   Tensor*& one = ones[{x.dtype(), x.device()}];
