@@ -216,7 +216,7 @@ TEST_CASE("lina graph renders SVG with graphviz") {
   svg << f.rdbuf();
   CHECK(svg.str().find("<svg") != std::string::npos);
   CHECK(svg.str().find("blocks.3.mix.o") != std::string::npos);
-  CHECK(svg.str().find("saved probs") != std::string::npos);  // the fused attention op
+  CHECK(svg.str().find("saved lse") != std::string::npos);  // the fused attention op keeps each row's log-sum-exp
   std::filesystem::remove_all(dir);
 }
 
