@@ -74,6 +74,7 @@ void finish_bench_options(BenchOptions& o) {
   if (o.warmup < 0) o.warmup = o.quick ? 1 : 2;
   if (o.infer_steps < 0) o.infer_steps = o.quick ? 3 : 8;
   if (o.rounds < 0) o.rounds = o.quick ? 1 : 3;
+  if (o.products) o.profile = true;  // the products to time are the profile's
   check(o.rounds > 0, "--rounds must be positive, got " + std::to_string(o.rounds));
   check(o.warmup >= 0, "--warmup must not be negative");
   check(o.steps > 0, "--steps must be positive, got " + std::to_string(o.steps));
@@ -368,6 +369,57 @@ void print_profiles(BenchRun& run, const json& train, double gemm_gflops, double
   }
 }
 
+// --products: each matrix product of the profiled steps timed again on its
+// own, lina's path (a block of C per thread, backend_cpu/matmul.cpp) against
+// OpenBLAS's own threads on the whole product, and what each preset's step
+// would spend in its products on either, or on the faster of the two for
+// each product.
+json product_rows(BenchRun& run, const json& train) {
+  std::vector<std::string> shapes;
+  for (const json& r : train)
+    for (const json& e : r["profile"]["entries"])
+      if (e["op"] == "matmul" && std::find(shapes.begin(), shapes.end(), e["detail"]) == shapes.end())
+        shapes.push_back(e["detail"]);
+  const std::vector<ProductTiming> timings = measure_products(shapes, run.o.quick ? 2 : 5);
+  json out = {{"products", json::array()}, {"per_step", json::array()}};
+  if (timings.empty()) {
+    run.say("");
+    run.say("products: not compared (lina's products do not run on OpenBLAS here)");
+    return out;
+  }
+  run.say("");
+  run.say("Products of the step, each timed on its own: lina's path (a block of C per thread) against OpenBLAS's");
+  run.say("own threads on the whole product (medians of one call, alternating pairs; ratio > 1: lina's path faster)");
+  char line[160];
+  std::snprintf(line, sizeof line, "  %-34s %10s %12s %14s", "product", "lina ms", "OpenBLAS ms", "OpenBLAS/lina");
+  run.say(line);
+  for (const ProductTiming& t : timings) {
+    std::snprintf(line, sizeof line, "  %-34s %10.2f %12.2f %14.3f", t.shape.c_str(), t.lina_ms, t.openblas_ms,
+                  t.lina_over_openblas);
+    run.say(line);
+    out["products"].push_back({{"shape", t.shape}, {"lina_ms", t.lina_ms}, {"openblas_ms", t.openblas_ms},
+                               {"lina_over_openblas", t.lina_over_openblas}});
+  }
+  for (const json& r : train) {
+    double lina = 0, theirs = 0, faster = 0;
+    for (const json& e : r["profile"]["entries"]) {
+      if (e["op"] != "matmul") continue;
+      const double calls = double(e["calls"]) / run.o.steps;
+      for (const ProductTiming& t : timings)
+        if (t.shape == e["detail"]) {
+          lina += calls * t.lina_ms, theirs += calls * t.openblas_ms;
+          faster += calls * std::min(t.lina_ms, t.openblas_ms);
+        }
+    }
+    const std::string name = r["preset"].get<std::string>() + " " + r["shape"].get<std::string>();
+    run.say("  " + name + ": its products " + fmt("%.1f", lina) + " ms a step on lina's path, " + fmt("%.1f", theirs) +
+            " on OpenBLAS's threads, " + fmt("%.1f", faster) + " taking the faster for each");
+    out["per_step"].push_back({{"preset", r["preset"]}, {"shape", r["shape"]}, {"lina_ms", lina},
+                               {"openblas_ms", theirs}, {"faster_ms", faster}});
+  }
+  return out;
+}
+
 json gemm_json(const GemmRate& g) {
   auto or_null = [](double v) { return v < 0 ? json(nullptr) : json(v); };
   return {{"M", g.M}, {"K", g.K}, {"N", g.N}, {"dtype", "float32"}, {"lina_gflops", g.lina_gflops},
@@ -403,6 +455,7 @@ std::string run_bench(const BenchOptions& o) {
   print_inference(run, infer);
   // the limits: the faster of lina's GEMM path and OpenBLAS's own threads
   if (o.profile) print_profiles(run, train, std::max(g.lina_gflops, g.openblas_gflops), memory.gbps);
+  const json products = o.products ? product_rows(run, train) : json(nullptr);
 
   double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const double load_after = load_average();
@@ -412,7 +465,7 @@ std::string run_bench(const BenchOptions& o) {
   if (!o.json.empty()) {
     std::vector<std::string> shapes;
     for (const BenchShape& s : o.shapes) shapes.push_back(shape_name(s));
-    json doc = {{"schema", "lina-bench-1"}, {"quick", o.quick}, {"profile", o.profile},
+    json doc = {{"schema", "lina-bench-1"}, {"quick", o.quick}, {"profile", o.profile}, {"products", products},
                 {"scan_chunk", o.scan_chunk > 0 ? o.scan_chunk : ModelConfig().scan_chunk},
                 {"steps", o.steps}, {"warmup", o.warmup}, {"infer_steps", o.infer_steps}, {"rounds", o.rounds},
                 {"presets", o.presets}, {"shapes", shapes}, {"contexts", o.contexts},

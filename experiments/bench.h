@@ -45,6 +45,9 @@ struct BenchOptions {
   int scan_chunk = 0;                    // tokens per chunk of the chunked scan (0 = the config's)
   bool quick = false;
   bool profile = false;
+  // --products (implies --profile): every matrix product the profiled steps
+  // make, timed again on its own on lina's path and on OpenBLAS's threads.
+  bool products = false;
   std::string json;                      // where to write the json ("" = nowhere)
 };
 
@@ -95,5 +98,18 @@ struct GemmRate {
   std::string openblas_core;
 };
 GemmRate measure_gemm(int repeats);
+
+// One matrix product of a training step, as the profile names it
+// ("16256x688x128 B^T": M×N×K, the operands read transposed, the batch, +=
+// for one added into C), timed on lina's path and on OpenBLAS's own
+// threads in alternating pairs (as measure_gemm does).
+struct ProductTiming {
+  std::string shape;
+  double lina_ms = 0, openblas_ms = 0;  // one call, medians
+  double lina_over_openblas = 0;        // the pairs' median ratio: > 1, lina's path is faster
+};
+// Every product of `shapes`, in order; empty unless lina's products run on
+// OpenBLAS (there is nothing to compare with otherwise).
+std::vector<ProductTiming> measure_products(const std::vector<std::string>& shapes, int repeats);
 
 }  // namespace lina

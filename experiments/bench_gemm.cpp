@@ -1,6 +1,8 @@
 // The model-FLOP count of a training step and the machine's GEMM rate.
 #include <algorithm>
 #include <chrono>
+#include <sstream>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -66,6 +68,50 @@ double median_ms(int repeats, F&& f) {
   return median(ms);
 }
 
+// One product (g, batch entries one after another) on OpenBLAS with as
+// many threads as the machine has; then back to one thread, as lina calls it
+// from its own threads.
+void openblas_own_threads(const cpu::OpenBlas& blas, const dispatch::GemmShape& g, const float* a,
+                          const float* b, float* c, float beta) {
+  blas.set_num_threads(int(std::max(1u, std::thread::hardware_concurrency())));
+  const int lda = int(g.ta ? g.M : g.K), ldb = int(g.tb ? g.K : g.N);  // row-major, as stored
+  for (int64_t i = 0; i < g.batch; ++i)
+    blas.sgemm(cpu::kCblasRowMajor, g.ta ? cpu::kCblasTrans : cpu::kCblasNoTrans,
+               g.tb ? cpu::kCblasTrans : cpu::kCblasNoTrans, int(g.M), int(g.N), int(g.K), 1.0f,
+               a + i * g.stride_a, lda, b + i * g.stride_b, ldb, beta, c + i * g.stride_c, int(g.N));
+  blas.set_num_threads(1);
+}
+
+// Two ways of doing the same work, timed in alternating pairs (the first
+// way first, then the second way first), so that both see the same moments
+// of whatever else runs on the machine. The medians of each, and the median
+// of the pairs' ratios second/first (> 1: the first way is faster).
+struct PairedTimes {
+  double first_ms = 0, second_ms = 0, second_over_first = 0;
+};
+template <class F, class G>
+PairedTimes paired_times(int repeats, F&& first, G&& second) {
+  std::vector<double> a, b, ratio;
+  for (int i = 0; i < 2 * repeats; ++i) {
+    const bool first_first = i % 2 == 0;
+    double ms[2];
+    for (int turn = 0; turn < 2; ++turn) {
+      const bool run_first = (turn == 0) == first_first;
+      // Both thread pools spin a while after a product before they sleep
+      // (OpenBLAS's up to about 2^28 cycles); a pause first keeps one
+      // way's idle threads off the cores the other is timed on, and an
+      // untimed run then wakes this way's threads and the cores.
+      std::this_thread::sleep_for(std::chrono::milliseconds(150));
+      run_first ? first() : second();
+      ms[run_first ? 0 : 1] = run_first ? timed_ms(first) : timed_ms(second);
+    }
+    a.push_back(ms[0]);
+    b.push_back(ms[1]);
+    ratio.push_back(ms[1] / ms[0]);
+  }
+  return {median(a), median(b), median(ratio)};
+}
+
 }  // namespace
 
 GemmRate measure_gemm(int repeats) {
@@ -81,42 +127,17 @@ GemmRate measure_gemm(int repeats) {
 
   // OpenBLAS on the whole product with its own threads, when installed.
   const cpu::OpenBlas* blas = cpu::openblas();
-  const unsigned cpus = std::max(1u, std::thread::hardware_concurrency());
   auto openblas_threads = [&] {
-    blas->set_num_threads(int(cpus));
-    blas->sgemm(cpu::kCblasRowMajor, cpu::kCblasNoTrans, cpu::kCblasNoTrans, int(r.M), int(r.N),
-                int(r.K), 1.0f, a.data<float>(), int(r.K), b.data<float>(), int(r.N), 0.0f,
-                c.data<float>(), int(r.N));
-    blas->set_num_threads(1);  // back to one: lina calls it from its own threads
+    openblas_own_threads(*blas, g, a.data<float>(), b.data<float>(), c.data<float>(), 0.0f);
   };
   if (!blas) {
     r.lina_ms = median_ms(repeats, lina_path);
   } else {
-    // The two paths in alternating pairs (lina first, then OpenBLAS first), so
-    // that both see the same moments of whatever else runs on the machine;
-    // the ratio is the median of the pairs' ratios.
-    std::vector<double> lina, theirs, ratio;
-    for (int i = 0; i < 2 * repeats; ++i) {
-      const bool lina_first = i % 2 == 0;
-      double ms[2];
-      for (int turn = 0; turn < 2; ++turn) {
-        const bool run_lina = (turn == 0) == lina_first;
-        // Both thread pools spin a while after a product before they sleep
-        // (OpenBLAS's up to about 2^28 cycles); a pause first keeps one
-        // path's idle threads off the cores the other is timed on, and an
-        // untimed product then wakes this path's threads and the cores.
-        std::this_thread::sleep_for(std::chrono::milliseconds(150));
-        run_lina ? lina_path() : openblas_threads();
-        ms[run_lina ? 0 : 1] = run_lina ? timed_ms(lina_path) : timed_ms(openblas_threads);
-      }
-      lina.push_back(ms[0]);
-      theirs.push_back(ms[1]);
-      ratio.push_back(ms[1] / ms[0]);  // > 1: lina's path is faster
-    }
-    r.lina_ms = median(lina);
-    r.openblas_ms = median(theirs);
+    const PairedTimes t = paired_times(repeats, lina_path, openblas_threads);
+    r.lina_ms = t.first_ms;
+    r.openblas_ms = t.second_ms;
     r.openblas_gflops = flops / (r.openblas_ms * 1e6);
-    r.lina_over_openblas = median(ratio);
+    r.lina_over_openblas = t.second_over_first;
     r.openblas_core = blas->core;
   }
   r.lina_gflops = flops / (r.lina_ms * 1e6);
@@ -128,6 +149,53 @@ GemmRate measure_gemm(int repeats) {
     cpu::set_cpu_gemm(cpu::CpuGemm::OpenBlas);
   }
   return r;
+}
+
+// ---- the step's own products ----------------------------------------------------------------
+
+namespace {
+
+// The product a profile names "16256x688x128 B^T +=" (M×N×K, the operands
+// read transposed, "batch N", += for beta 1: dispatch::gemm's profile
+// detail); false for a name it does not recognise.
+bool parse_product(const std::string& name, dispatch::GemmShape& g, bool& accumulate) {
+  std::istringstream in(name);
+  char x1 = 0, x2 = 0;
+  if (!(in >> g.M >> x1 >> g.N >> x2 >> g.K) || x1 != 'x' || x2 != 'x') return false;
+  accumulate = false;
+  for (std::string word; in >> word;) {
+    if (word == "A^T") g.ta = true;
+    else if (word == "B^T") g.tb = true;
+    else if (word == "+=") accumulate = true;
+    else if (word == "batch" && in >> g.batch) continue;
+    else return false;
+  }
+  if (g.batch > 1) g.stride_a = g.M * g.K, g.stride_b = g.K * g.N, g.stride_c = g.M * g.N;
+  return g.M > 0 && g.N > 0 && g.K > 0 && g.batch > 0;
+}
+
+}  // namespace
+
+std::vector<ProductTiming> measure_products(const std::vector<std::string>& shapes, int repeats) {
+  std::vector<ProductTiming> out;
+  const cpu::OpenBlas* blas = cpu::openblas();
+  if (!blas || cpu::cpu_gemm() != cpu::CpuGemm::OpenBlas) return out;
+  Rng rng(7);
+  for (const std::string& name : shapes) {
+    dispatch::GemmShape g;
+    bool accumulate = false;
+    if (!parse_product(name, g, accumulate)) continue;
+    Tensor a = Tensor::randn({g.batch, g.M * g.K}, rng), b = Tensor::randn({g.batch, g.K * g.N}, rng);
+    Tensor c = Tensor::zeros({g.batch, g.M * g.N});
+    const float beta = accumulate ? 1.0f : 0.0f;
+    auto lina_path = [&] { dispatch::gemm(g, a, b, c, 1.0, beta); };
+    auto openblas_threads = [&] {
+      openblas_own_threads(*blas, g, a.data<float>(), b.data<float>(), c.data<float>(), beta);
+    };
+    const PairedTimes t = paired_times(repeats, lina_path, openblas_threads);
+    out.push_back({name, t.first_ms, t.second_ms, t.second_over_first});
+  }
+  return out;
 }
 
 }  // namespace lina

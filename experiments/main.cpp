@@ -4,7 +4,7 @@
 //   lina eval --task recall --checkpoint F --predictions P.json [--batches N]
 //   lina sample --checkpoint F --prompt "ROMEO:" --tokens 200
 //   lina state-size --context 4096
-//   lina bench [--quick] [--presets attn,gdn] [--profile] [--json F]
+//   lina bench [--quick] [--presets attn,gdn] [--profile] [--products] [--json F]
 //   lina teach [--param NAME]    a gradient by backward() beside a finite difference
 //   lina trace                   every op of one step, forward then backward
 //   lina graph --out g.dot       the graph of one step (and g.svg with graphviz)
@@ -311,6 +311,7 @@ struct BenchCommand {
       sub->add_flag("--profile", bo.profile, "time every kernel entry point (forward/backward) and count allocations");
       sub->add_option("--pairs", bo.pairs, "also time every preset against attn in one process, N pairs of alternating steps (default 0: off)")->check(within(0, 1e4));
     }
+    app->add_flag("--products", bo.products, "also time each product of the profiled steps on lina's path and on OpenBLAS's own threads (implies --profile)");
     app->add_flag("--quick", bo.quick, "fewer steps and tokens, no inference context 4096, one round (at most 2 minutes)");
     app->add_option("--rounds", bo.rounds, "rounds over every preset and shape, the median kept (default 3; --quick 1)")->check(within(1, 100));
     app->add_option("--json", bo.json, "write the results to this json file");

@@ -118,6 +118,47 @@ TEST_CASE("bench --quick: json keys, FLOPs per step, GEMM rate, profile") {
   std::filesystem::remove_all(d);
 }
 
+TEST_CASE("bench --products: every product of the profiled step timed on lina's path and OpenBLAS's threads") {
+  auto d = temp_dir("bench-products");
+  std::string out = (d / "bench.json").string();
+  auto r = run("bench --quick --presets gdn --steps 1 --warmup 0 --shapes 8x16 --contexts 16 --infer-steps 1 "
+               "--products --json " + out);
+  INFO(r.output);
+  REQUIRE(r.code == 0);
+  std::ifstream f(out);
+  json j = json::parse(f);
+  CHECK(j["profile"] == true);  // --products implies --profile: its products are the profile's
+  const json& t = j["train"][0];
+  std::vector<std::string> profiled;
+  double lina_step = 0;
+  const json& products = j["products"]["products"];
+  for (const json& e : t["profile"]["entries"])
+    if (e["op"] == "matmul") profiled.push_back(e["detail"]);
+  REQUIRE(!profiled.empty());
+  if (j["gemm"]["openblas"] != "installed") {
+    CHECK(products.empty());
+    CHECK(r.output.find("products: not compared") != std::string::npos);
+    return;
+  }
+  REQUIRE(products.size() == profiled.size());  // each shape once, in the profile's order
+  for (size_t i = 0; i < products.size(); ++i) {
+    CHECK(products[i]["shape"] == profiled[i]);
+    CHECK(double(products[i]["lina_ms"]) > 0);
+    CHECK(double(products[i]["openblas_ms"]) > 0);
+    CHECK(std::isfinite(double(products[i]["lina_over_openblas"])));
+  }
+  for (const json& e : t["profile"]["entries"])
+    if (e["op"] == "matmul")
+      for (const json& p : products)
+        if (p["shape"] == e["detail"]) lina_step += double(e["calls"]) * double(p["lina_ms"]);  // one step
+  const json& step = j["products"]["per_step"][0];
+  CHECK(step["preset"] == "gdn");
+  CHECK(double(step["lina_ms"]) == doctest::Approx(lina_step));
+  CHECK(double(step["faster_ms"]) <= std::min(double(step["lina_ms"]), double(step["openblas_ms"])) + 1e-9);
+  CHECK(r.output.find("OpenBLAS/lina") != std::string::npos);
+  std::filesystem::remove_all(d);
+}
+
 TEST_CASE("bench bad input: one line, non-zero exit") {
   expect_error("bench --presets attn,transformer", "unknown preset 'transformer'");
   expect_error("bench --steps 0", "--steps: must be in 1..10000, got 0");
