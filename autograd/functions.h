@@ -160,12 +160,12 @@ Var rope(const Var& x, int64_t pos0 = 0, double base = 10000.0);
 
 // ---- scan: the recurrences of the recurrent mixers ----
 // The recurrence of the recurrent mixers (docs/recurrence.md, docs/recurrence-gated.md):
-//   S_t = S_{t−1} diag(a_t) + u_t k_tᵀ,  o_t = S_t q_t,  per (batch, head), S is d×d
-//   linear: a = 1, u = v;  delta: a = 1, u = β(v − S k);  gated delta: u = β(v − α S k);
-//   retention: a = γ_h fixed;  gated linear: a = α_t;  channel-gated linear: a_t per key channel
+//   S_t = S_{t−1} diag(α_t) + u_t k_tᵀ,  o_t = S_t q_t,  per (batch, head), S is d×d
+//   linear: α = 1, u = v;  delta: α = 1, u = β(v − S k);  gated delta: u = β(v − α S k);
+//   retention: α = α_h fixed;  gated linear: α_t per head;  channel-gated linear: α_t per key channel
 // ScanRule and its properties: core/kernel_args.h
 // ScanOptions (rule, form, chunk): core/kernel_args.h
-// q, k, v [B, T, H, d]; beta and log_alpha (g = log α) [B, T, H] (log_alpha
+// q, k, v [B, T, H, d]; beta and log_alpha (log α) [B, T, H] (log_alpha
 // [B, T, H, d] for the channel-gated rule), undefined when the rule does not
 // use them. initial_state [B, H, d, d] (value × key)
 // or undefined for zeros (no gradient flows to it). If final_state is not

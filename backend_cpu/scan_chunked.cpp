@@ -23,21 +23,27 @@
 // the write vectors U [B, T, H, D], kept by the forward for the backward
 // (ScanChunkedSaved). Outputs are written (=), never accumulated. Inside,
 // each chunk's rows are copied into contiguous C×D blocks, a last chunk
-// shorter than C padded with zero rows: q = k = v = 0, β = 0, log a = 0
+// shorter than C padded with zero rows: q = k = v = 0, β = 0, log α = 0
 // neither write nor decay, so the padding is exact (§3.3) and every product
 // has the same sizes. The state is carried transposed, Sᵀ [key × value],
 // which makes each product with Sᵀ a row-times-matrix product.
 //
-// Decays. a_r = exp(log a_r) is token r's decay: one number per head (or
-// 1 without decay), or one per key channel (w = D columns instead of 1).
-// Within a chunk (§3.1, recurrence-gated.md §2):
-//   γ_r  = a_0 ⋯ a_r            from the chunk start through row r
-//   δ_i  = a_{i+1} ⋯ a_{C−1}    from row i to the chunk end
-//   Γ_ri = a_{i+1} ⋯ a_r        for i ≤ r, 0 above the diagonal
-// each a running product of at most C factors: never the exp of a
-// difference of two large sums, never a division, so nothing overflows and
-// an underflow to 0 is harmless (§5.3). A decay per key channel has one Γ
-// per channel, walked pair by pair inside the read-out weights P.
+// Decays. The scan reads each token's decay as its log, log α_r; α_r is one
+// number per head (1 without decay), or one per key channel (w = D columns
+// instead of 1). Within a chunk every decay is the exponential of the
+// cumulative logs λ_r = log α_0 + … + log α_r or of a difference of them
+// (§3.1, recurrence-gated.md §2):
+//   from_start_r     = e^{λ_r}          from the chunk start through row r
+//   to_end_i         = e^{λ_end − λ_i}  from row i to the chunk end (λ_end = λ_{C−1})
+//   head_between_ri  = e^{λ_r − λ_i}    Λ_ri: from row i to row r, for i ≤ r (0 above the diagonal)
+// The CPU takes one exp per token, α_r = e^{log α_r}, and forms each of
+// these as the product of the α whose logs the exponent sums (e^{λ_r} =
+// α_0 ⋯ α_r, e^{λ_end − λ_i} = α_{i+1} ⋯ α_{C−1}, e^{λ_r − λ_i} = α_{i+1} ⋯ α_r):
+// running products of at most C factors ≤ 1, never the exp of a difference
+// of two large sums, never a division, so nothing overflows and an
+// underflow to 0 is harmless (§5.3). A decay per key channel has one Λ per
+// channel (channel_between), walked pair by pair inside the read-out
+// weights P.
 #include <algorithm>
 #include <tuple>
 #include <utility>
@@ -52,9 +58,9 @@ namespace {
 
 using namespace scan_chunk;
 
-// The write rule S_t = S_{t−1} diag(a_t) + u_t k_tᵀ as compile-time facts.
+// The write rule S_t = S_{t−1} diag(α_t) + u_t k_tᵀ as compile-time facts.
 template <DecayKind kDecay, bool kDelta> struct WriteRule {
-  static constexpr bool delta = kDelta;  // u = β(v − S_{t−1} diag(a) k), else u = v
+  static constexpr bool delta = kDelta;  // u = β(v − S_{t−1} diag(α) k), else u = v
   static constexpr bool per_channel = kDecay == DecayKind::LearnedPerChannel;
   static constexpr bool learned = kDecay == DecayKind::LearnedPerHead || per_channel;  // writes dlog_alpha
   static_assert(!(kDelta && per_channel), "no chunked form of a delta rule decaying per channel");
@@ -81,31 +87,31 @@ template <class T, class Rule, class Size> struct ChunkTerms {
   T *Q, *K, *V;       // C×D   the chunk's rows of q, k, v
   T* Kt;              // D×C   Kᵀ
   T* beta;            // C     β (delta rules)
-  T* a;               // C×w   a_r, each token's decay
-  T* gamma;           // C×w   γ_r
-  T* delta;           // C×w   δ_i
-  T* Gamma;           // C×C   Γ (decay per head, or none: the lower triangle of ones)
-  T* Qg;              // C×D   Q ⊙ γ: how each row reads the entering state
-  T* Kd;              // C×D   K ⊙ δ: how the chunk end sees each key
+  T* alpha;           // C×w   α_r = e^{log α_r}, each token's decay
+  T* from_start;      // C×w   e^{λ_r}
+  T* to_end;          // C×w   e^{λ_end − λ_i}
+  T* head_between;    // C×C   Λ_ri = e^{λ_r − λ_i} (decay per head, or none: the lower triangle of ones)
+  T* Qstart;          // C×D   Q ⊙ e^λ: how each row reads the entering state
+  T* Kend;            // C×D   K ⊙ e^{λ_end − λ}: how the chunk end sees each key
   T* P;               // C×C   the read-out weights of the chunk's own writes, 0 above the diagonal
-  T* E;               // C×C   K Kᵀ ⊙ Γ (delta rules)
+  T* E;               // C×C   K Kᵀ ⊙ Λ (delta rules)
   T* A;               // C×C   strictly_lower(diag(β) E): I + A is the system of F2 (delta rules)
-  T* YW;              // C×2D  [Y | W], (I + A)[Y | W] = [diag(β) V | diag(β ⊙ γ) K] (delta rules)
+  T* YW;              // C×2D  [Y | W], (I + A)[Y | W] = [diag(β) V | diag(β ⊙ e^λ) K] (delta rules)
   T* U;               // C×D   the write vectors as rows: Y − W Sᵀ (delta rules), else V
   T* O;               // C×D   the chunk's read-out (forward)
-  T* walk;            // D     Γ_ri of one pair (r, i) per key channel (decay per channel)
+  T* channel_between; // D     e^{λ_rj − λ_ij} of one pair (r, i), per key channel j (decay per channel)
 
   ChunkTerms(Carver<T>& carve, const Size& z) {
     const int C = z.C, D = z.D, w = decay_width<Rule>(z), with_delta = Rule::delta;
     St = carve.take(D * D);
     Q = carve.take(C * D), K = carve.take(C * D), V = carve.take(C * D), Kt = carve.take(D * C);
-    beta = carve.take(C), a = carve.take(C * w), gamma = carve.take(C * w), delta = carve.take(C * w);
-    Gamma = carve.take(Rule::per_channel ? 0 : C * C);
-    Qg = carve.take(C * D), Kd = carve.take(C * D), P = carve.take(C * C);
+    beta = carve.take(C), alpha = carve.take(C * w), from_start = carve.take(C * w), to_end = carve.take(C * w);
+    head_between = carve.take(Rule::per_channel ? 0 : C * C);
+    Qstart = carve.take(C * D), Kend = carve.take(C * D), P = carve.take(C * C);
     E = carve.take(with_delta * C * C), A = carve.take(with_delta * C * C);
     YW = carve.take(with_delta * C * 2 * D);
     U = Rule::delta ? carve.take(C * D) : V;
-    O = carve.take(C * D), walk = carve.take(D);
+    O = carve.take(C * D), channel_between = carve.take(D);
   }
 };
 
@@ -119,7 +125,7 @@ template <class Size, class T> void store_rows(const Size& z, const T* block, co
   for (int r = 0; r < at.c; ++r) copy_row(z.D, block + r * z.D, x + at.row(r) * z.D);
 }
 
-// The chunk's rows, β, and its decays a, γ, δ, Γ (§3.1).
+// The chunk's rows, β, and its decays α, e^{λ_r}, e^{λ_end − λ_i}, Λ (§3.1).
 template <class T, class Rule, class Size>
 void load_chunk(const ScanShape& s, const ScanInputs<T>& in, const ChunkPlace& at, const Size& z,
                 ChunkTerms<T, Rule, Size>& m) {
@@ -129,37 +135,39 @@ void load_chunk(const ScanShape& s, const ScanInputs<T>& in, const ChunkPlace& a
   load_rows(z, in.k, at, m.K);
   load_rows(z, in.v, at, m.V);
   for (int r = 0; r < C; ++r) m.beta[r] = Rule::delta && r < at.c ? in.beta[at.row(r)] : T(0);
-  // a_r = exp(log a_r), read through scan_log_alpha (0, so a = 1, without decay and when padding)
+  // α_r = exp(log α_r), read through scan_log_alpha (0, so α = 1, without decay and when padding)
   for (int r = 0; r < C; ++r)
     for (int j = 0; j < w; ++j)
-      m.a[r * w + j] = r < at.c ? scan_log_alpha(s, in.log_alpha, at.row(r), j) : T(0);
-  exp_in_place(times(z.C, decay_width<Rule>(z)), m.a);
-  // γ_0 = a_0, γ_r = γ_{r−1} ⊙ a_r;   δ_{C−1} = 1, δ_i = δ_{i+1} ⊙ a_{i+1}
-  std::copy(m.a, m.a + w, m.gamma);
-  std::fill(m.delta + (C - 1) * w, m.delta + C * w, T(1));
-  for (int r = 1; r < C; ++r) multiply_row(w, m.gamma + (r - 1) * w, m.a + r * w, m.gamma + r * w);
-  for (int i = C - 2; i >= 0; --i) multiply_row(w, m.delta + (i + 1) * w, m.a + (i + 1) * w, m.delta + i * w);
+      m.alpha[r * w + j] = r < at.c ? scan_log_alpha(s, in.log_alpha, at.row(r), j) : T(0);
+  exp_in_place(times(z.C, decay_width<Rule>(z)), m.alpha);
+  // e^{λ_0} = α_0, e^{λ_r} = e^{λ_{r−1}} ⊙ α_r;
+  // e^{λ_end − λ_{C−1}} = 1, e^{λ_end − λ_i} = e^{λ_end − λ_{i+1}} ⊙ α_{i+1}
+  std::copy(m.alpha, m.alpha + w, m.from_start);
+  std::fill(m.to_end + (C - 1) * w, m.to_end + C * w, T(1));
+  for (int r = 1; r < C; ++r) multiply_row(w, m.from_start + (r - 1) * w, m.alpha + r * w, m.from_start + r * w);
+  for (int i = C - 2; i >= 0; --i) multiply_row(w, m.to_end + (i + 1) * w, m.alpha + (i + 1) * w, m.to_end + i * w);
   if constexpr (!Rule::per_channel) {
-    // Γ: row r is row r − 1 times a_r left of the diagonal, 1 on it, 0 above
-    std::fill(m.Gamma, m.Gamma + C * C, T(0));
-    m.Gamma[0] = T(1);
+    // Λ: row r is row r − 1 times α_r left of the diagonal, 1 on it, 0 above
+    std::fill(m.head_between, m.head_between + C * C, T(0));
+    m.head_between[0] = T(1);
     for (int r = 1; r < C; ++r) {
-      scale_row(r, m.a[r], m.Gamma + (r - 1) * C, m.Gamma + r * C);
-      m.Gamma[r * C + r] = T(1);
+      scale_row(r, m.alpha[r], m.head_between + (r - 1) * C, m.head_between + r * C);
+      m.head_between[r * C + r] = T(1);
     }
   }
 }
 
-// Calls visit(r, i, Γ_ri) for every pair i ≤ r of real rows, Γ_ri the D
-// decays per key channel from token i to token r: walked from i = r
-// (Γ_rr = 1) down, Γ_{r,i−1} = Γ_ri ⊙ a_i, one multiply per channel and no exp.
+// Calls visit(r, i, Λ_ri) for every pair i ≤ r of real rows, Λ_ri =
+// e^{λ_r − λ_i} the D decays per key channel from token i to token r: walked
+// from i = r (Λ_rr = 1) down, Λ_{r,i−1} = Λ_ri ⊙ α_i, one multiply per
+// channel and no exp.
 template <class T, class Rule, class Size, class Visit>
 void walk_channel_decays(const Size& z, const ChunkTerms<T, Rule, Size>& m, Visit visit) {
   for (int r = 0; r < m.c; ++r) {
-    std::fill(m.walk, m.walk + z.D, T(1));
+    std::fill(m.channel_between, m.channel_between + z.D, T(1));
     for (int i = r; i >= 0; --i) {
-      visit(r, i, m.walk);
-      for (int j = 0; j < z.D; ++j) m.walk[j] *= m.a[i * z.D + j];
+      visit(r, i, m.channel_between);
+      for (int j = 0; j < z.D; ++j) m.channel_between[j] *= m.alpha[i * z.D + j];
     }
   }
 }
@@ -173,19 +181,20 @@ void scale_by_decay(const Size& z, const T* __restrict x, const T* __restrict de
     for (int j = 0; j < z.D; ++j) out[r * z.D + j] = x[r * z.D + j] * decay_at<Rule>(z, decay, r, j);
 }
 
-// Qg = Q ⊙ γ, Kd = K ⊙ δ, Kᵀ, and the read-out weights of the chunk's own writes,
-//   per head:    P = (Q Kᵀ) ⊙ Γ
-//   per channel: P_ri = Σ_j q_rj k_ij Γ_rij  for i ≤ r
+// Qstart = Q ⊙ e^λ, Kend = K ⊙ e^{λ_end − λ}, Kᵀ, and the read-out weights
+// of the chunk's own writes,
+//   per head:    P = (Q Kᵀ) ⊙ Λ
+//   per channel: P_ri = Σ_j q_rj k_ij e^{λ_rj − λ_ij}  for i ≤ r
 template <class T, class Rule, class Size>
 void read_out_terms(const Size& z, ChunkTerms<T, Rule, Size>& m) {
   const int C = z.C, D = z.D;
-  scale_by_decay<Rule>(z, m.Q, m.gamma, m.Qg);
-  scale_by_decay<Rule>(z, m.K, m.delta, m.Kd);
+  scale_by_decay<Rule>(z, m.Q, m.from_start, m.Qstart);
+  scale_by_decay<Rule>(z, m.K, m.to_end, m.Kend);
   transpose(z.C, z.D, m.K, D, m.Kt);
   if constexpr (!Rule::per_channel) {
     product(z.C, z.C, z.D, m.Q, D, m.Kt, C, m.P, C);
     for (int r = 0; r < C; ++r)
-      for (int i = 0; i < C; ++i) m.P[r * C + i] *= m.Gamma[r * C + i];
+      for (int i = 0; i < C; ++i) m.P[r * C + i] *= m.head_between[r * C + i];
   } else {
     std::fill(m.P, m.P + C * C, T(0));
     walk_channel_decays(z, m, [&](int r, int i, const T* decay_ri) {
@@ -194,14 +203,14 @@ void read_out_terms(const Size& z, ChunkTerms<T, Rule, Size>& m) {
   }
 }
 
-// F1 of the delta rules: A = strictly_lower(diag(β) E),  E = K Kᵀ ⊙ Γ.
+// F1 of the delta rules: A = strictly_lower(diag(β) E),  E = K Kᵀ ⊙ Λ.
 template <class T, class Rule, class Size> void delta_system(const Size& z, ChunkTerms<T, Rule, Size>& m) {
   const int C = z.C, D = z.D;
   product(z.C, z.C, z.D, m.K, D, m.Kt, C, m.E, C);
   for (int r = 0; r < C; ++r) {
     const T beta_r = m.beta[r];
     for (int i = 0; i < C; ++i) {
-      m.E[r * C + i] *= m.Gamma[r * C + i];
+      m.E[r * C + i] *= m.head_between[r * C + i];
       m.A[r * C + i] = i < r ? beta_r * m.E[r * C + i] : T(0);
     }
   }
@@ -210,10 +219,10 @@ template <class T, class Rule, class Size> void delta_system(const Size& z, Chun
 // F2–F3 of the delta rules, for the chunk entering with state Sᵀ = m.St.
 template <class T, class Rule, class Size> void delta_solve(const Size& z, ChunkTerms<T, Rule, Size>& m) {
   const int C = z.C, D = z.D, D2 = z.D2;
-  // F2  (I + A) [Y | W] = [diag(β) V | diag(β ⊙ γ) K], by forward substitution
+  // F2  (I + A) [Y | W] = [diag(β) V | diag(β ⊙ e^λ) K], by forward substitution
   for (int r = 0; r < C; ++r) {
     scale_row(z.D, m.beta[r], m.V + r * D, m.YW + r * D2);
-    scale_row(z.D, m.beta[r] * m.gamma[r], m.K + r * D, m.YW + r * D2 + D);
+    scale_row(z.D, m.beta[r] * m.from_start[r], m.K + r * D, m.YW + r * D2 + D);
   }
   solve_unit_lower<false>(z.C, z.D2, m.A, m.YW);
   // F3  U = Y − W Sᵀ
@@ -260,12 +269,12 @@ void chunk_terms(const ScanShape& s, const ScanInputs<T>& in, const ChunkPlace& 
   }
 }
 
-// Sᵀ ← diag(γ_end) Sᵀ: S's key channels (rows of Sᵀ) decayed over the whole
-// chunk, γ_end = γ_{C−1}; out = diag(γ_end) x in general.
+// Sᵀ ← diag(e^{λ_end}) Sᵀ: S's key channels (rows of Sᵀ) decayed over the
+// whole chunk, λ_end = λ_{C−1}; out = diag(e^{λ_end}) x in general.
 template <class Rule, class Size, class T>
-void decay_over_chunk(const Size& z, const T* x, const T* gamma, T* out) {
+void decay_over_chunk(const Size& z, const T* x, const T* from_start, T* out) {
   for (int i = 0; i < z.D; ++i) {
-    const T decay = decay_at<Rule>(z, gamma, z.C - 1, i);
+    const T decay = decay_at<Rule>(z, from_start, z.C - 1, i);
     for (int j = 0; j < z.D; ++j) out[i * z.D + j] = decay * x[i * z.D + j];
   }
 }
@@ -273,12 +282,12 @@ void decay_over_chunk(const Size& z, const T* x, const T* gamma, T* out) {
 // F4–F5: the chunk's read-out, and the state leaving it (in m.St).
 template <class T, class Rule, class Size> void read_out(const Size& z, ChunkTerms<T, Rule, Size>& m) {
   const int C = z.C, D = z.D;
-  // F4  O = Qg Sᵀ + P U
-  product(z.C, z.D, z.D, m.Qg, D, m.St, D, m.O, D);
+  // F4  O = Qstart Sᵀ + P U
+  product(z.C, z.D, z.D, m.Qstart, D, m.St, D, m.O, D);
   product<false, Store::Add>(z.C, z.D, z.C, m.P, C, m.U, D, m.O, D);
-  // F5  S'ᵀ = diag(γ_end) Sᵀ + Kdᵀ U
-  decay_over_chunk<Rule>(z, m.St, m.gamma, m.St);
-  product<true, Store::Add>(z.D, z.D, z.C, m.Kd, D, m.U, D, m.St, D);
+  // F5  S'ᵀ = diag(e^{λ_end}) Sᵀ + Kendᵀ U
+  decay_over_chunk<Rule>(z, m.St, m.from_start, m.St);
+  product<true, Store::Add>(z.D, z.D, z.C, m.Kend, D, m.U, D, m.St, D);
 }
 
 // Where chunk n of the pair (b, h) sits in [B, T, H].
@@ -323,16 +332,16 @@ template <class T, class Rule, class Size> struct ChunkGrads {
   T* dO;         // C×D   the chunk's rows of dout
   T* dU;         // C×D   the gradient of the write vectors (= dV without delta)
   T* Ut;         // D×C   Uᵀ
-  T* dP;         // C×C   dO Uᵀ, then ⊙ Γ (decay per head)
+  T* dP;         // C×C   dO Uᵀ, then ⊙ Λ (decay per head)
   T *dOS, *UG;   // C×D   dO S and U dS'
   T *dQ, *dK;    // C×D   dq and dk through the read-out and the state (B3)
   T* dKw;        // C×D   dk through the write vectors (B7, delta rules)
   T* dB;         // C×2D  [dBV | dBK] of B6 (delta rules)
   T* YWt;        // 2D×C  [Y | W]ᵀ (delta rules)
-  T *dA, *dEG;   // C×C   dA and dE ⊙ Γ of B7 (delta rules)
-  T* dEsym;      // C×C   dE ⊙ Γ + (dE ⊙ Γ)ᵀ (delta rules)
+  T *dA, *dE_decayed;  // C×C   dA and dE ⊙ Λ of B7 (delta rules)
+  T* dEsym;      // C×C   dE ⊙ Λ + (dE ⊙ Λ)ᵀ (delta rules)
   T* dbeta;      // C     dβ (delta rules)
-  T* dlambda;    // C×w   dλ, then dlog a (B9–B10)
+  T* dlambda;    // C×w   dλ, then d log α (B9–B10)
   T* keys_end;   // D     per key channel: the terms of dλ that come through the chunk end
 
   ChunkGrads(Carver<T>& carve, const Size& z) {
@@ -342,7 +351,7 @@ template <class T, class Rule, class Size> struct ChunkGrads {
     dOS = carve.take(C * D), UG = carve.take(C * D), dQ = carve.take(C * D), dK = carve.take(C * D);
     dKw = carve.take(with_delta * C * D), dB = carve.take(with_delta * C * 2 * D);
     YWt = carve.take(with_delta * 2 * D * C), dA = carve.take(with_delta * C * C);
-    dEG = carve.take(with_delta * C * C), dEsym = carve.take(with_delta * C * C);
+    dE_decayed = carve.take(with_delta * C * C), dEsym = carve.take(with_delta * C * C);
     dbeta = carve.take(C), dlambda = carve.take(C * w), keys_end = carve.take(D);
   }
 };
@@ -351,21 +360,21 @@ template <class T, class Rule, class Size> struct ChunkGrads {
 template <class T, class Rule, class Size>
 void state_gradient(const Size& z, const ChunkTerms<T, Rule, Size>& m, ChunkGrads<T, Rule, Size>& g) {
   const int C = z.C, D = z.D;
-  // B1  dU = Kd dS'ᵀ + Pᵀ dO
-  product(z.C, z.D, z.D, m.Kd, D, g.Gt, D, g.dU, D);
+  // B1  dU = Kend dS'ᵀ + Pᵀ dO
+  product(z.C, z.D, z.D, m.Kend, D, g.Gt, D, g.dU, D);
   product<true, Store::Add>(z.C, z.D, z.C, m.P, C, g.dO, D, g.dU, D);
-  // B2  dSᵀ = diag(γ_end) dS'ᵀ + Qgᵀ dO − Wᵀ dU   (the W term with delta only)
-  decay_over_chunk<Rule>(z, g.Gt, m.gamma, g.dSt);
-  product<true, Store::Add>(z.D, z.D, z.C, m.Qg, D, g.dO, D, g.dSt, D);
+  // B2  dSᵀ = diag(e^{λ_end}) dS'ᵀ + Qstartᵀ dO − Wᵀ dU   (the W term with delta only)
+  decay_over_chunk<Rule>(z, g.Gt, m.from_start, g.dSt);
+  product<true, Store::Add>(z.D, z.D, z.C, m.Qstart, D, g.dO, D, g.dSt, D);
   if constexpr (Rule::delta)  // W is the right half of [Y | W], row stride 2D
     product<true, Store::Sub>(z.D, z.D, z.C, m.YW + D, z.D2, g.dU, D, g.dSt, D);
 }
 
 // B3: dq and dk through the read-out and the state (S: the entering state).
 //   dP = dO Uᵀ (rows r, columns i ≤ r)
-//   dQ = (dO S) ⊙ γ + Σ_{i ≤ r} dP_ri k_i ⊙ Γ_ri
-//   dK = (U dS') ⊙ δ + Σ_{r ≥ i} dP_ri q_r ⊙ Γ_ri
-// per head the sums are (dP ⊙ Γ) K and (dP ⊙ Γ)ᵀ Q.
+//   dQ = (dO S) ⊙ e^λ + Σ_{i ≤ r} dP_ri k_i ⊙ Λ_ri
+//   dK = (U dS') ⊙ e^{λ_end − λ} + Σ_{r ≥ i} dP_ri q_r ⊙ Λ_ri
+// per head the sums are (dP ⊙ Λ) K and (dP ⊙ Λ)ᵀ Q.
 template <class T, class Rule, class Size>
 void query_key_gradients(const Size& z, const ChunkTerms<T, Rule, Size>& m, const T* S,
                          ChunkGrads<T, Rule, Size>& g) {
@@ -373,12 +382,12 @@ void query_key_gradients(const Size& z, const ChunkTerms<T, Rule, Size>& m, cons
   transpose(z.C, z.D, m.U, D, g.Ut);
   product(z.C, z.C, z.D, g.dO, D, g.Ut, C, g.dP, C);
   product(z.C, z.D, z.D, g.dO, D, S, D, g.dOS, D);
-  scale_by_decay<Rule>(z, g.dOS, m.gamma, g.dQ);
+  scale_by_decay<Rule>(z, g.dOS, m.from_start, g.dQ);
   product(z.C, z.D, z.D, m.U, D, g.G, D, g.UG, D);
-  scale_by_decay<Rule>(z, g.UG, m.delta, g.dK);
+  scale_by_decay<Rule>(z, g.UG, m.to_end, g.dK);
   if constexpr (!Rule::per_channel) {
     for (int r = 0; r < C; ++r)
-      for (int i = 0; i < C; ++i) g.dP[r * C + i] *= m.Gamma[r * C + i];
+      for (int i = 0; i < C; ++i) g.dP[r * C + i] *= m.head_between[r * C + i];
     product<false, Store::Add>(z.C, z.D, z.C, g.dP, C, m.K, D, g.dQ, D);
     product<true, Store::Add>(z.C, z.D, z.C, g.dP, C, m.Q, D, g.dK, D);
   } else {
@@ -393,7 +402,7 @@ void query_key_gradients(const Size& z, const ChunkTerms<T, Rule, Size>& m, cons
 }
 
 // B5–B8 of the delta rules, through the system of F2 (S: the entering
-// state): [dBV | dBK], dA, dE ⊙ Γ, dβ, and dk through the write vectors.
+// state): [dBV | dBK], dA, dE ⊙ Λ, dβ, and dk through the write vectors.
 template <class T, class Rule, class Size>
 void write_gradients(const Size& z, const ChunkTerms<T, Rule, Size>& m, const T* S,
                      ChunkGrads<T, Rule, Size>& g) {
@@ -404,26 +413,26 @@ void write_gradients(const Size& z, const ChunkTerms<T, Rule, Size>& m, const T*
   for (int r = 0; r < C; ++r)
     for (int j = D; j < D2; ++j) g.dB[r * D2 + j] = -g.dB[r * D2 + j];
   solve_unit_lower<true>(z.C, z.D2, m.A, g.dB);
-  // B7  dA = −strictly_lower(dB [Y | W]ᵀ);  dE ⊙ Γ = diag(β) dA ⊙ Γ
+  // B7  dA = −strictly_lower(dB [Y | W]ᵀ);  dE ⊙ Λ = diag(β) dA ⊙ Λ
   transpose(z.C, z.D2, m.YW, D2, g.YWt);
   product(z.C, z.C, z.D2, g.dB, D2, g.YWt, C, g.dA, C);
   for (int r = 0; r < C; ++r) {
     const T beta_r = m.beta[r];
     for (int i = 0; i < C; ++i) {
       g.dA[r * C + i] = i < r ? -g.dA[r * C + i] : T(0);
-      g.dEG[r * C + i] = beta_r * g.dA[r * C + i] * m.Gamma[r * C + i];
+      g.dE_decayed[r * C + i] = beta_r * g.dA[r * C + i] * m.head_between[r * C + i];
     }
   }
-  //     dKw = diag(β ⊙ γ) dBK + (dE ⊙ Γ + (dE ⊙ Γ)ᵀ) K     (dV = diag(β) dBV is stored directly)
-  for (int r = 0; r < C; ++r) scale_row(z.D, m.beta[r] * m.gamma[r], g.dB + r * D2 + D, g.dKw + r * D);
+  //     dKw = diag(β ⊙ e^λ) dBK + (dE ⊙ Λ + (dE ⊙ Λ)ᵀ) K     (dV = diag(β) dBV is stored directly)
+  for (int r = 0; r < C; ++r) scale_row(z.D, m.beta[r] * m.from_start[r], g.dB + r * D2 + D, g.dKw + r * D);
   for (int r = 0; r < C; ++r)
-    for (int i = 0; i < C; ++i) g.dEsym[r * C + i] = g.dEG[r * C + i] + g.dEG[i * C + r];
+    for (int i = 0; i < C; ++i) g.dEsym[r * C + i] = g.dE_decayed[r * C + i] + g.dE_decayed[i * C + r];
   product<false, Store::Add>(z.C, z.D, z.C, g.dEsym, C, m.K, D, g.dKw, D);
-  // B8  dβ_r = dBV_r·v_r + γ_r dBK_r·k_r + Σ_i dA_ri E_ri
+  // B8  dβ_r = dBV_r·v_r + e^{λ_r} dBK_r·k_r + Σ_i dA_ri E_ri
   RowSums dbeta(z.C, g.dbeta);
   for (int r = 0; r < C; ++r) {
     dbeta.add_dot(r, z.D, g.dB + r * D2, m.V + r * D);
-    dbeta.add_dot(r, z.D, g.dB + r * D2 + D, m.K + r * D, m.gamma[r]);
+    dbeta.add_dot(r, z.D, g.dB + r * D2 + D, m.K + r * D, m.from_start[r]);
     dbeta.add_dot(r, z.C, g.dA + r * C, m.E + r * C);
   }
   dbeta.finish();
@@ -453,11 +462,11 @@ void store_gradients(const Size& z, const ChunkTerms<T, Rule, Size>& m,
 // (as e^{+λ}) or with k (as e^{−λ}), so those terms give
 // (recurrence-gated.md §3, B4)
 //   dλ_r    = q_r ⊙ dq_r − k_r ⊙ dk_r                       (dq, dk of B3)
-//   dλ_end += γ_end ⊙ Σ_v (dS' ⊙ S)_v + Σ_i k_i ⊙ δ_i ⊙ (U dS')_i
+//   dλ_end += e^{λ_end} ⊙ Σ_v (dS' ⊙ S)_v + Σ_i k_i ⊙ e^{λ_end − λ_i} ⊙ (U dS')_i
 // and the delta rules add what enters through F2 (recurrence.md §3.4, B9):
-//   dλ_r   += β_r (γ_r dBK_r·k_r + Σ_i dA_ri E_ri) − Σ_i β_i dA_ir E_ir
+//   dλ_r   += β_r (e^{λ_r} dBK_r·k_r + Σ_i dA_ri E_ri) − Σ_i β_i dA_ir E_ir
 // For a decay per head each dλ_r is summed over the key channels. Then
-// B10: dlog a_j = Σ_{r ≥ j} dλ_r, a reverse running sum within the chunk.
+// B10: d log α_j = Σ_{r ≥ j} dλ_r, a reverse running sum within the chunk.
 template <class T, class Rule, class Size>
 void decay_gradient(const Size& z, const ChunkTerms<T, Rule, Size>& m, const T* S,
                     ChunkGrads<T, Rule, Size>& g) {
@@ -472,7 +481,7 @@ void decay_gradient(const Size& z, const ChunkTerms<T, Rule, Size>& m, const T* 
       dlambda.add_dot(r, z.D, m.Q + r * D, g.dQ + r * D);
       dlambda.add_dot(r, z.D, m.K + r * D, g.dK + r * D, T(-1));
       if constexpr (Rule::delta) {
-        dlambda.add_dot(r, z.D, g.dB + r * D2 + D, m.K + r * D, m.beta[r] * m.gamma[r]);
+        dlambda.add_dot(r, z.D, g.dB + r * D2 + D, m.K + r * D, m.beta[r] * m.from_start[r]);
         dlambda.add_dot(r, z.C, g.dA + r * C, m.E + r * C, m.beta[r]);
       }
     }
@@ -483,11 +492,11 @@ void decay_gradient(const Size& z, const ChunkTerms<T, Rule, Size>& m, const T* 
         for (int i = 0; i < C; ++i) g.dlambda[i] -= beta_r * g.dA[r * C + i] * m.E[r * C + i];
       }
   }
-  // The chunk end, per key channel j: γ_end,j Σ_v dS'_vj S_vj + Σ_i (Kd ⊙ U dS')_ij
+  // The chunk end, per key channel j: e^{λ_end,j} Σ_v dS'_vj S_vj + Σ_i (Kend ⊙ U dS')_ij
   std::fill(g.keys_end, g.keys_end + D, T(0));
   add_column_sums_of_products(z.D, z.D, g.G, S, g.keys_end);
-  for (int j = 0; j < D; ++j) g.keys_end[j] *= decay_at<Rule>(z, m.gamma, C - 1, j);
-  add_column_sums_of_products(z.C, z.D, m.Kd, g.UG, g.keys_end);
+  for (int j = 0; j < D; ++j) g.keys_end[j] *= decay_at<Rule>(z, m.from_start, C - 1, j);
+  add_column_sums_of_products(z.C, z.D, m.Kend, g.UG, g.keys_end);
   if constexpr (Rule::per_channel) {
     for (int j = 0; j < D; ++j) g.dlambda[(C - 1) * D + j] += g.keys_end[j];
   } else {
@@ -495,12 +504,12 @@ void decay_gradient(const Size& z, const ChunkTerms<T, Rule, Size>& m, const T* 
     for (int j = 0; j < D; ++j) end += g.keys_end[j];
     g.dlambda[C - 1] += end;
   }
-  // B10  dlog a_j = Σ_{r ≥ j} dλ_r
+  // B10  d log α_j = Σ_{r ≥ j} dλ_r
   for (int r = C - 2; r >= 0; --r)
     for (int j = 0; j < w; ++j) g.dlambda[r * w + j] += g.dlambda[(r + 1) * w + j];
 }
 
-// The chunk's dlog a into dlog_alpha ([B, T, H], or [B, T, H, D] per key channel).
+// The chunk's d log α into dlog_alpha ([B, T, H], or [B, T, H, D] per key channel).
 template <class T, class Rule, class Size>
 void store_decay_gradient(const Size& z, const ChunkGrads<T, Rule, Size>& g, const ChunkPlace& at,
                           T* dlog_alpha) {

@@ -19,11 +19,12 @@ namespace lina::cpu {
 
 namespace {
 
-// a_j = exp(log decay of key channel j) at `token`: all ones without decay,
-// one value repeated for a per-head decay, d values for a per-channel decay.
+// α_j = exp(log α_j), the decay of key channel j at `token`: all ones
+// without decay, one value repeated for a per-head decay, d values for a
+// per-channel decay.
 template <class T>
-void decay_of(const ScanShape& s, const ScanInputs<T>& in, int64_t token, Vector<T>& a) {
-  for (int64_t j = 0; j < s.d; ++j) a[j] = std::exp(scan_log_alpha(s, in.log_alpha, token, j));
+void decay_of(const ScanShape& s, const ScanInputs<T>& in, int64_t token, Vector<T>& alpha) {
+  for (int64_t j = 0; j < s.d; ++j) alpha[j] = std::exp(scan_log_alpha(s, in.log_alpha, token, j));
 }
 
 }  // namespace
@@ -34,7 +35,7 @@ void scan_sequential_forward(const ScanShape& s, const ScanInputs<T>& in, const 
   const int64_t d = s.d, dd = d * d, pairs = s.B * s.H;
 #pragma omp parallel if (pairs > 1 && pairs * s.T * dd >= kParallelMin)
   {
-    Vector<T> a = Vector<T>::Ones(d), p(d), u(d);
+    Vector<T> alpha = Vector<T>::Ones(d), p(d), u(d);
 #pragma omp for schedule(static)
     for (int64_t bh = 0; bh < pairs; ++bh) {
       const int64_t b = bh / s.H, h = bh % s.H;
@@ -47,15 +48,15 @@ void scan_sequential_forward(const ScanShape& s, const ScanInputs<T>& in, const 
         ConstVectorMap<T> q_t(in.q + token * d, d), k_t(in.k + token * d, d),
             v_t(in.v + token * d, d);
         if (states) MatrixMap<T>(states + (bh * s.T + t) * dd, d, d) = S;  // S_{t−1}
-        if (decays(s.rule)) decay_of(s, in, token, a);
-        if (decays(s.rule)) S.array().rowwise() *= a.transpose().array();  // S_{t−1} diag(a_t)
+        if (decays(s.rule)) decay_of(s, in, token, alpha);
+        if (decays(s.rule)) S.array().rowwise() *= alpha.transpose().array();  // S_{t−1} diag(α_t)
         if (uses_beta(s.rule)) {
-          p.noalias() = S * k_t;                           // p = S_{t−1} diag(a) k_t
+          p.noalias() = S * k_t;                           // p = S_{t−1} diag(α) k_t
           u = in.beta[token] * (v_t - p);                  // u = β (v − p)
         } else {
           u = v_t;
         }
-        S.noalias() += u * k_t.transpose();                // S_t = S_{t−1} diag(a) + u kᵀ
+        S.noalias() += u * k_t.transpose();                // S_t = S_{t−1} diag(α) + u kᵀ
         VectorMap<T>(o + token * d, d).noalias() = S * q_t;  // o_t = S_t q_t
       }
     }
@@ -63,13 +64,13 @@ void scan_sequential_forward(const ScanShape& s, const ScanInputs<T>& in, const 
 }
 
 // Reverse-time recurrence of §2.1, with the decay per key channel (a rule
-// that decays per head has all a_j equal; then dlog_alpha is the sum over j). G is
+// that decays per head has all α_j equal; then dlog_alpha is the sum over j). G is
 // the gradient of L with respect to the current state; it starts at dS_T and
-// ends as dS_0. With Sa = S_{t−1} diag(a):
+// ends as dS_0. With Sa = S_{t−1} diag(α):
 //   G += dO qᵀ;  e = G k;  dv = β e;  dβ = eᵀ(v − Sa k)
 //   dq = Saᵀ dO + (uᵀ dO) k;  dk = Gᵀ u − β Saᵀ e
-//   dg_j = a_j (Σ_i G_ij S_{t−1,ij} − β k_j (S_{t−1}ᵀ e)_j)
-//   G ← (G − β e kᵀ) diag(a)
+//   d log α_j = α_j (Σ_i G_ij S_{t−1,ij} − β k_j (S_{t−1}ᵀ e)_j)
+//   G ← (G − β e kᵀ) diag(α)
 template <class T>
 void scan_sequential_backward(const ScanShape& s, const ScanInputs<T>& in, const T* states,
                               const T* dout, const T* dfinal_state, const ScanInputGrads<T>& grads) {
@@ -77,7 +78,7 @@ void scan_sequential_backward(const ScanShape& s, const ScanInputs<T>& in, const
 #pragma omp parallel if (pairs > 1 && pairs * s.T * dd >= kParallelMin)
   {
     RowMatrix<T> G(d, d), Sa(d, d);
-    Vector<T> a = Vector<T>::Ones(d), p(d), r(d), u(d), e(d), Se(d), dlog_alpha(d);
+    Vector<T> alpha = Vector<T>::Ones(d), p(d), r(d), u(d), e(d), Se(d), dlog_alpha(d);
 #pragma omp for schedule(static)
     for (int64_t bh = 0; bh < pairs; ++bh) {
       const int64_t b = bh / s.H, h = bh % s.H;
@@ -90,8 +91,8 @@ void scan_sequential_backward(const ScanShape& s, const ScanInputs<T>& in, const
         VectorMap<T> dq_t(grads.dq + token * d, d), dk_t(grads.dk + token * d, d),
             dv_t(grads.dv + token * d, d);
         ConstMatrixMap<T> S_prev(states + (bh * s.T + t) * dd, d, d);  // S_{t−1}
-        if (decays(s.rule)) decay_of(s, in, token, a);
-        Sa = S_prev * a.asDiagonal();
+        if (decays(s.rule)) decay_of(s, in, token, alpha);
+        Sa = S_prev * alpha.asDiagonal();
         const T beta = uses_beta(s.rule) ? in.beta[token] : T(1);
 
         // Recompute this step's write u_t (and r_t, p = Sa k_t).
@@ -113,18 +114,18 @@ void scan_sequential_backward(const ScanShape& s, const ScanInputs<T>& in, const
         if (uses_beta(s.rule)) {
           grads.dbeta[token] = e.dot(r);
           Se.noalias() = S_prev.transpose() * e;
-          dk_t -= beta * a.cwiseProduct(Se);  // from u = β(v − Sa k)
+          dk_t -= beta * alpha.cwiseProduct(Se);  // from u = β(v − Sa k)
         }
         if (learns_decay(s.rule)) {
-          // dL/da_j = Σ_i G_ij S_{t−1,ij} − β k_j (S_{t−1}ᵀ e)_j;  dg_j = a_j dL/da_j
+          // dL/dα_j = Σ_i G_ij S_{t−1,ij} − β k_j (S_{t−1}ᵀ e)_j;  d log α_j = α_j dL/dα_j
           dlog_alpha = G.cwiseProduct(S_prev).colwise().sum().transpose();
           if (uses_beta(s.rule)) dlog_alpha -= beta * k_t.cwiseProduct(Se);
-          dlog_alpha = dlog_alpha.cwiseProduct(a);
+          dlog_alpha = dlog_alpha.cwiseProduct(alpha);
           if (decays_per_channel(s.rule)) VectorMap<T>(grads.dlog_alpha + token * d, d) = dlog_alpha;
           else grads.dlog_alpha[token] = dlog_alpha.sum();
         }
         if (uses_beta(s.rule)) G.noalias() -= beta * e * k_t.transpose();
-        if (decays(s.rule)) G.array().rowwise() *= a.transpose().array();  // G ← (G − β e kᵀ) diag(a)
+        if (decays(s.rule)) G.array().rowwise() *= alpha.transpose().array();  // G ← (G − β e kᵀ) diag(α)
       }
       MatrixMap<T>(grads.dinitial_state + bh * dd, d, d) = G;
     }

@@ -7,8 +7,11 @@
 // the tests compare both with each other and with the CPU.
 //
 // Per (batch, head) and tile of c tokens entering with the state H (d×d,
-// value × key), with λ_rj the log-decay of key channel j from the tile start
-// to token r (one number per head: the same for every j; none: 0):
+// value × key), with λ_rj = log α_0j + … + log α_rj the cumulative log-decay
+// of key channel j from the tile start through token r (one number per
+// head: the same for every j; none: 0), and Λ_ri = e^{λ_r − λ_i} for i ≤ r
+// (TileDecay, scan_tiles.cuh: from_start e^{λ_r}, to_end e^{λ_end − λ_i},
+// head_between and channel_between e^{λ_r − λ_i}):
 //   F1–F2  (I + A)[Y | W] = [diag(β) V | diag(β)(K ⊙ e^λ)],  A = strictly_lower(diag(β) E),
 //          E_ri = Σ_j k_rj k_ij e^{λ_rj − λ_ij}                       (delta rules)
 //   F3     U = Y − W Hᵀ                                    (without the delta correction U = V)
@@ -30,7 +33,7 @@
 //   scan_readout_backward_kernel  Pᵀ dO of every tile (B1's second term)
 //   scan_state_backward_kernel    tiles in reverse: B1, B2                  → dU, dH' of each tile, dS_0
 //   scan_delta_backward_kernel    B5–B8 of every tile (delta rules)        → dV, dβ, dK's delta terms
-//   scan_gradients_kernel         B3, and the learned decay's B4/B9–B10             → dQ, dK, d log a
+//   scan_gradients_kernel         B3, and the learned decay's B4/B9–B10             → dQ, dK, d log α
 // Chunks longer than a tile keep only chunk_states: their backward first
 // runs scan_solve_kernel (delta rules) and scan_state_forward_kernel again,
 // each chunk starting from its saved state, for Y, W, U and the state
@@ -72,7 +75,7 @@ template <DecayKind kDecay> constexpr bool learned_decay() {
 struct SolveShared {
   double* lambda;  // [c][w]  λ
   float* K;        // [c][d + 1]  the tile's keys, rows padded (read down columns by E's product)
-  float* E;        // [c][c]  (K Kᵀ) ⊙ Γ below the diagonal; A = diag(β) E
+  float* E;        // [c][c]  (K Kᵀ) ⊙ Λ below the diagonal; A = diag(β) E
   float* Y;        // [c][d]  the right side diag(β) V, then Y
   float* W;        // [c][d]  the right side diag(β)(K ⊙ e^λ), then W
   float* beta;     // [c]
@@ -98,7 +101,7 @@ __global__ void __launch_bounds__(kScanThreads)
   load_log_alpha<kDecay>(t.lambda, s, log_alpha, at);
   __syncthreads();
   const TileDecay<kDecay> decay{t.lambda, w, c - 1};
-  // F1  E = (K Kᵀ) ⊙ Γ, strictly below the diagonal
+  // F1  E = (K Kᵀ) ⊙ Λ, strictly below the diagonal
   decayed_products(t.E, t.K, t.K, padded_row(d), decay, c, d, /*strict=*/true);
   // F2's right sides: diag(β) V and diag(β)(K ⊙ e^λ)
   for (int e = threadIdx.x; e < c * d; e += blockDim.x) {
@@ -278,7 +281,7 @@ __global__ void __launch_bounds__(kScanThreads)
   load_log_alpha<kDecay>(t.lambda, s, log_alpha, at);
   __syncthreads();
   const TileDecay<kDecay> decay{t.lambda, w, c - 1};
-  // P = (Q Kᵀ) ⊙ Γ, on and below the diagonal
+  // P = (Q Kᵀ) ⊙ Λ, on and below the diagonal
   decayed_products(t.P, t.Q, t.K, padded_row(d), decay, c, d, /*strict=*/false);
   __syncthreads();
   // Q ⊙ e^λ: how each token reads the entering state
@@ -318,7 +321,7 @@ __global__ void __launch_bounds__(kScanThreads)
   load_log_alpha<kDecay>(t.lambda, s, log_alpha, at);
   __syncthreads();
   const TileDecay<kDecay> decay{t.lambda, w, c - 1};
-  // P = (Q Kᵀ) ⊙ Γ, on and below the diagonal
+  // P = (Q Kᵀ) ⊙ Λ, on and below the diagonal
   decayed_products(t.P, t.Q, t.K, padded_row(d), decay, c, d, /*strict=*/false);
   __syncthreads();
   // Pᵀ dO: row i gathers the outputs that read token i's write   [c][d]
@@ -410,8 +413,8 @@ struct DeltaBackwardShared {
   float* W;        // [c][d]
   float* dBV;      // [c][d]  dU, then dBV
   float* dBK;      // [c][d]  dW, then dBK
-  float* E;        // [c][c]  (K Kᵀ) ⊙ Γ below the diagonal, as in F1
-  float* dA;       // [c][c]  dA, then dE ⊙ Γ
+  float* E;        // [c][c]  (K Kᵀ) ⊙ Λ below the diagonal, as in F1
+  float* dA;       // [c][c]  dA, then dE ⊙ Λ
   float* H;        // [d][d]  the state entering the tile
   float* beta;     // [c]
   LINA_HD DeltaBackwardShared(SharedCarve& m, int64_t c, int64_t d, int64_t w)
@@ -476,7 +479,7 @@ __device__ void delta_backward_dbeta(const DeltaBackwardShared& t, const TileDec
   }
 }
 
-// B7  dK = diag(β)(dBK ⊙ e^λ) + (dE ⊙ Γ) K + (dE ⊙ Γ)ᵀ K, with dE ⊙ Γ in
+// B7  dK = diag(β)(dBK ⊙ e^λ) + (dE ⊙ Λ) K + (dE ⊙ Λ)ᵀ K, with dE ⊙ Λ in
 //     t.dA, into dk [B, T, H, d]; and dlambda_extra (when not null)
 template <DecayKind kDecay>
 __device__ void delta_backward_dk(const DeltaBackwardShared& t, const TileDecay<kDecay>& decay, const Tile& at,
@@ -529,7 +532,7 @@ __global__ void __launch_bounds__(kScanThreads)
   __syncthreads();
   delta_backward_dbeta(t, decay, at, v, c, d, dbeta);              // B8
   __syncthreads();
-  // dE ⊙ Γ = diag(β) dA ⊙ Γ, in place (a decay per channel stays in the sums of dK)
+  // dE ⊙ Λ = diag(β) dA ⊙ Λ, in place (a decay per channel stays in the sums of dK)
   for (int e = threadIdx.x; e < c * c; e += blockDim.x)
     if (e % c < e / c) t.dA[e] *= t.beta[e / c] * decay.head_between(e % c, e / c);
   __syncthreads();
@@ -537,42 +540,42 @@ __global__ void __launch_bounds__(kScanThreads)
 }
 
 struct GradientShared {
-  double* lambda;  // [c][w]  λ
-  float* Q;        // [c][d]
-  float* K;        // [c][d]
-  float* U;        // [c][d]  the write vectors (V without the delta correction)
-  float* dO;       // [c][d]
-  float* H;        // [d][d]  the state entering the tile
-  float* G;        // [d][d]  dH', the gradient of the state leaving it
-  float* dPG;      // [c][c]  dP ⊙ Γ, dP = dO Uᵀ on and below the diagonal
-  float* dlam;     // [c][d]  dλ, then its sums from the tile end   (learned decay)
-  float* k_dk_end; // [c][d]  k ⊙ the part of dk through Kend      (learned decay)
+  double* lambda;     // [c][w]  λ
+  float* Q;           // [c][d]
+  float* K;           // [c][d]
+  float* U;           // [c][d]  the write vectors (V without the delta correction)
+  float* dO;          // [c][d]
+  float* H;           // [d][d]  the state entering the tile
+  float* G;           // [d][d]  dH', the gradient of the state leaving it
+  float* dP_decayed;  // [c][c]  dP ⊙ Λ, dP = dO Uᵀ on and below the diagonal
+  float* dlambda;     // [c][d]  dλ, then its sums from the tile end   (learned decay)
+  float* k_dk_end;    // [c][d]  k ⊙ the part of dk through Kend      (learned decay)
   LINA_HD GradientShared(SharedCarve& m, int64_t c, int64_t d, int64_t w, bool learned)
       : lambda(m.take<double>(c * w)), Q(m.take<float>(c * d)), K(m.take<float>(c * d)),
         U(m.take<float>(c * d)), dO(m.take<float>(c * d)), H(m.take<float>(d * d)), G(m.take<float>(d * d)),
-        dPG(m.take<float>(c * c)), dlam(m.take<float>(learned ? c * d : 0)),
+        dP_decayed(m.take<float>(c * c)), dlambda(m.take<float>(learned ? c * d : 0)),
         k_dk_end(m.take<float>(learned ? c * d : 0)) {}
 };
 
 // The phases of scan_gradients_kernel: block-wide loops over the tile in
 // shared memory; the kernel syncs between them.
 
-// B3  t.dPG = dP ⊙ Γ, dP = lower_incl(dO Uᵀ)   [c][c]
+// B3  t.dP_decayed = dP ⊙ Λ, dP = lower_incl(dO Uᵀ)   [c][c]
 template <DecayKind kDecay>
-__device__ void gradients_dPG(const GradientShared& t, const TileDecay<kDecay>& decay, int c, int d) {
+__device__ void gradients_dP_decayed(const GradientShared& t, const TileDecay<kDecay>& decay, int c, int d) {
   for (int e = threadIdx.x; e < c * c; e += blockDim.x) {
     const int r = e / c, i = e % c;
     float dOU = 0.0f;
     if (i <= r)
       for (int v = 0; v < d; ++v) dOU += t.dO[r * d + v] * t.U[i * d + v];
-    t.dPG[e] = i <= r ? dOU * decay.head_between(i, r) : 0.0f;
+    t.dP_decayed[e] = i <= r ? dOU * decay.head_between(i, r) : 0.0f;
   }
 }
 
-// B3  dq_r = (dO H)_r ⊙ e^{λ_r} + Σ_{i ≤ r} (dP ⊙ Γ)_ri k_i ⊙ e^{λ_r − λ_i}
-//     dk_r = (U dH')_r ⊙ e^{λ_end − λ_r} + Σ_{i ≥ r} (dP ⊙ Γ)_ir q_i ⊙ e^{λ_i − λ_r}
+// B3  dq_r = (dO H)_r ⊙ e^{λ_r} + Σ_{i ≤ r} (dP ⊙ Λ)_ri k_i ⊙ e^{λ_r − λ_i}
+//     dk_r = (U dH')_r ⊙ e^{λ_end − λ_r} + Σ_{i ≥ r} (dP ⊙ Λ)_ir q_i ⊙ e^{λ_i − λ_r}
 // into dq, dk [B, T, H, d] (dk added to the delta terms there with kDelta);
-// with a learned decay, dλ's terms into t.dlam and t.k_dk_end.
+// with a learned decay, dλ's terms into t.dlambda and t.k_dk_end.
 template <DecayKind kDecay, bool kDelta>
 __device__ void gradients_dq_dk(const GradientShared& t, const TileDecay<kDecay>& decay, const Tile& at, int c,
                                 int d, const float* dlambda_extra, float* dq, float* dk) {
@@ -584,10 +587,10 @@ __device__ void gradients_dq_dk(const GradientShared& t, const TileDecay<kDecay>
       dOH += t.dO[r * d + l] * t.H[l * d + j];
       UG += t.U[r * d + l] * t.G[l * d + j];
     }
-    for (int i = 0; i < r; ++i) dq_read += t.dPG[r * c + i] * t.K[i * d + j] * decay.channel_between(i, r, j);
+    for (int i = 0; i < r; ++i) dq_read += t.dP_decayed[r * c + i] * t.K[i * d + j] * decay.channel_between(i, r, j);
     for (int i = r + 1; i < c; ++i)
-      dk_read += t.dPG[i * c + r] * t.Q[i * d + j] * decay.channel_between(r, i, j);
-    const float diagonal = t.dPG[r * c + r];            // dP_rr: token r's read of its own write
+      dk_read += t.dP_decayed[i * c + r] * t.Q[i * d + j] * decay.channel_between(r, i, j);
+    const float diagonal = t.dP_decayed[r * c + r];            // dP_rr: token r's read of its own write
     const float dq_decayed = decay.from_start(r, j) * dOH + dq_read;
     const float dk_end = decay.to_end(r, j) * UG;        // through Kend, into the state leaving the tile
     const int64_t at_rj = at.token(r) * d + j;
@@ -598,15 +601,15 @@ __device__ void gradients_dq_dk(const GradientShared& t, const TileDecay<kDecay>
       // rather than left to float32: the diagonal of P, and the last token's
       // write into the leaving state (e^{λ_end − λ_end} = 1).
       const float dk_decayed_end = r == c - 1 ? 0.0f : dk_end;
-      t.dlam[e] = t.Q[e] * dq_decayed - t.K[e] * (dk_decayed_end + dk_read) +
+      t.dlambda[e] = t.Q[e] * dq_decayed - t.K[e] * (dk_decayed_end + dk_read) +
                   (dlambda_extra ? dlambda_extra[at_rj] : 0.0f);
       t.k_dk_end[e] = t.K[e] * dk_decayed_end;
     }
   }
 }
 
-// B4–B5 by the whole block: the last row's terms added to t.dlam's last
-// row, then t.dlam summed from the tile end, in place   [c][d]. Overwrites
+// B4–B5 by the whole block: the last row's terms added to t.dlambda's last
+// row, then t.dlambda summed from the tile end, in place   [c][d]. Overwrites
 // t.G and t.k_dk_end, which nothing reads after.
 template <DecayKind kDecay>
 __device__ void dlambda_sums_from_end(const GradientShared& t, const TileDecay<kDecay>& decay, int c, int d) {
@@ -615,20 +618,20 @@ __device__ void dlambda_sums_from_end(const GradientShared& t, const TileDecay<k
   sums_down_columns(t.k_dk_end, c, d, false);  // last row: Σ_i k_ij (dk through Kend)_ij
   __syncthreads();
   for (int j = threadIdx.x; j < d; j += blockDim.x)
-    t.dlam[(c - 1) * d + j] += t.k_dk_end[(c - 1) * d + j] + decay.from_start(c - 1, j) * t.G[(d - 1) * d + j];
-  sums_down_columns(t.dlam, c, d, /*from_end=*/true);
+    t.dlambda[(c - 1) * d + j] += t.k_dk_end[(c - 1) * d + j] + decay.from_start(c - 1, j) * t.G[(d - 1) * d + j];
+  sums_down_columns(t.dlambda, c, d, /*from_end=*/true);
 }
 
-// d log a from t.dlam: dlog_alpha [B, T, H, d] for a decay per channel,
+// d log α from t.dlambda: dlog_alpha [B, T, H, d] for a decay per channel,
 // [B, T, H] (summed over the channels) for one per head.
 template <DecayKind kDecay>
 __device__ void store_dlog_alpha(const GradientShared& t, const Tile& at, int c, int d, float* dlog_alpha) {
   if (kDecay == DecayKind::LearnedPerChannel) {
-    store_rows(dlog_alpha, t.dlam, at, d);
+    store_rows(dlog_alpha, t.dlambda, at, d);
   } else {
     for (int r = threadIdx.x; r < c; r += blockDim.x) {
       float per_head = 0.0f;
-      for (int j = 0; j < d; ++j) per_head += t.dlam[r * d + j];
+      for (int j = 0; j < d; ++j) per_head += t.dlambda[r * d + j];
       dlog_alpha[at.token(r)] = per_head;
     }
   }
@@ -642,7 +645,7 @@ __device__ void store_dlog_alpha(const GradientShared& t, const Tile& at, int c,
 //          (+ on the last row: e^{λ_end} ⊙ Σ_v (dH' ⊙ H)_v
 //                              + Σ_i k_i ⊙ (the part of dk_i through Kend)),
 //          each sum without the terms that carry no decay, which cancel
-//   d log a_s = Σ_{r ≥ s} dλ_r   (summed over the channels for a decay per head)
+//   d log α_s = Σ_{r ≥ s} dλ_r   (summed over the channels for a decay per head)
 template <DecayKind kDecay, bool kDelta>
 __global__ void __launch_bounds__(kScanThreads)
     scan_gradients_kernel(ScanShape s, ScanTiling z, const float* q, const float* k, const float* log_alpha,
@@ -667,12 +670,12 @@ __global__ void __launch_bounds__(kScanThreads)
   load_log_alpha<kDecay>(t.lambda, s, log_alpha, at);
   __syncthreads();
   const TileDecay<kDecay> decay{t.lambda, w, c - 1};
-  gradients_dPG(t, decay, c, d);                                                  // B3: dP ⊙ Γ
+  gradients_dP_decayed(t, decay, c, d);                                        // B3: dP ⊙ Λ
   __syncthreads();
-  gradients_dq_dk<kDecay, kDelta>(t, decay, at, c, d, dlambda_extra, dq, dk);        // B3: dq, dk
+  gradients_dq_dk<kDecay, kDelta>(t, decay, at, c, d, dlambda_extra, dq, dk);  // B3: dq, dk
   if (!kLearned) return;
   __syncthreads();
-  dlambda_sums_from_end(t, decay, c, d);                                             // B4–B5
+  dlambda_sums_from_end(t, decay, c, d);                                       // B4–B5
   __syncthreads();
   store_dlog_alpha<kDecay>(t, at, c, d, dlog_alpha);
 }

@@ -3,11 +3,11 @@
 // of scan_chunked.cu, and the twin of backend_cpu/scan_sequential.cpp. One
 // block per (batch, head), one thread per value row i of the d×d state.
 //
-// Written with a decay per key channel, a_tj = exp(log a_tj) (scan_log_alpha
+// Written with a decay per key channel, α_tj = exp(log α_tj) (scan_log_alpha
 // in core/kernel_args.h); a rule with one decay per head gives every channel
-// the same a, and a rule without decay a = 1:
-//   S_t = S_{t−1} diag(a_t) + u_t k_tᵀ,   o_t = S_t q_t
-//   u_t = β_t (v_t − S_{t−1} diag(a_t) k_t)   (delta rules),   u_t = v_t   (the others)
+// the same α, and a rule without decay α = 1:
+//   S_t = S_{t−1} diag(α_t) + u_t k_tᵀ,   o_t = S_t q_t
+//   u_t = β_t (v_t − S_{t−1} diag(α_t) k_t)   (delta rules),   u_t = v_t   (the others)
 // Layouts: q, k, v, o [B, T, H, d]; beta [B, T, H]; log_alpha [B, T, H] (or
 // [B, T, H, d] per channel); states [B, H, d, d] value × key; saved states
 // [B, H, T, d, d], S_{t−1} for token t. Outputs are written (=).
@@ -27,7 +27,7 @@ __device__ inline int64_t head_token(const ScanShape& s, int64_t bh, int64_t t) 
   return ((bh / s.H) * s.T + t) * s.H + bh % s.H;
 }
 
-// a_tj, the decay of key channel j at `token` (1 without decay).
+// α_tj, the decay of key channel j at `token` (1 without decay).
 __device__ inline float decay_at(const ScanShape& s, const float* log_alpha, int64_t token, int64_t j) {
   return decays(s.rule) ? expf(scan_log_alpha(s, log_alpha, token, j)) : 1.0f;
 }
@@ -46,12 +46,12 @@ __global__ void scan_sequential_forward_kernel(ScanShape s, const float* q, cons
     if (states)  // S_{t−1}, row i
       for (int64_t j = 0; j < d; ++j) states[(bh * s.T + t) * dd + i * d + j] = S[j];
     float u = v_t[i];
-    if (uses_beta(s.rule)) {  // u_i = β (v_i − (S_{t−1} diag(a) k)_i)
+    if (uses_beta(s.rule)) {  // u_i = β (v_i − (S_{t−1} diag(α) k)_i)
       float p = 0.0f;
       for (int64_t j = 0; j < d; ++j) p += S[j] * decay_at(s, log_alpha, token, j) * k_t[j];
       u = beta[token] * (v_t[i] - p);
     }
-    float o_i = 0.0f;  // S_t row i = S_{t−1} row i ⊙ a + u_i k;  o_i = S_t row i · q
+    float o_i = 0.0f;  // S_t row i = S_{t−1} row i ⊙ α + u_i k;  o_i = S_t row i · q
     for (int64_t j = 0; j < d; ++j) {
       S[j] = decay_at(s, log_alpha, token, j) * S[j] + u * k_t[j];
       o_i += S[j] * q_t[j];
@@ -62,13 +62,13 @@ __global__ void scan_sequential_forward_kernel(ScanShape s, const float* q, cons
 
 // The reverse-time recurrence of recurrence.md §2.1 with G = dL/dS_t in
 // shared memory; per token, thread x takes row i = x, then column j = x:
-//   rows     G += dO qᵀ (now dL/dS_t);  e = G k (= dL/du);  r = v − S_{t−1} diag(a) k;  u;  dv
-//   columns  dq = diag(a) S_{t−1}ᵀ dO + (u·dO) k;   dk = Gᵀ u − β diag(a) S_{t−1}ᵀ e;
-//            dg_j = a_j (Σ_i G_ij S_ij − β k_j Σ_i e_i S_ij)   (per channel; summed per head)
+//   rows     G += dO qᵀ (now dL/dS_t);  e = G k (= dL/du);  r = v − S_{t−1} diag(α) k;  u;  dv
+//   columns  dq = diag(α) S_{t−1}ᵀ dO + (u·dO) k;   dk = Gᵀ u − β diag(α) S_{t−1}ᵀ e;
+//            d log α_j = α_j (Σ_i G_ij S_ij − β k_j Σ_i e_i S_ij)   (per channel; summed per head)
 //   thread 0 dβ = e·r, and the per-head dlog_alpha
-//   rows     G ← (G − β e kᵀ) diag(a)   (= dL/dS_{t−1})
+//   rows     G ← (G − β e kᵀ) diag(α)   (= dL/dS_{t−1})
 // (u = β r and the β terms for the delta rules; u = v and none for the others.)
-// grid B·H, block d; shared G [d][d], then e, u, r, dg_j [d].
+// grid B·H, block d; shared G [d][d], then e, u, r, d log α_j [d].
 __global__ void scan_sequential_backward_kernel(ScanShape s, const float* q, const float* k, const float* v,
                                                 const float* beta, const float* log_alpha, const float* states,
                                                 const float* dout, const float* dfinal_state, float* dq,
@@ -98,7 +98,7 @@ __global__ void scan_sequential_backward_kernel(ScanShape s, const float* q, con
     }
     __syncthreads();
     {  // columns: j = x
-      const float a_j = decay_at(s, log_alpha, token, x);
+      const float alpha_j = decay_at(s, log_alpha, token, x);
       float S_do = 0.0f, S_e = 0.0f, G_u = 0.0f, G_S = 0.0f, u_do = 0.0f;
       for (int64_t i = 0; i < d; ++i) {
         S_do += S[i * d + x] * dO[i];
@@ -107,9 +107,9 @@ __global__ void scan_sequential_backward_kernel(ScanShape s, const float* q, con
         G_S += G[i * d + x] * S[i * d + x];
         u_do += u[i] * dO[i];
       }
-      dq[token * d + x] = a_j * S_do + u_do * k_t[x];
-      dk[token * d + x] = delta ? G_u - b * a_j * S_e : G_u;
-      dlog_alpha_channel[x] = a_j * (G_S - (delta ? b * k_t[x] * S_e : 0.0f));
+      dq[token * d + x] = alpha_j * S_do + u_do * k_t[x];
+      dk[token * d + x] = delta ? G_u - b * alpha_j * S_e : G_u;
+      dlog_alpha_channel[x] = alpha_j * (G_S - (delta ? b * k_t[x] * S_e : 0.0f));
     }
     __syncthreads();
     if (x == 0) {
@@ -126,7 +126,7 @@ __global__ void scan_sequential_backward_kernel(ScanShape s, const float* q, con
     }
     for (int64_t j = 0; j < d; ++j)  // rows: i = x
       G[x * d + j] = decay_at(s, log_alpha, token, j) * (G[x * d + j] - (delta ? b * e[x] * k_t[j] : 0.0f));
-    __syncthreads();  // thread 0 is done with e, r, dg_j; every row of G is dL/dS_{t−1}
+    __syncthreads();  // thread 0 is done with e, r, d log α_j; every row of G is dL/dS_{t−1}
   }
   for (int64_t ij = x; ij < dd; ij += d) dinitial_state[bh * dd + ij] = G[ij];
 }

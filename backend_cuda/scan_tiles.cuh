@@ -146,10 +146,10 @@ template <class T> __device__ void sums_down_columns(T* x, int c, int w, bool fr
     for (int i = first; i < first + length && i < c; ++i) at(i, j) += before;
 }
 
-// lambda [c][w] = λ_rj = log a_0j + … + log a_rj, the log-decay from the tile
+// lambda [c][w] = λ_rj = log α_0j + … + log α_rj, the log-decay from the tile
 // start to token r inclusive (one column for a decay per head), by the whole
 // block. Summed in float64, so a difference λ_r − λ_i is as exact as the
-// segment sum log a_{i+1} + … + log a_r (docs/recurrence.md §5.3) however
+// segment sum log α_{i+1} + … + log α_r (docs/recurrence.md §5.3) however
 // large λ grows inside the tile.
 template <DecayKind kDecay>
 __device__ void load_log_alpha(double* lambda, const ScanShape& s, const float* log_alpha, const Tile& at) {
@@ -161,7 +161,7 @@ __device__ void load_log_alpha(double* lambda, const ScanShape& s, const float* 
 }
 
 // The decays of a tile, read from λ in shared memory. Every exponent is a
-// sum of log a ≤ 0 over the tokens between two positions in order, so every
+// sum of log α ≤ 0 over the tokens between two positions in order, so every
 // factor is in [0, 1] and nothing overflows (docs/recurrence-gated.md §2).
 template <DecayKind kDecay> struct TileDecay {
   static constexpr bool kPerChannel = kDecay == DecayKind::LearnedPerChannel;
@@ -181,7 +181,7 @@ template <DecayKind kDecay> struct TileDecay {
     if constexpr (kDecay == DecayKind::None) return 1.0f;
     else return expf(float(log_at(last, j) - log_at(i, j)));
   }
-  // Γ_ri = e^{λ_r − λ_i} (i ≤ r) for a decay per head; 1 for the other kinds
+  // Λ_ri = e^{λ_r − λ_i} (i ≤ r) for a decay per head; 1 for the other kinds
   __device__ float head_between(int i, int r) const {
     if constexpr (kPerHead) return expf(float(log_at(r, 0) - log_at(i, 0)));
     else return 1.0f;
@@ -194,7 +194,7 @@ template <DecayKind kDecay> struct TileDecay {
 };
 
 // out [c][c] = Σ_j x_rj y_ij e^{λ_rj − λ_ij} for i ≤ r (i < r when strict),
-// 0 above: (X Yᵀ) ⊙ Γ with every term decayed from token i to token r.
+// 0 above: (X Yᵀ) ⊙ Λ with every term decayed from token i to token r.
 // x, y [c][ld], ld = padded_row(d) (or d where a kernel keeps its tiles
 // unpadded). The caller syncs.
 //

@@ -49,18 +49,18 @@ struct GateColumns {
 //   Linear              S_t = S_{t−1} + v_t k_tᵀ
 //   Delta               S_t = S_{t−1}(I − β_t k_t k_tᵀ) + β_t v_t k_tᵀ
 //   Gdn                 S_t = α_t S_{t−1}(I − β_t k_t k_tᵀ) + β_t v_t k_tᵀ  (gated delta)
-//   Retnet              S_t = γ_h S_{t−1} + v_t k_tᵀ       (retention: a fixed γ per head)
+//   Retnet              S_t = α_h S_{t−1} + v_t k_tᵀ       (retention: a fixed α per head, RetNet's γ)
 //   Mamba2              S_t = α_t S_{t−1} + v_t k_tᵀ       (a learned α per head)
-//   Gla                 S_t = S_{t−1} diag(a_t) + v_t k_tᵀ (gated linear: a learned a per key channel)
+//   Gla                 S_t = S_{t−1} diag(α_t) + v_t k_tᵀ (gated linear: a learned α per key channel)
 // Each value is named for the preset that uses it (lina train --preset gdn, ...).
 // A rule is described to the kernels by two properties, never by its name:
 // whether it corrects its write (β and the delta term) and how its state
 // decays between tokens. A new rule adds a value here and answers these two.
 enum class ScanRule { Linear, Delta, Gdn, Retnet, Mamba2, Gla };
 
-// How the state decays: not at all; by a fixed γ_h = 1 − 2^(−5−h) per head h;
+// How the state decays: not at all; by a fixed α_h = 1 − 2^(−5−h) per head h;
 // by α_t = exp(log_alpha_t), one learned log α per head and token, log_alpha
-// [B, T, H]; or by a_t = exp(log_alpha_t) per key channel, log_alpha
+// [B, T, H]; or by α_t = exp(log_alpha_t) per key channel, log_alpha
 // [B, T, H, d]. Kernels read the decay only through scan_log_alpha below,
 // so every kind goes through the same code.
 enum class DecayKind { None, FixedPerHead, LearnedPerHead, LearnedPerChannel };
@@ -144,13 +144,13 @@ template <class T> struct ScanChunkedSaved {
   T *Y, *W, *U;
 };
 
-// log γ_h = log(1 − 2^(−5−h)) of the retention rule (RetNet's per-head decay:
+// log α_h = log(1 − 2^(−5−h)) of the retention rule (RetNet's per-head decay:
 // 0.96875, 0.984375, 0.9921875, 0.99609375 for h = 0..3).
 LINA_HD double retention_log_alpha(int64_t h) {
   return log1p(-ldexp(1.0, -5 - int(h)));
 }
 
-// log a of `token` (an index into [B, T, H]) for key channel j: the one place
+// log α of `token` (an index into [B, T, H]) for key channel j: the one place
 // a kernel reads the decay, so kernels written with it take any DecayKind.
 template <class T>
 LINA_HD T scan_log_alpha(const ScanShape& s, const T* log_alpha, int64_t token, int64_t j) {

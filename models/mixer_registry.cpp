@@ -22,7 +22,7 @@ const std::vector<MixerRow>& mixer_rows() {
       {"gdn",    false, true,  ScanRule::Gdn,    make_recurrent,
        "Gated DeltaNet: the delta rule after a learned decay α per head"},
       {"retnet", true,  true,  ScanRule::Retnet, make_recurrent,
-       "retention: S = γ S + v kᵀ, a fixed decay γ per head"},
+       "retention: S = α S + v kᵀ, a fixed decay α per head"},
       {"mamba2", true,  true,  ScanRule::Mamba2, make_recurrent,
        "Mamba-2's SSD: S = α S + v kᵀ, a learned decay α per head"},
       {"gla",    true,  true,  ScanRule::Gla,    make_recurrent,

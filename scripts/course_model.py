@@ -135,7 +135,7 @@ def feature(x, kind):
 
 
 def retnet_log_alpha(dtype, device):
-    """log γ_h for RetNet's fixed decays γ_h = 1 − 2^(−5−h), h = 0..3."""
+    """log α_h for RetNet's fixed decays α_h = 1 − 2^(−5−h) (RetNet's γ), h = 0..3."""
     return torch.log1p(-torch.tensor([2.0 ** (-5 - h) for h in range(N_HEAD)], dtype=torch.float64,
                                      device=device)).to(dtype)
 

@@ -4,7 +4,7 @@
 This is a yardstick, not part of lina: the course's model (docs/spec.md §1,
 "spec 2", from scripts/course_model.py: four layers of 128, SwiGLU, RMSNorm,
 attention with two KV heads and interleaved RoPE, the recurrent mixer with its
-conv, gates, per-head RMSNorm and output gate) and the course's step (random
+conv, β and log α, per-head RMSNorm and output gate) and the course's step (random
 lm batches of the 65-character vocabulary, dropout 0.1, forward,
 cross-entropy, backward, AdamW with PyTorch's defaults: lr 1e-3 constant,
 betas 0.9/0.999, weight decay 0.01 on every parameter, no clipping), in plain
@@ -76,65 +76,66 @@ def chunked_scan(q, k, v, beta=None, log_alpha=None, C=CHUNK):
     return o.reshape(B, H, N * C, d)[:, :, :T]
 
 
-def chunks_scalar_decay(q, k, v, beta, g):
-    """o for chunked q, k, v [B, H, N, C, d], β and g = log α [B, H, N, C] (None
-    where the rule has none), S_0 = 0; docs/recurrence.md §3.3 with S value × key:
-        O  = diag(γ) Q Sᵀ + (Q Kᵀ ⊙ Γ) U
-        S' = γ_C S + Uᵀ diag(δ) K
+def chunks_scalar_decay(q, k, v, beta, log_alpha):
+    """o for chunked q, k, v [B, H, N, C, d], β and log α [B, H, N, C] (None
+    where the rule has none), S_0 = 0; docs/recurrence.md §3.3 with S value × key
+    and λ_r = log α_1 + … + log α_r inside a chunk:
+        O  = diag(e^λ) Q Sᵀ + (Q Kᵀ ⊙ Λ) U,      Λ_ri = e^{λ_r − λ_i} (i ≤ r)
+        S' = e^{λ_C} S + Uᵀ diag(e^{λ_C − λ}) K
     with U = V (no delta correction) or U = Y − W Sᵀ, (I + A)[Y | W] =
-    [diag(β) V | diag(β ⊙ γ) K], A = strictly_lower(diag(β)(K Kᵀ ⊙ Γ))."""
+    [diag(β) V | diag(β ⊙ e^λ) K], A = strictly_lower(diag(β)(K Kᵀ ⊙ Λ))."""
     B, H, N, C, d = q.shape
     lower = torch.ones(C, C, dtype=torch.bool, device=q.device).tril()
-    if g is not None:
-        lam = g.cumsum(-1)                                         # λ_r, restarted every chunk
+    if log_alpha is not None:
+        lam = log_alpha.cumsum(-1)                                 # λ_r, restarted every chunk
         seg = (lam[..., :, None] - lam[..., None, :]).masked_fill(~lower, float("-inf"))
-        Gamma = seg.exp()                                          # Γ_ri, 0 above the diagonal
-        gamma = lam.exp()                                          # γ_r
-        delta = (lam[..., -1:] - lam).exp()                        # δ_i
+        between = seg.exp()                                        # Λ_ri, 0 above the diagonal
+        from_start = lam.exp()                                     # e^{λ_r}
+        to_end = (lam[..., -1:] - lam).exp()                       # e^{λ_C − λ_i}
     else:
-        Gamma = lower.to(q.dtype).expand(B, H, N, C, C)
-        gamma = delta = None
-    P = (q @ k.transpose(-1, -2)) * Gamma
+        between = lower.to(q.dtype).expand(B, H, N, C, C)
+        from_start = to_end = None
+    P = (q @ k.transpose(-1, -2)) * between
     if beta is not None:
         beta = beta[..., None]
         kb = k * beta
-        A = ((kb @ k.transpose(-1, -2)) * Gamma).tril(-1)
+        A = ((kb @ k.transpose(-1, -2)) * between).tril(-1)
         eye = torch.eye(C, dtype=q.dtype, device=q.device)
         inv = torch.linalg.solve_triangular(eye + A, eye.expand_as(A).contiguous(), upper=False,
                                             unitriangular=True)   # (I + A)⁻¹, the UT transform
         Y = inv @ (v * beta)
-        W = inv @ (kb * gamma[..., None] if gamma is not None else kb)
+        W = inv @ (kb * from_start[..., None] if from_start is not None else kb)
     S = q.new_zeros(B, H, d, d)
     out = []
     for n in range(N):
         U = Y[:, :, n] - W[:, :, n] @ S.transpose(-1, -2) if beta is not None else v[:, :, n]
-        qg = q[:, :, n] * gamma[:, :, n, :, None] if gamma is not None else q[:, :, n]
-        out.append(qg @ S.transpose(-1, -2) + P[:, :, n] @ U)
-        kd = k[:, :, n] * delta[:, :, n, :, None] if delta is not None else k[:, :, n]
-        decay = gamma[:, :, n, -1, None, None] if gamma is not None else 1.0
-        S = S * decay + U.transpose(-1, -2) @ kd
+        q_start = q[:, :, n] * from_start[:, :, n, :, None] if from_start is not None else q[:, :, n]
+        out.append(q_start @ S.transpose(-1, -2) + P[:, :, n] @ U)
+        k_end = k[:, :, n] * to_end[:, :, n, :, None] if to_end is not None else k[:, :, n]
+        decay = from_start[:, :, n, -1, None, None] if from_start is not None else 1.0
+        S = S * decay + U.transpose(-1, -2) @ k_end
     return torch.stack(out, dim=2)
 
 
-def chunks_channel_decay(q, k, v, g):
-    """o for gla's rule S_t = S_{t-1} diag(a_t) + v_t k_tᵀ, chunked: q, k, v and
-    g = log a [B, H, N, C, d]. With b_r the running sum of g inside a chunk,
-        o_r = S (q_r ⊙ e^{b_r}) + Σ_{i≤r} v_i Σ_c q_rc k_ic e^{b_rc − b_ic}
-        S'  = S diag(e^{b_C}) + Σ_i v_i (k_i ⊙ e^{b_C − b_i})ᵀ
+def chunks_channel_decay(q, k, v, log_alpha):
+    """o for gla's rule S_t = S_{t-1} diag(α_t) + v_t k_tᵀ, chunked: q, k, v and
+    log α [B, H, N, C, d]. With λ_r the running sum of log α inside a chunk,
+        o_r = S (q_r ⊙ e^{λ_r}) + Σ_{i≤r} v_i Σ_c q_rc k_ic e^{λ_rc − λ_ic}
+        S'  = S diag(e^{λ_C}) + Σ_i v_i (k_i ⊙ e^{λ_C − λ_i})ᵀ
     Every exponent is ≤ 0 (the masked ones are set to −∞ before exp), so
     strong decay underflows to 0 instead of overflowing."""
     B, H, N, C, d = q.shape
-    b = g.cumsum(3)                                                 # [B, H, N, C, d]
+    lam = log_alpha.cumsum(3)                                       # λ [B, H, N, C, d]
     lower = torch.ones(C, C, dtype=torch.bool, device=q.device).tril()[..., None]
-    seg = (b[..., :, None, :] - b[..., None, :, :]).masked_fill(~lower, float("-inf")).exp()
-    P = (q[..., :, None, :] * k[..., None, :, :] * seg).sum(-1)     # [B, H, N, C, C]
-    q_in = q * b.exp()                                              # decay from the chunk's start
-    k_out = k * (b[..., -1:, :] - b).exp()                          # decay to the chunk's end
+    between = (lam[..., :, None, :] - lam[..., None, :, :]).masked_fill(~lower, float("-inf")).exp()
+    P = (q[..., :, None, :] * k[..., None, :, :] * between).sum(-1)  # [B, H, N, C, C]
+    q_start = q * lam.exp()                                          # decay from the chunk's start
+    k_end = k * (lam[..., -1:, :] - lam).exp()                       # decay to the chunk's end
     S = q.new_zeros(B, H, d, d)
     out = []
     for n in range(N):
-        out.append(q_in[:, :, n] @ S.transpose(-1, -2) + P[:, :, n] @ v[:, :, n])
-        S = S * b[:, :, n, -1, None, :].exp() + v[:, :, n].transpose(-1, -2) @ k_out[:, :, n]
+        out.append(q_start[:, :, n] @ S.transpose(-1, -2) + P[:, :, n] @ v[:, :, n])
+        S = S * lam[:, :, n, -1, None, :].exp() + v[:, :, n].transpose(-1, -2) @ k_end[:, :, n]
     return torch.stack(out, dim=2)
 
 
@@ -254,8 +255,8 @@ def time_captured_steps(preset, batch, context, steps, warmup):
             "warmup_s": round(warmup_s, 3)}
 
 
-def random_gates(rule, B, H, T, d):
-    """β and log decay for a rule, float64, as course_model's mixer would make them."""
+def random_beta_log_alpha(rule, B, H, T, d):
+    """β and log α (the decay's log) for a rule, float64, as course_model's mixer would make them."""
     f64 = {"dtype": torch.float64}
     beta = torch.rand(B, H, T, **f64) if rule in ("delta", "gdn") else None
     if rule in ("gdn", "mamba2"):
@@ -287,15 +288,15 @@ def check_scans():
     for rule in cm.RECURRENT:
         q, k, v = (torch.randn(B, H, T, d, dtype=torch.float64) * 0.3 for _ in range(3))
         k = F.normalize(k, dim=-1)
-        beta, g = random_gates(rule, B, H, T, d)
-        a, b = chunked_scan(q, k, v, beta, g), cm.recurrent_scan(q, k, v, beta, g)
+        beta, log_alpha = random_beta_log_alpha(rule, B, H, T, d)
+        a, b = chunked_scan(q, k, v, beta, log_alpha), cm.recurrent_scan(q, k, v, beta, log_alpha)
         diff = float((a - b).abs().max())
         print(f"{rule}: chunked vs token by token, max |difference| {diff:.2e}")
         worst = nan_max([worst, diff])
     q, k, v = (torch.randn(1, 2, 64, d, dtype=torch.float64) for _ in range(3))
-    strong = torch.full((1, 2, 64, d), -40.0, dtype=torch.float64)  # a ≈ 4e-18 every token
+    strong = torch.full((1, 2, 64, d), -40.0, dtype=torch.float64)  # α ≈ 4e-18 every token
     finite = bool(torch.isfinite(chunked_scan(q, k, v, None, strong)).all())
-    print(f"gla: strong decay (log a = -40) stays finite: {finite}")
+    print(f"gla: strong decay (log α = -40) stays finite: {finite}")
     return worst if finite else float("inf")
 
 

@@ -386,7 +386,7 @@ TEST_CASE("scan: hand-computed values") {
       Var o = scan({ScanRule::Gdn, form, 2}, q, k, v, beta, log_alpha, initial_state, &final_state);
       const double decay = std::exp(-2.6);
       for (int i = 0; i < 4; ++i) CHECK(final_state.at(i) == doctest::Approx(decay * initial_state.at(i)));
-      // o_3 = γ_3 S_0 q_3
+      // o_3 = e^{λ_3} S_0 q_3, λ_3 = log α_1 + log α_2 + log α_3
       const double q0 = q.data().at(4), q1 = q.data().at(5);
       CHECK(o.data().at(4) == doctest::Approx(decay * (1 * q0 + 2 * q1)));
       CHECK(o.data().at(5) == doctest::Approx(decay * (3 * q0 + 4 * q1)));
@@ -402,7 +402,7 @@ TEST_CASE("scan: hand-computed values of the decaying rules") {
     Var k(Tensor::from_vector<double>({1, 0, 0, 1, 1, 1}, {1, 3, 1, 2}));
     Var v(Tensor::zeros({1, 3, 1, 2}, DType::F64));
     Tensor initial_state = Tensor::from_vector<double>({1, 0, 0, 1}, {1, 1, 2, 2});
-    SUBCASE("retention: head h decays by γ_h = 1 − 2^(−5−h) per token") {
+    SUBCASE("retention: head h decays by α_h = 1 − 2^(−5−h) per token") {
       // Two heads: the second decays by 0.984375.
       Var q2(Tensor::ones({1, 3, 2, 2}, DType::F64)), k2(Tensor::ones({1, 3, 2, 2}, DType::F64));
       Var v2(Tensor::zeros({1, 3, 2, 2}, DType::F64));
