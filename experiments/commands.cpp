@@ -1,5 +1,6 @@
 #include "experiments/commands.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <sstream>
@@ -177,6 +178,18 @@ std::string state_size_table(int64_t context) {
   }
   os << "\n" << real_scale_table();
   return os.str();
+}
+
+std::string preset_table() {
+  std::string table;
+  const std::vector<std::string> course = preset_names();
+  for (const std::string& p : all_preset_names()) {
+    const bool in_course = std::find(course.begin(), course.end(), p) != course.end();
+    std::string layers;
+    for (const std::string& mixer : make_config(p, 65).layer_names()) layers += (layers.empty() ? "" : ",") + mixer;
+    table += p + " " + (in_course ? "course" : "survey") + " " + layers + "\n";
+  }
+  return table;
 }
 
 // Bytes as "128 MiB", "4 GiB", "3.5 GiB".

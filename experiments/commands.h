@@ -1,4 +1,4 @@
-// The subcommands of `lina` other than train: eval, sample, state-size.
+// The subcommands of `lina` other than train: eval, sample, state-size, presets.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -33,5 +33,11 @@ RecallEvalResult eval_recall_checkpoint(const std::string& checkpoint, const std
 std::string state_size_table(int64_t context);  // lina's presets, then real_scale_table()
 // The survey's and the course's layouts at contexts 4,096 / 32,768 / 131,072 (docs/spec.md §1.3).
 std::string real_scale_table();
+
+// Every preset of the registry, one line each, in all_preset_names() order:
+// its name, "course" or "survey", and its layers' mixers, comma-separated
+// ("hybrid course gdn,gdn,gdn,attn"). scripts/presets.py holds the same
+// list for the scripts (tests/test_presets.py compares the two).
+std::string preset_table();
 
 }  // namespace lina

@@ -4,6 +4,7 @@
 //   lina eval --task recall --checkpoint F --predictions P.json [--batches N]
 //   lina sample --checkpoint F --prompt "ROMEO:" --tokens 200
 //   lina state-size --context 4096
+//   lina presets                  every preset: name, course or survey, layers
 //   lina bench [--quick] [--presets attn,gdn] [--profile] [--products] [--json F]
 //   lina teach [--param NAME]    a gradient by backward() beside a finite difference
 //   lina trace                   every op of one step, forward then backward
@@ -289,6 +290,19 @@ struct StateSizeCommand {
   }
 };
 
+struct PresetsCommand {
+  CLI::App* app = nullptr;
+
+  void add(CLI::App& lina_app) {
+    app = lina_app.add_subcommand("presets", "every preset, one line each: its name, course or survey, and its layers");
+  }
+
+  int run() {
+    std::printf("%s", lina::preset_table().c_str());
+    return 0;
+  }
+};
+
 // `lina bench` and its hidden child, `lina bench-worker`, share their options.
 struct BenchCommand {
   CLI::App* app = nullptr;
@@ -377,12 +391,14 @@ int main(int argc, char** argv) {
   EvalCommand eval;
   SampleCommand sample;
   StateSizeCommand state_size;
+  PresetsCommand presets;
   BenchCommand bench;
   TeachCommands teach;
   train.add(app);
   eval.add(app);
   sample.add(app);
   state_size.add(app);
+  presets.add(app);
   bench.add(app);
   teach.add(app);
 
@@ -406,6 +422,7 @@ int main(int argc, char** argv) {
     if (*eval.app) return eval.run();
     if (*sample.app) return sample.run();
     if (*state_size.app) return state_size.run();
+    if (*presets.app) return presets.run();
     if (teach.parsed()) return teach.run();
     if (*bench.app || *bench.worker) return bench.run();
   } catch (const std::exception& e) {

@@ -26,13 +26,14 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+import presets
+
 N_EMBD, N_HEAD, HEAD, N_KV_HEAD = 128, 4, 32, 2
 HIDDEN = (int(8 * N_EMBD / 3) + 7) // 8 * 8  # SwiGLU width: 344
 EPS = 1e-6
-RECURRENT = ("linear", "delta", "gdn", "retnet", "mamba2", "gla")
-MIXERS = ("attn",) + RECURRENT
-PRESETS = {name: [name] * 4 for name in MIXERS}
-PRESETS["hybrid"] = ["gdn", "gdn", "gdn", "attn"]
+RECURRENT = presets.RECURRENT
+MIXERS = presets.MIXERS
+PRESETS = {name: presets.layers_of(name) for name in presets.ALL}  # preset -> the mixer of each layer
 FEATURE_MAPS = ("elu1", "relu", "sigmoid")
 
 

@@ -25,9 +25,11 @@ import subprocess
 import sys
 import tempfile
 
+import presets
+
 # (name, options): every preset, and the composed paths (op by op) of the
 # mixers that have them.
-DEFAULT_CASES = [(p, []) for p in ["attn", "linear", "delta", "gdn", "hybrid", "retnet", "mamba2", "gla"]] + [
+DEFAULT_CASES = [(p, []) for p in presets.ALL] + [
     ("attn", ["--attention", "composed"]),
     ("gdn", ["--conv", "composed"]),
     ("linear", ["--conv", "composed", "--feature-map", "relu"]),

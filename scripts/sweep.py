@@ -25,7 +25,7 @@ element resumes from its checkpoint), and submits it with sbatch; with
 --dry-run it prints the script and submits nothing. Each array element
 runs `sweep.py --element I` with the same grid.
 
-Presets: attn linear delta gdn hybrid retnet mamba2 gla, or all; a name
+Presets: those of scripts/presets.py (`lina presets`), or all; a name
 such as linear-relu is preset linear with --feature-map relu. With
 --presets all, recall skips hybrid (as the course's nine do).
 LINA=path/to/lina overrides build/release/lina.
@@ -40,8 +40,9 @@ import subprocess
 import sys
 import time
 
+import presets
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-ALL_PRESETS = ["attn", "linear", "delta", "gdn", "hybrid", "retnet", "mamba2", "gla"]
 DEFAULT_SEED, DEFAULT_PAIRS, DEFAULT_KEYS = 1337, 32, 64  # lina's own defaults
 
 
@@ -101,7 +102,7 @@ def parse(argv):
             if isinstance(value, list):
                 value = ",".join(str(v) for v in value)
         return default if value is None else str(value)
-    a.presets = pick("presets", "attn,linear,delta,gdn,hybrid")
+    a.presets = pick("presets", ",".join(presets.COURSE))
     a.tasks = pick("tasks", "lm,recall")
     a.seeds = int_list(pick("seeds", str(DEFAULT_SEED)), "seeds", 0)
     a.pairs = int_list(pick("pairs", str(DEFAULT_PAIRS)), "pairs")
@@ -121,10 +122,10 @@ def parse(argv):
     if not a.out:
         die("--out must not be empty")
     all_presets = a.presets == "all"
-    a.presets = ALL_PRESETS if all_presets else a.presets.split(",")
+    a.presets = list(presets.ALL) if all_presets else a.presets.split(",")
     for name in a.presets:
-        if name.split("-")[0] not in ALL_PRESETS:
-            die(f"--presets: unknown preset '{name}' ({', '.join(ALL_PRESETS)} or all)")
+        if name.split("-")[0] not in presets.ALL:
+            die(f"--presets: unknown preset '{name}' ({', '.join(presets.ALL)} or all)")
     a.tasks = a.tasks.split(",")
     for task in a.tasks:
         if task not in ("lm", "recall"):

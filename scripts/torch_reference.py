@@ -48,6 +48,7 @@ except ImportError:
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import course_model as cm  # noqa: E402  (the model: docs/spec.md §1)
+import presets  # noqa: E402
 
 VOCAB, DROPOUT, CHUNK = 65, 0.1, 16
 MIXERS = cm.PRESETS  # preset -> the mixer of each layer
@@ -303,7 +304,7 @@ def check_scans():
 def check_models():
     """A whole model per preset, float64, both scans: logits and every gradient."""
     worst = 0.0
-    for preset in ("linear", "delta", "gdn", "retnet", "mamba2", "gla", "hybrid"):
+    for preset in [p for p in presets.ALL if p != "attn"]:  # every preset with a recurrent layer
         torch.manual_seed(2)
         model = cm.build(preset, VOCAB, 0.0).double()
         idx = torch.randint(0, VOCAB, (2, 40))
@@ -330,7 +331,7 @@ def check():
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--presets", default="attn,linear,delta,gdn,hybrid",
+    ap.add_argument("--presets", default=",".join(presets.COURSE),
                     help=f"comma-separated, of {', '.join(MIXERS)}")
     ap.add_argument("--shapes", default="64x64")
     ap.add_argument("--steps", type=int, default=10)

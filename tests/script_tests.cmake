@@ -129,6 +129,9 @@ lina_python_test(device_pack test_device_pack.py 300
 # --help and a 2-update train from a copy of it alone, LD_LIBRARY_PATH its lib/.
 lina_python_test(device_bundle test_device_bundle.py 600 --work ${CMAKE_CURRENT_BINARY_DIR}/device_bundle_test)
 lina_python_test(compare_devices test_compare_devices.py 60 --work ${CMAKE_CURRENT_BINARY_DIR}/compare_devices_test)
+# The scripts' list of presets (scripts/presets.py) is the registry's, as
+# `lina presets` prints it; the scripts that list presets read it from there.
+lina_python_test(presets test_presets.py 60 --lina $<TARGET_FILE:lina>)
 # A change that only moves code moves no number (scripts/same_bits.py): lina
 # given as before and after is the same bits; two planted differences are caught.
 lina_python_test(same_bits test_same_bits.py 300

@@ -7,6 +7,7 @@
 
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdio>
@@ -311,6 +312,16 @@ TEST_CASE("state-size prints spec 1.3's numbers") {
         std::string::npos);
   CHECK(r.output.find("KV cache 2 x ctx x 32 x 128 x 4 bytes = 128 MiB at 4,096") != std::string::npos);
   CHECK(r.output.find("= 2 MiB at any context") != std::string::npos);
+}
+
+TEST_CASE("presets prints every preset: its name, course or survey, its layers") {
+  Result r = run("presets");
+  CHECK(r.code == 0);
+  INFO(r.output);
+  CHECK(r.output.rfind("attn course attn,attn,attn,attn\n", 0) == 0);  // the registry's order: attn first
+  CHECK(r.output.find("hybrid course gdn,gdn,gdn,attn\n") != std::string::npos);
+  CHECK(r.output.find("gla survey gla,gla,gla,gla\n") != std::string::npos);
+  CHECK(std::count(r.output.begin(), r.output.end(), '\n') == 8);  // the course's five, the survey's three
 }
 
 TEST_CASE("resume: N steps + N resumed equal 2N uninterrupted, to the bit") {

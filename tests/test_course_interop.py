@@ -42,8 +42,11 @@ import tempfile
 import system_torch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+import presets  # noqa: E402
+
 PY = "/usr/bin/python3"
-PRESETS = "attn,linear,delta,gdn,hybrid,retnet,mamba2,gla"
+PRESETS = ",".join(presets.ALL)
 TEXT_CHARS, TRAIN_CONTEXT, EVAL_CONTEXT = 20000, 32, 64
 LOSS_RTOL, PARAM_ATOL, GRAD_RTOL = 1e-5, 1e-6, 1e-4
 LR, BETAS, ADAM_EPS, WEIGHT_DECAY = 1e-3, (0.9, 0.999), 1e-8, 0.01  # AdamW as PyTorch's defaults

@@ -22,10 +22,12 @@ A row whose runs are not at the course's length and batch adds
 """
 import math
 
+import presets
+
 from . import drops, groups, recipe
 from .runs import extrap, f4, final, number
 
-LM_PRESETS = ("attn", "linear", "delta", "gdn", "hybrid")
+LM_PRESETS = presets.COURSE
 
 
 def against_course(noise, runs, preset, course_value, value_of):

@@ -5,13 +5,10 @@ conv kernel 4. Real-scale layouts: the course's 12 × (3 GDN + 1 attention)
 in bf16 (and 48 layers all attention / all GDN with the same heads), and
 the survey's 32-layer, d_model 4096 model (32 heads of 128) in float32.
 """
+import presets
 
 LINA = dict(n_head=4, head_size=32, n_kv_head=2, n_embd=128, conv_kernel=4)
-PRESET_LAYERS = {
-    "attn": ["attn"] * 4, "linear": ["linear"] * 4, "delta": ["delta"] * 4,
-    "gdn": ["gdn"] * 4, "hybrid": ["gdn", "gdn", "gdn", "attn"],
-    "retnet": ["retnet"] * 4, "mamba2": ["mamba2"] * 4, "gla": ["gla"] * 4,
-}
+PRESET_LAYERS = {p: presets.layers_of(p) for p in presets.ALL}
 
 
 def lina_memory(layers, c=LINA):

@@ -2,10 +2,11 @@
 import json
 import os
 
+import presets
+
 from . import recipe
 
-PRESET_ORDER = ["attn", "linear", "linear-relu", "linear-sigmoid", "delta", "gdn", "hybrid",
-                "retnet", "mamba2", "gla"]
+PRESET_ORDER = presets.report_order()
 
 
 class ReportError(Exception):
