@@ -94,7 +94,7 @@ Var swiglu(const Var& gate, const Var& up);
 // The same of the two halves of z's last axis: z [..., 2F] = [gate | up] →
 // [..., F], read in place (the output of one product with [W_gate; W_up]).
 Var swiglu(const Var& z);
-// The recurrent mixers' gates from one product z = x [W_b; W_a]ᵀ, in one op:
+// The recurrent mixers' β and log α from one product z = x [W_b; W_a]ᵀ, in one op:
 // z [B, T, N], bias [N], the first n_beta columns are β's, the rest log α's
 // (0 ≤ n_beta ≤ N). Returns one flat buffer [B·T·N] holding two planes,
 // each contiguous (a view of each: Tensor::view_of(out, offset, shape)):
@@ -174,11 +174,12 @@ Var scan(const ScanOptions& options, const Var& q, const Var& k, const Var& v, c
          const Var& log_alpha, const Tensor& initial_state = Tensor(),
          Tensor* final_state = nullptr);
 // The same scan, its inputs packed: qkv [3, B, T, H, d] holds q, k and v
-// one after another (causal_conv1d_silu_l2_norm_planes' output), gates
-// holds β [B, T, H] then log α (decay_shape) one after another
-// (beta_log_alpha's output), or only what the rule reads; undefined for a
-// rule that reads neither. The backward writes dqkv and dgates whole.
-Var scan_packed(const ScanOptions& options, const Var& qkv, const Var& gates, const Shape& decay_shape,
+// one after another (causal_conv1d_silu_l2_norm_planes' output),
+// beta_and_log_alpha holds β [B, T, H] then log α (decay_shape) one after
+// another (beta_log_alpha's output), or only what the rule reads; undefined
+// for a rule that reads neither. The backward writes dqkv and
+// dbeta_and_log_alpha whole.
+Var scan_packed(const ScanOptions& options, const Var& qkv, const Var& beta_and_log_alpha, const Shape& decay_shape,
                 const Tensor& initial_state = Tensor(), Tensor* final_state = nullptr);
 
 }  // namespace lina

@@ -1,6 +1,6 @@
 // Vectorised float32 versions of the unary functions a training step spends
-// its time in (GELU in the MLP, SiLU after the convolutions, σ for β and
-// the gates, log σ for the decays, elu for linear attention's feature map,
+// its time in (GELU in the MLP, SiLU after the convolutions, σ for β,
+// log σ for the decays, elu for linear attention's feature map,
 // relu, exp, tanh), on Eigen's packet math: whole SIMD registers at a
 // time instead of one scalar libm call per element. The scalar maths of
 // core/elementwise_math.h stays the reference: double always uses it, and

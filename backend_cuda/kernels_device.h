@@ -41,7 +41,7 @@ LINA_HD void add_inplace_thread(int64_t i, float* dst, const float* src, float a
   dst[i] += alpha * src[i];
 }
 
-// ---- beta_log_alpha: the fused gates (math::BetaLogAlpha) -------------------------
+// ---- beta_log_alpha: β and log α in one op (math::BetaLogAlpha) ------------------
 // z, dz [rows, N], bias, dbias [N]; out, dout: the planes β [rows, n_beta],
 // then log α [rows, N − n_beta]. Element i = r·N + n of z.
 

@@ -114,7 +114,7 @@
 //   [rows, width] tensors; stride = 2·width with up = gate + width: the two
 //   halves of one [rows, 2·width] tensor, as one product makes them).
 // beta_log_alpha: z, dz [rows, N] (rows = B·T), bias, dbias [N], 0 ≤ n_beta ≤ N;
-//   z's and dz's rows are ld ≥ N long, the gates their last N columns (a
+//   z's and dz's rows are ld ≥ N long, β's and log α's their last N columns (a
 //   wider product's: the rest is another op's);
 //   out, dout [rows·N] hold two planes, each contiguous: β [rows, n_beta] =
 //   σ(z + b) (columns < n_beta), then log α [rows, N − n_beta] = log σ(z + b)

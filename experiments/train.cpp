@@ -552,7 +552,7 @@ void TrainingRun::save() {
 }
 
 // After the last update: extrapolation to longer contexts (lm), the
-// capacity probe (recall) and the mean α of every gated head. A stop
+// capacity probe (recall) and the mean α of every head that learns its decay. A stop
 // request skips what is left.
 void TrainingRun::final_evaluations() {
   if (task_.text && o_.extrap_batches > 0) extrapolation();

@@ -34,10 +34,11 @@ struct InferenceState {
   long long conv_floats() const;
 };
 
-// Per-head mean α of every gated layer, filled when requested by forward().
+// Per-head mean α of every layer that learns its decay, filled when
+// requested by forward().
 struct AlphaStats {
-  std::vector<int> layer;                  // index of each gated layer
-  std::vector<std::vector<double>> mean;   // [gated layer][head]
+  std::vector<int> layer;                  // index of each layer that learns its decay
+  std::vector<std::vector<double>> mean;   // [such layer][head]
 };
 
 struct Block;
@@ -52,7 +53,8 @@ class LanguageModel {
 
   // ids: int32 [B, T] -> logits [B, T, vocab]. With `state`, continues from
   // the state's position and updates it (no graph is needed then: call it
-  // under a NoGradGuard). With `alpha`, records mean α per gated head.
+  // under a NoGradGuard). With `alpha`, records mean α per head of every
+  // layer that learns its decay.
   Var forward(const Tensor& ids, InferenceState* state = nullptr, AlphaStats* alpha = nullptr);
   // An empty state for a batch of `batch` sequences.
   InferenceState new_state(int64_t batch) const;

@@ -13,14 +13,15 @@
 // The fused path (scan_of_packed_inputs) makes q, k, v in one op as three
 // planes and β, log α in one op as two, both from one product with
 // [W_q; W_k; W_v; W_g; W_b; W_a], whose columns [3C, 4C) are also the output
-// gate's x W_gᵀ; the scan reads the planes in place, the gated norm its gate.
+// gate's x W_gᵀ; the scan reads the planes in place, the gated norm its
+// output gate.
 // The split path (scan_of_split_inputs) runs op by op: linear attention's
 // feature map, and the composed reference.
 //   o = scan(q, k, v, β, log α)  — the recurrence, see docs/recurrence.md and
 //   docs/recurrence-gated.md; retnet's fixed decay lives in the scan itself
 //   per-head RMSNorm of o, concat, times the output gate silu(x W_gᵀ), W_o
 //   (dropped out in the residual sum, LanguageModel::forward); the fused
-//   path takes the norm and the gate as one op (rms_norm_gated)
+//   path takes the norm and the output gate as one op (rms_norm_gated)
 #include <cmath>
 
 #include "dispatch/layout.h"
@@ -118,20 +119,22 @@ struct ScanCall {
 // The scan's inputs packed (every rule but linear attention's, with the
 // fused conv): one product z = x [W_q; W_k; W_v; W_g; W_b; W_a]ᵀ (W_b, W_a
 // where the rule has them; the weights side by side in the buffer:
-// place_together) [B, T, 4C + gates], handed back in *z for the output
-// gate, whose x W_gᵀ is z's columns [3C, 4C) (gated_output); one op makes β
+// place_together) [B, T, 4C + N], N the columns of β and log α, handed
+// back in *z for the output gate, whose x W_gᵀ is z's columns [3C, 4C)
+// (gated_output); one op makes β
 // and log α from z's last columns, laid out as two planes; one op makes q,
 // k, v from its first 3C — conv + SiLU, q's and k's heads L2-normalised —
 // laid out as three planes [3, B, T, H, d]. The scan reads every plane in
 // place: nothing is split. The backward runs z's readers in reverse: the
-// gated norm's first, returning z's whole gradient (0 outside the gate's
-// columns), then the conv's and the gates', each adding into its columns.
+// gated norm's first, returning z's whole gradient (0 outside the output
+// gate's columns), then the conv's and beta_log_alpha's, each adding into
+// its columns.
 Var scan_of_packed_inputs(const RecurrentWeights& m, const ModelConfig& c, const Var& x,
                           const Var& taps, const RecurrentNames& n, Tensor* conv_cache,
                                  const ScanCall& call, std::vector<double>* decay_mean, Var* z) {
   const int64_t B = x.dim(0), T = x.dim(1), H = c.n_head, d = c.head_size, C = H * d;
   const ScanRule rule = call.options.rule;
-  std::vector<Var> w{m.q_proj, m.k_proj, m.v_proj, m.g_proj}, b;  // the stacked weights; the gates' biases
+  std::vector<Var> w{m.q_proj, m.k_proj, m.v_proj, m.g_proj}, b;  // the stacked weights; β's and log α's biases
   if (uses_beta(rule)) {
     w.push_back(m.b_proj_w);
     b.push_back(m.b_proj_b);
@@ -140,16 +143,16 @@ Var scan_of_packed_inputs(const RecurrentWeights& m, const ModelConfig& c, const
     w.push_back(m.a_proj_w);
     b.push_back(m.a_proj_b);
   }
-  *z = named(linear(x, stacked_rows(w)), n.qkv_proj);  // [B, T, 4C + gates]
+  *z = named(linear(x, stacked_rows(w)), n.qkv_proj);  // [B, T, 4C + N]
 
-  Var gates;  // [β | log α], flat
+  Var beta_and_log_alpha;  // the planes [β | log α], flat
   Shape decay_shape;
   if (!b.empty()) {
-    gates = named(beta_log_alpha(*z, stacked_rows(b), uses_beta(rule) ? H : 0), n.beta_log_alpha);
+    beta_and_log_alpha = named(beta_log_alpha(*z, stacked_rows(b), uses_beta(rule) ? H : 0), n.beta_log_alpha);
     decay_shape = decays_per_channel(rule) ? Shape{B, T, H, d} : Shape{B, T, H};
     if (decay_mean && learns_decay(rule)) {
       const int64_t at = uses_beta(rule) ? B * T * H : 0;
-      mean_decay_per_head(Tensor::view_of(gates.data(), at, decay_shape), H,
+      mean_decay_per_head(Tensor::view_of(beta_and_log_alpha.data(), at, decay_shape), H,
                           decays_per_channel(rule) ? d : 1, decay_mean);
     }
   }
@@ -160,7 +163,7 @@ Var scan_of_packed_inputs(const RecurrentWeights& m, const ModelConfig& c, const
     return causal_conv1d_silu_l2_norm_planes(in, taps, d, /*planes=*/3, /*normed=*/2);
   });
   planes = named(reshape(planes, {3, B, T, H, d}), n.qkv);
-  return scan_packed(call.options, planes, gates, decay_shape, call.initial_state, call.final_state);
+  return scan_packed(call.options, planes, beta_and_log_alpha, decay_shape, call.initial_state, call.final_state);
 }
 
 // The scan's inputs op by op (linear attention, whose feature map is not an
@@ -195,9 +198,9 @@ Var scan_of_split_inputs(const RecurrentWeights& m, const ModelConfig& c, const 
 }
 
 // silu(x W_gᵀ) ⊙ o_norm(o) [B, T, C], the norm per head (o [B, T, H, d]).
-// Fused, one op (rms_norm_gated): reading its gate in place from the packed
-// product z's columns [3C, 4C) where there is one, else from a product of
-// its own. Composed: rms_norm, then swiglu.
+// Fused, one op (rms_norm_gated): reading the output gate in place from the
+// packed product z's columns [3C, 4C) where there is one, else from a
+// product of its own. Composed: rms_norm, then swiglu.
 Var gated_output(const RecurrentWeights& m, const ModelConfig& c, const Var& x, const Var& o, const Var& z,
                  const RecurrentNames& n) {
   const int64_t B = x.dim(0), T = x.dim(1), H = c.n_head, d = c.head_size, C = H * d;
@@ -205,12 +208,12 @@ Var gated_output(const RecurrentWeights& m, const ModelConfig& c, const Var& x, 
   if (z.defined()) {
     gated = rms_norm_gated(o, m.o_norm, z, c.norm_eps, /*gate_column=*/3 * C);
   } else {
-    Var gate = named(linear(x, m.g_proj), n.g_proj);  // [B, T, C] = x W_gᵀ, from the mixer's input
+    Var output_gate = named(linear(x, m.g_proj), n.g_proj);  // [B, T, C] = x W_gᵀ, from the mixer's input
     if (c.conv == Fusion::Fused) {
-      gated = rms_norm_gated(o, m.o_norm, reshape(gate, {B, T, H, d}), c.norm_eps);
+      gated = rms_norm_gated(o, m.o_norm, reshape(output_gate, {B, T, H, d}), c.norm_eps);
     } else {
       Var normed = named(rms_norm(o, m.o_norm, c.norm_eps), n.o_norm);
-      gated = swiglu(gate, reshape(normed, {B, T, C}));
+      gated = swiglu(output_gate, reshape(normed, {B, T, C}));
     }
   }
   return named(reshape(gated, {B, T, C}), n.gated);
@@ -284,11 +287,11 @@ void RecurrentMixer::register_weights(Initialiser& init, const ModelConfig& c, c
   r.g_proj = init.linear(p + "g_proj.weight", C, C);
   r.o_norm = init.constant(p + "o_norm.weight", {c.head_size}, 1.0);
   r.o_proj = init.linear(p + "o_proj.weight", C, C);
-  // [W_q; W_k; W_v; W_g; W_b; W_a] (the gates those the rule has) and [b_b;
-  // b_a]: one product for everything the scan and the output gate read, W_g
-  // after W_v so that the conv reads the first 3C columns and the gates the
-  // last ones, and one bias for the gates. (Registration keeps the course's
-  // order: only the buffer's layout changes.)
+  // [W_q; W_k; W_v; W_g; W_b; W_a] (W_b, W_a where the rule has them) and
+  // [b_b; b_a]: one product for everything the scan and the output gate
+  // read, W_g after W_v so that the conv reads the first 3C columns and β
+  // and log α the last ones, and one bias for β and log α. (Registration
+  // keeps the course's order: only the buffer's layout changes.)
   std::vector<std::string> one_product{p + "q_proj.weight", p + "k_proj.weight", p + "v_proj.weight",
                                        p + "g_proj.weight"};
   if (uses_beta(rule_)) one_product.push_back(p + "b_proj.weight");

@@ -220,25 +220,25 @@ void add_swiglu_rows(std::vector<OpRow>& rows) {
 // beta_log_alpha: z [B, T, N] and bias [N] -> β | log α planes. Only decays
 // (n_beta = 0) and only β (n_beta = N); N = 70 cuts the backward's column
 // tiles of 32 unevenly, 300 rows cross the CPU's chunks of 128 rows; N = 132
-// (4 β, 4 heads × 32 per-channel decays) the channel-gated mixers' gates.
-// z drawn with sd 2: gates near 0 and 1 (α ≈ 1 is expm1's case). dbias
+// (4 β, 4 heads × 32 per-channel decays) a channel-decaying mixer's β and log α.
+// z drawn with sd 2: β and α near 0 and 1 (α ≈ 1 is expm1's case). dbias
 // sums over B·T rows (kCudaEachSum; the same bits every cuda run).
 void add_beta_log_alpha_rows(std::vector<OpRow>& rows) {
-  struct Gates {
+  struct BetaLogAlphaCase {
     Shape z;
     int64_t n_beta;
     bool large;
   };
-  for (const Gates& g : {Gates{{2, 3, 5}, 2, false}, Gates{{2, 3, 4}, 0, false}, Gates{{1, 4, 3}, 3, false},
-                         Gates{{4, 37, 8}, 4, true}, Gates{{2, 150, 70}, 6, true}, Gates{{2, 64, 132}, 4, true},
-                         Gates{{3, 20, 9}, 0, true}, Gates{{3, 20, 9}, 9, true}}) {
+  for (const BetaLogAlphaCase& g : {BetaLogAlphaCase{{2, 3, 5}, 2, false}, BetaLogAlphaCase{{2, 3, 4}, 0, false}, BetaLogAlphaCase{{1, 4, 3}, 3, false},
+                         BetaLogAlphaCase{{4, 37, 8}, 4, true}, BetaLogAlphaCase{{2, 150, 70}, 6, true}, BetaLogAlphaCase{{2, 64, 132}, 4, true},
+                         BetaLogAlphaCase{{3, 20, 9}, 0, true}, BetaLogAlphaCase{{3, 20, 9}, 9, true}}) {
     OpRow row = OpRow{"beta_log_alpha", shape_str(g.z) + " n_beta " + std::to_string(g.n_beta),
                       {in::normal(g.z, 2.0), in::normal({g.z[2]})},
                       [n_beta = g.n_beta](V v) { return Vars{beta_log_alpha(v[0], v[1], n_beta)}; }}
                     .within(kCudaEachSum);
     rows.push_back(g.large ? row.bits() : row);
   }
-  // the gates as the last 6 columns of a wider product [2, 9, 11]: the
+  // β and log α as the last 6 columns of a wider product [2, 9, 11]: the
   // gradient of z is 0 in the 5 columns before them
   rows.push_back(OpRow{"beta_log_alpha", "[2, 9, 11], the last 6 columns, n_beta 2",
                        {in::normal({2, 9, 11}, 2.0), in::normal({6})},

@@ -1,6 +1,6 @@
 // Elementwise ops: known values, the unary functions against their formulas,
 // broadcasting and errors (their gradient checks and CPU-against-cuda rows:
-// tests/op_table.cpp); the fused gates, beta_log_alpha: formulas, the
+// tests/op_table.cpp); β and log α in one op, beta_log_alpha: formulas, the
 // composition they replace, adding into gradients handed in, errors, their
 // rows' gradient checks and cuda runs, and the shared-memory backward
 // against its one-thread-per-column reference.
@@ -102,7 +102,7 @@ TEST_CASE("elementwise errors name the op and both shapes") {
   CHECK_THROWS_WITH_AS(mul(a, c), doctest::Contains("mul: dtype mismatch"), Error);
 }
 
-// ---- beta_log_alpha: the recurrent mixers' gates -------------------------------------------
+// ---- beta_log_alpha: the recurrent mixers' β and log α ------------------------------------
 
 namespace {
 
@@ -115,7 +115,7 @@ std::pair<Tensor, Tensor> gate_planes(const Tensor& out, const Shape& z, int64_t
 
 // What the op replaces: a bias add, a split into two copies, σ and log σ,
 // the two flattened and joined as the op lays them out.
-Var composed_gates(const Var& z, const Var& bias, int64_t n_beta) {
+Var composed_beta_log_alpha(const Var& z, const Var& bias, int64_t n_beta) {
   const Var u = add(z, bias);
   const int64_t N = z.dim(2), rows = z.dim(0) * z.dim(1);
   std::vector<Var> planes;
@@ -178,7 +178,7 @@ TEST_CASE("beta_log_alpha matches add, split, sigmoid and log_sigmoid: forward, 
         const int64_t n = numel(c.z);
         const Tensor r = randn64({n}).to(dtype).to(device);
         Var zf(z, true), bf(bias, true), zc(z.clone(), true), bc(bias.clone(), true);
-        const Var fused = beta_log_alpha(zf, bf, c.n_beta), composed = composed_gates(zc, bc, c.n_beta);
+        const Var fused = beta_log_alpha(zf, bf, c.n_beta), composed = composed_beta_log_alpha(zc, bc, c.n_beta);
         REQUIRE(fused.shape() == Shape{n});
         const double tolerance = dtype == DType::F64 ? 1e-14 : 2e-6;
         check_close("out", fused.data(), composed.data(), tolerance);

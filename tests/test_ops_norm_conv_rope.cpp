@@ -333,12 +333,12 @@ TEST_CASE("the gated norm reads its gate from columns of a wider product, CPU an
 }
 
 // The recurrent mixers' three readers of one product z [2, 9, 35], recorded
-// in their order: the gates (its last 3 columns), the conv (columns [0,
+// in their order: beta_log_alpha (its last 3 columns), the conv (columns [0,
 // 24)), the gated norm of o [2, 9, 2, 4] (columns [24, 32)). The norm's
 // backward runs first and returns z's whole gradient; the conv's and then
-// the gates' add into their columns of it. Float64 gradients against
+// beta_log_alpha's add into their columns of it. Float64 gradients against
 // central differences, and cuda against the CPU.
-TEST_CASE("one product read by the gates, the conv and the gated norm: each backward adds into z's gradient, CPU and cuda") {
+TEST_CASE("one product read by beta_log_alpha, the conv and the gated norm: each backward adds into z's gradient, CPU and cuda") {
   const OpRow row{"causal_conv1d_silu_l2_norm", "the mixer's three readers of z [2, 9, 35]",
                   {in::normal({2, 9, 35}), in::normal({24, 4}), in::normal({3}), in::normal({2, 9, 2, 4}),
                    in::uniform({4}, 0.5, 1.5)},

@@ -118,7 +118,7 @@ TEST_CASE("names: the model names its intermediates after spec 1.4's prefixes") 
   }
   // norm_f and the last residual sum are one op whose sum nothing reads
   CHECK(names.count("blocks.1.out") == 0);
-  // The composed conv runs the recurrent mixer op by op: q, k, v and the gates
+  // The composed conv runs the recurrent mixer op by op: q, k, v, β and log α
   // apart, o_norm before the output gate.
   ModelConfig op_by_op = config;
   op_by_op.conv = Fusion::Composed;

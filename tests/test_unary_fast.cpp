@@ -32,7 +32,7 @@ std::vector<float> inputs(int64_t n, uint64_t seed) {
 // scalar float32 code: 5.6e-7); SiLU's derivative σ(x)(1 + x(1 − σ(x)))
 // cancels near its zero (x ≈ −1.28), 4e-6 absolute, as in scalar float32.
 // Eigen's σ keeps ~1e-7 absolute error in the far negative tail, where its
-// relative error grows (7e-4 at x = −9): σ feeds β and gates, never a log.
+// relative error grows (7e-4 at x = −9): σ feeds β, never a log.
 void check_near(const std::vector<float>& got, const std::vector<double>& want, const std::string& what) {
   double worst = 0;
   size_t at = 0;

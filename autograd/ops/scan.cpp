@@ -16,16 +16,16 @@ namespace lina {
 
 // The scan reads q, k, v (and β, log α) either as tensors of their own or,
 // packed, as views of two: qkv [3, B, T, H, d] (causal_conv1d_silu_l2_norm's
-// planes) and gates (beta_log_alpha's planes: β [B, T, H], then log α).
-// Packed, the backward writes dq, dk, dv into one dqkv and dβ, dlog α into
-// one dgates, so no split runs either way.
+// planes) and beta_and_log_alpha (beta_log_alpha's planes: β [B, T, H], then
+// log α). Packed, the backward writes dq, dk, dv into one dqkv and dβ,
+// dlog α into one dbeta_and_log_alpha, so no split runs either way.
 struct ScanViews {
   Tensor q, k, v, beta, log_alpha;
 };
 
-// The views of qkv and gates; decay_shape is log α's ([B, T, H], or [B, T,
-// H, d] for a decay per key channel).
-static ScanViews packed_views(const ScanOptions& options, const Tensor& qkv, const Tensor& gates,
+// The views of qkv and beta_and_log_alpha; decay_shape is log α's ([B, T,
+// H], or [B, T, H, d] for a decay per key channel).
+static ScanViews packed_views(const ScanOptions& options, const Tensor& qkv, const Tensor& beta_and_log_alpha,
                               const Shape& decay_shape) {
   check(qkv.ndim() == 5 && qkv.dim(0) == 3,
         "scan: packed q, k, v must be [3, B, T, H, d], got " + qkv.describe());
@@ -36,10 +36,10 @@ static ScanViews packed_views(const ScanOptions& options, const Tensor& qkv, con
   int64_t at = 0;
   if (uses_beta(options.rule)) {
     const Shape beta_shape{heads[0], heads[1], heads[2]};
-    in.beta = Tensor::view_of(gates, 0, beta_shape);
+    in.beta = Tensor::view_of(beta_and_log_alpha, 0, beta_shape);
     at = numel(beta_shape);
   }
-  if (learns_decay(options.rule)) in.log_alpha = Tensor::view_of(gates, at, decay_shape);
+  if (learns_decay(options.rule)) in.log_alpha = Tensor::view_of(beta_and_log_alpha, at, decay_shape);
   return in;
 }
 
@@ -49,7 +49,7 @@ struct ScanOp : Node {
   Tensor q, k, v, beta, log_alpha;  // saved inputs (views when packed); beta / log_alpha undefined when unused
   Tensor saved_states;  // S_0 … S_{T−1} (sequential) or the chunk-start states (chunked)
   Tensor Y, W, U;       // the chunked solve's results, where it keeps them (dispatch::ScanSaved); else undefined
-  bool packed = false;  // inputs: {qkv, gates} instead of {q, k, v, β, log α}
+  bool packed = false;  // inputs: {qkv, beta_and_log_alpha} instead of {q, k, v, β, log α}
   SavedTensors saved() const override {
     return {{"q", q}, {"k", k}, {"v", v}, {"beta", beta}, {"log_alpha", log_alpha},
             {"states", saved_states}, {"Y", Y}, {"W", W}, {"U", U}};
@@ -92,19 +92,20 @@ struct ScanOp : Node {
     return grads;
   }
 
-  // dqkv [3, B, T, H, d] and dgates, each one buffer the kernels write in place
+  // dqkv [3, B, T, H, d] and dbeta_and_log_alpha, each one buffer the kernels write in place
   std::vector<Tensor> backward_packed(const Tensor& dout) {
     const Tensor& qkv = inputs[0].data();
     Tensor dqkv = Tensor::empty(qkv.shape(), qkv.dtype(), qkv.device());
-    Tensor dgates;
+    Tensor dbeta_and_log_alpha;
     if (inputs.size() > 1) {
-      const Tensor& gates = inputs[1].data();
-      dgates = Tensor::empty(gates.shape(), gates.dtype(), gates.device());
+      const Tensor& planes = inputs[1].data();
+      dbeta_and_log_alpha = Tensor::empty(planes.shape(), planes.dtype(), planes.device());
     }
-    const ScanViews into = packed_views(options, dqkv, dgates, log_alpha.defined() ? log_alpha.shape() : Shape{});
+    const ScanViews into =
+        packed_views(options, dqkv, dbeta_and_log_alpha, log_alpha.defined() ? log_alpha.shape() : Shape{});
     dispatch::ScanGrads buffers{into.q, into.k, into.v, into.beta, into.log_alpha, Tensor()};
     dispatch::scan_backward(options, q, k, v, beta, log_alpha, kept(), dout, Tensor(), buffers);
-    if (inputs.size() > 1) return {dqkv, dgates};
+    if (inputs.size() > 1) return {dqkv, dbeta_and_log_alpha};
     return {dqkv};
   }
 };
@@ -120,16 +121,17 @@ Var scan(const ScanOptions& options, const Var& q, const Var& k, const Var& v, c
   return ScanOp::apply(options, inputs, in, /*packed=*/false, initial_state, final_state);
 }
 
-Var scan_packed(const ScanOptions& options, const Var& qkv, const Var& gates, const Shape& decay_shape,
+Var scan_packed(const ScanOptions& options, const Var& qkv, const Var& beta_and_log_alpha, const Shape& decay_shape,
                 const Tensor& initial_state, Tensor* final_state) {
   check(qkv.defined(), "scan: qkv is required");
-  const bool reads_gates = uses_beta(options.rule) || learns_decay(options.rule);
-  check(gates.defined() == reads_gates, std::string("scan: the ") + scan_rule_name(options.rule) +
-                                            (reads_gates ? " rule reads β or log α from gates"
-                                                         : " rule reads no gates"));
+  const bool reads_them = uses_beta(options.rule) || learns_decay(options.rule);
+  check(beta_and_log_alpha.defined() == reads_them,
+        std::string("scan: the ") + scan_rule_name(options.rule) +
+            (reads_them ? " rule reads β or log α from beta_and_log_alpha" : " rule reads neither β nor log α"));
   std::vector<Var> inputs{qkv};
-  if (reads_gates) inputs.push_back(gates);
-  const ScanViews in = packed_views(options, qkv.data(), reads_gates ? gates.data() : Tensor(), decay_shape);
+  if (reads_them) inputs.push_back(beta_and_log_alpha);
+  const ScanViews in =
+      packed_views(options, qkv.data(), reads_them ? beta_and_log_alpha.data() : Tensor(), decay_shape);
   return ScanOp::apply(options, inputs, in, /*packed=*/true, initial_state, final_state);
 }
 
