@@ -1,4 +1,4 @@
-// CUDA optimiser kernels (float32): the AdamW step (clipping on the way),
+// CUDA optimiser kernels (float32): the AdamW update (clipping on the way),
 // the in-place scale and the update plan's bookkeeping (with Σ g²), the
 // GPU twins of backend_cpu/optim.cpp. One element per thread in a
 // grid-stride loop; the per-element maths is in backend_cuda/optim_device.h.

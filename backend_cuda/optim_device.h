@@ -11,7 +11,7 @@
 
 namespace lina::cuda {
 
-// One AdamW step's arguments. Its per-update numbers stay in device memory
+// One AdamW update's arguments. Its per-update numbers stay in device memory
 // (scalars, control: core/op_list.h), so that a replayed graph reads each
 // update's own.
 struct AdamWArgs {

@@ -90,10 +90,10 @@
 //   replayed CUDA graph sees each update's own: scalars [3] = {1 −
 //   lr·weight_decay, lr / bias_correction1, √bias_correction2}
 //   (dispatch::adamw_scalars); control null, or an update plan's [3] (below):
-//   no update while control[2] ≠ 0. With max_norm > 0 the step clips on
+//   no update while control[2] ≠ 0. With max_norm > 0 the update clips on
 //   the way: it reads g · min(1, max_norm / (√sum_of_squares + 1e-6))
 //   (sum_of_squares: one double in the backend's memory, Σ g²; null and 0:
-//   no clipping), the same numbers clip_to_norm then a plain step give.
+//   no clipping), the same numbers clip_to_norm then a plain update give.
 // An update plan (experiments/update_plan.h) holds a window of updates in
 //   the backend's memory; control [3] = {slot in the window, update number
 //   (0-based), refused_at (0, or the 1-based update whose loss or gradient

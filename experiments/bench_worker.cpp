@@ -51,7 +51,7 @@ void train_step(LanguageModel& model, AdamW& opt, const Tensor& x, const Tensor&
   profile::PhaseScope optimizer_phase(profile::Phase::Optimizer);
   clip_grad_norm(model.params(), 1.0);
   (void)loss.item();
-  opt.step(1e-3);
+  opt.update(1e-3);
 }
 
 ModelConfig bench_config(const std::string& preset, int scan_chunk) {

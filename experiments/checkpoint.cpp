@@ -32,7 +32,7 @@ void save_checkpoint(const std::string& path, const LanguageModel& model, const 
       {"task", info.task},
       {"vocab", std::to_string(info.vocab)},
       {"vocab_chars", json(chars).dump()},
-      {"step", std::to_string(info.step)},
+      {"step", std::to_string(info.updates)},
       {"rng", rng.dump()},
       {"options", info.options.dump()},
       {"history", info.history.dump()},
@@ -110,8 +110,9 @@ CheckpointInfo checkpoint_info(const SafetensorsFile& f) {
       throw fail("lm checkpoint with " + std::to_string(info.vocab_chars.size()) +
                  " vocabulary characters for a vocabulary of " + std::to_string(info.vocab));
 
-    info.step = std::stoll(meta_value(f, "step"));
-    if (info.step < 0 || info.step > 1000000000) throw fail("step " + std::to_string(info.step) + " is out of range");
+    info.updates = std::stoll(meta_value(f, "step"));
+    if (info.updates < 0 || info.updates > 1000000000)
+      throw fail("step " + std::to_string(info.updates) + " is out of range");
     json rng = json::parse(meta_value(f, "rng"));
     if (!rng.is_array() || rng.size() != 4) throw fail("bad rng state");
     for (size_t i = 0; i < 4; ++i) {
@@ -163,7 +164,7 @@ void load_checkpoint(const SafetensorsFile& f, LanguageModel& model, AdamW* opti
       m.copy_from(expect_tensor(f, "optim.m." + p.name, p.var.shape(), dt).to(m.device()));
       v.copy_from(expect_tensor(f, "optim.v." + p.name, p.var.shape(), dt).to(v.device()));
     }
-    optimizer->set_step_count(info.step);
+    optimizer->set_update_count(info.updates);
   }
 }
 

@@ -17,7 +17,7 @@ struct CheckpointInfo {
   std::string preset, task;
   int vocab = 0;
   std::string vocab_chars;  // lm: the characters of the vocabulary, in id order
-  int64_t step = 0;         // updates done
+  int64_t updates = 0;      // updates done (the metadata's "step")
   std::array<uint64_t, 4> rng_state{};
   nlohmann::json options;   // the TrainOptions of the run that wrote it
   nlohmann::json history;   // loss curve etc. so far

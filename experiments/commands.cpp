@@ -150,7 +150,7 @@ RecallEvalResult eval_recall_checkpoint(const std::string& checkpoint, const std
   r.accuracy = counted > 0 ? correct / counted : 0.0;
   r.sequences = batches * batch;
   json out = {{"checkpoint", checkpoint}, {"preset", m.info.preset}, {"task", "recall"},
-              {"step", m.info.step}, {"pairs", task.pairs()}, {"keys", task.keys()},
+              {"step", m.info.updates}, {"pairs", task.pairs()}, {"keys", task.keys()},
               {"values", task.values()}, {"heldout_seed", seed}, {"batches", batches},
               {"batch", batch}, {"sequences", r.sequences}, {"loss", r.loss},
               {"accuracy", r.accuracy}, {"examples", examples}};

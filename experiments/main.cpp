@@ -210,7 +210,7 @@ struct TrainCommand {
     std::printf("wrote %s\n", result.json_path.c_str());
     if (int sig = g_stop_signal.load(); result.interrupted && sig != 0) {
       std::fprintf(stderr, "lina: stopped by %s at update %d; checkpoint %s and json written\n",
-                   sig == SIGTERM ? "SIGTERM" : "SIGINT", result.steps_done,
+                   sig == SIGTERM ? "SIGTERM" : "SIGINT", result.updates_done,
                    lina::printable(result.checkpoint_path, 200).c_str());
       return 128 + sig;
     }

@@ -6,8 +6,8 @@
 
 namespace lina {
 
-Progress::Progress(int total_steps, bool quiet, int first_step)
-    : total_(total_steps), first_(first_step), quiet_(quiet), tty_(isatty(fileno(stderr)) != 0),
+Progress::Progress(int total_updates, bool quiet, int first_update)
+    : total_(total_updates), first_(first_update), quiet_(quiet), tty_(isatty(fileno(stderr)) != 0),
       start_(std::chrono::steady_clock::now()), last_draw_(start_) {}
 
 static std::string format_eta(double seconds) {
@@ -18,19 +18,19 @@ static std::string format_eta(double seconds) {
   return buf;
 }
 
-void Progress::update(int step, double loss, double lr, double tokens_per_s) {
+void Progress::update(int n, double loss, double lr, double tokens_per_s) {
   if (quiet_) return;
   auto now = std::chrono::steady_clock::now();
   double since_draw = std::chrono::duration<double>(now - last_draw_).count();
-  bool last = step == total_;
+  bool last = n == total_;
   // Terminal: redraw at most 10 times a second. Pipe: about 20 lines a run.
   int every = total_ >= 20 ? total_ / 20 : 1;
-  if (tty_ ? (since_draw < 0.1 && !last) : (step % every != 0 && !last && step != 1)) return;
+  if (tty_ ? (since_draw < 0.1 && !last) : (n % every != 0 && !last && n != 1)) return;
   last_draw_ = now;
   double elapsed = std::chrono::duration<double>(now - start_).count();
-  double eta = step > first_ ? elapsed / (step - first_) * (total_ - step) : 0.0;
+  double eta = n > first_ ? elapsed / (n - first_) * (total_ - n) : 0.0;
   char line[200];
-  std::snprintf(line, sizeof line, "step %5d/%d  loss %.4f  lr %.2e  %7.0f tok/s  ETA %s", step,
+  std::snprintf(line, sizeof line, "step %5d/%d  loss %.4f  lr %.2e  %7.0f tok/s  ETA %s", n,
                 total_, loss, lr, tokens_per_s, format_eta(eta).c_str());
   if (tty_) {
     std::fprintf(stderr, "\r\033[K%s", line);

@@ -8,10 +8,10 @@ namespace lina {
 
 class Progress {
  public:
-  // first_step: updates already done (a resumed run), for the ETA.
-  Progress(int total_steps, bool quiet, int first_step = 0);
-  // Reports update `step` (1-based) with its loss and learning rate.
-  void update(int step, double loss, double lr, double tokens_per_s);
+  // first_update: updates already done (a resumed run), for the ETA.
+  Progress(int total_updates, bool quiet, int first_update = 0);
+  // Reports update n (1-based) with its loss and learning rate.
+  void update(int n, double loss, double lr, double tokens_per_s);
   // A line that stays (an evaluation result); clears the live line first.
   void note(const std::string& line);
   void finish();

@@ -92,10 +92,10 @@ std::vector<Batch> random_batches(const Task& task, Split split, int n, int batc
   return out;
 }
 
-// The generator of the evaluation after `step` updates: its own stream, the
+// The generator of the evaluation after `updates` updates: its own stream, the
 // same for a resumed run, apart from the training batches' generator.
-Rng evaluation_rng(uint64_t seed, int step, uint64_t purpose) {
-  return Rng(seed * 0x9E3779B97F4A7C15ULL + uint64_t(step) * 0xBF58476D1CE4E5B9ULL + purpose);
+Rng evaluation_rng(uint64_t seed, int updates, uint64_t purpose) {
+  return Rng(seed * 0x9E3779B97F4A7C15ULL + uint64_t(updates) * 0xBF58476D1CE4E5B9ULL + purpose);
 }
 
 Task make_task(TrainOptions& o) {
@@ -193,14 +193,14 @@ class TrainingRun {
   void update_on_device();
   void count_cuda_updates(const dispatch::DeviceCounters& from, int updates, double seconds);
   void record_evaluation();
-  void save_batch(const Batch& b, int step);
+  void save_batch(const Batch& b, int update);
   void save();
   void final_evaluations();
   void extrapolation();
   void capacity_probe();
   void alpha_statistics();
   void write_json();
-  [[noreturn]] void diverged(int bad_step, const std::string& numbers, json record);
+  [[noreturn]] void diverged(int bad_update, const std::string& numbers, json record);
 
   TrainOptions o_;
   const std::atomic<int>* stop_;
@@ -216,12 +216,12 @@ class TrainingRun {
   LrSchedule schedule_;
   json final_results_ = json::object();  // extrapolation, alpha; once measured
   json diverged_;                         // set when the run diverged
-  int step_ = 0, first_step_ = 0;
+  int updates_done_ = 0, first_update_ = 0;
   std::string last_checkpoint_;           // the newest good checkpoint of this run, if any
-  int last_checkpoint_step_ = -1;
+  int last_checkpoint_update_ = -1;
   bool interrupted_ = false;
   double previous_train_seconds_ = 0, train_seconds_ = 0;
-  json cuda_step_counts_;  // what one CUDA update launched, allocated and read back (count_cuda_updates)
+  json cuda_update_counts_;  // what one CUDA update launched, allocated and read back (count_cuda_updates)
   std::vector<dispatch::KernelTime> kernel_times_;  // --cuda-graph off: one update's kernels, timed
   std::string cuda_graph_error_;  // why the capture failed, if it did (the run went on eagerly)
   Clock::time_point wall_start_ = Clock::now();
@@ -248,7 +248,7 @@ TrainResult TrainingRun::run() {
     resume_from(*resumed_file, resumed);
     resumed_file.reset();
   }
-  step_ = first_step_;
+  updates_done_ = first_update_;
 
   json_path_ = run_path(o_, ".json");
   if (fs::path folder = fs::path(json_path_).parent_path(); !folder.empty()) fs::create_directories(folder);
@@ -262,7 +262,7 @@ TrainResult TrainingRun::run() {
     final_evaluations();
     write_json();
   }
-  return TrainResult{json_path_, ckpt_path_, interrupted_, step_};
+  return TrainResult{json_path_, ckpt_path_, interrupted_, updates_done_};
 }
 
 // The task, the model, the optimiser and the learning-rate schedule of a
@@ -293,39 +293,39 @@ void TrainingRun::resume_from(const SafetensorsFile& file, const CheckpointInfo&
         "checkpoint " + o_.resume + " was trained on another text (its vocabulary differs)");
   load_checkpoint(file, *model_, optimizer_.get());
   rng_.set_state(info.rng_state);
-  first_step_ = int(info.step);
+  first_update_ = int(info.updates);
   history_ = info.history;
   schedule_ = LrSchedule::from_json(history_.value("schedule", json::array()));
   check(!schedule_.empty(), "checkpoint " + o_.resume + " has no learning-rate schedule");
   if (o_.extend_to >= 0) {  // cosine: a fresh warm-up and cosine over the added updates
-    const int warmup = o_.schedule == "cosine" ? std::min(kExtensionWarmup, o_.extend_to - first_step_) : 0;
-    schedule_.add(first_step_, o_.extend_to, o_.lr, warmup, min_lr(o_));
+    const int warmup = o_.schedule == "cosine" ? std::min(kExtensionWarmup, o_.extend_to - first_update_) : 0;
+    schedule_.add(first_update_, o_.extend_to, o_.lr, warmup, min_lr(o_));
   }
   previous_train_seconds_ = history_.value("train_seconds", 0.0);
-  check(first_step_ <= o_.steps, "checkpoint " + o_.resume + " has done " + std::to_string(first_step_) +
+  check(first_update_ <= o_.steps, "checkpoint " + o_.resume + " has done " + std::to_string(first_update_) +
                                      " updates, more than --steps " + std::to_string(o_.steps));
   last_checkpoint_ = o_.resume;
-  last_checkpoint_step_ = first_step_;
+  last_checkpoint_update_ = first_update_;
 }
 
 // Updates until --steps (or a stop), evaluating and saving on their
 // schedules; interrupted_ says whether it stopped early.
 void TrainingRun::train_loop() {
-  progress_ = std::make_unique<Progress>(o_.steps, o_.quiet, first_step_);
-  if (first_step_ == o_.steps && !o_.resume.empty())
+  progress_ = std::make_unique<Progress>(o_.steps, o_.quiet, first_update_);
+  if (first_update_ == o_.steps && !o_.resume.empty())
     progress_->note("checkpoint " + o_.resume + " has done all its " + std::to_string(o_.steps) +
                     " updates: evaluating only (--extend-to N trains it on)");
-  if (step_ == 0 && history_["eval"].empty()) record_evaluation();  // before the first update
-  while (step_ < o_.steps) {
-    if (stop_due(step_)) {
+  if (updates_done_ == 0 && history_["eval"].empty()) record_evaluation();  // before the first update
+  while (updates_done_ < o_.steps) {
+    if (stop_due(updates_done_)) {
       interrupted_ = true;
       break;
     }
     train_window(next_window());
-    bool last = step_ == o_.steps;
-    if (step_ % o_.eval_every == 0 || last) record_evaluation();
+    bool last = updates_done_ == o_.steps;
+    if (updates_done_ % o_.eval_every == 0 || last) record_evaluation();
     if (interrupted_) break;  // a stop during the evaluation
-    if (step_ % o_.checkpoint_every == 0 || last) save();
+    if (updates_done_ % o_.checkpoint_every == 0 || last) save();
   }
   progress_->finish();
 }
@@ -334,9 +334,9 @@ void TrainingRun::train_loop() {
 // past the next evaluation, checkpoint or the last update. (A stop request
 // or --stop-at may end it early: train_window.)
 int TrainingRun::next_window() const {
-  int n = std::min(plan_->window(), o_.steps - step_);
-  n = std::min(n, o_.eval_every - step_ % o_.eval_every);
-  return std::min(n, o_.checkpoint_every - step_ % o_.checkpoint_every);
+  int n = std::min(plan_->window(), o_.steps - updates_done_);
+  n = std::min(n, o_.eval_every - updates_done_ % o_.eval_every);
+  return std::min(n, o_.checkpoint_every - updates_done_ % o_.checkpoint_every);
 }
 
 // A stop request, or --stop-at reached, after `done` updates of the run.
@@ -356,20 +356,20 @@ void TrainingRun::train_window(int n) {
   std::vector<std::array<uint64_t, 4>> rng_before;
   std::vector<std::array<double, 3>> adamw;
   std::vector<double> lrs;
-  const int64_t updates_before = optimizer_->step_count();
+  const int64_t updates_before = optimizer_->update_count();
   for (int i = 0; i < n; ++i) {
     rng_before.push_back(rng_.state());
     batches.push_back(task_.train_batch(o_, rng_, Device::Cpu));
-    lrs.push_back(schedule_.lr(step_ + i));
+    lrs.push_back(schedule_.lr(updates_done_ + i));
     adamw.push_back(optimizer_->scalars(lrs.back(), updates_before + 1 + i));
   }
-  plan_->load(batches, adamw, step_);
+  plan_->load(batches, adamw, updates_done_);
 
   std::optional<dispatch::DeviceCounters> counted_from;  // the updates count_cuda_updates sees
   auto t_counted = t0;
   int done = 0, counted = 0;
-  for (; done < n && !(done > 0 && stop_due(step_ + done)); ++done) {
-    if (o_.device == Device::Cuda && cuda_step_counts_.is_null() && !counted_from &&
+  for (; done < n && !(done > 0 && stop_due(updates_done_ + done)); ++done) {
+    if (o_.device == Device::Cuda && cuda_update_counts_.is_null() && !counted_from &&
         updates_run_ >= (o_.cuda_graph ? 3 : 1)) {  // past the eager, rehearsed and captured ones
       counted_from = dispatch::cuda_counters();
       t_counted = Clock::now();
@@ -379,27 +379,28 @@ void TrainingRun::train_window(int n) {
     else
       run_update();
     counted += counted_from.has_value();
-    fault_.fail_if_due(step_ + done + 1);  // LINA_INJECT_CUDA_STATUS (tests only)
+    fault_.fail_if_due(updates_done_ + done + 1);  // LINA_INJECT_CUDA_STATUS (tests only)
   }
   if (done < n) rng_.set_state(rng_before[size_t(done)]);
-  optimizer_->set_step_count(updates_before + done);
+  optimizer_->set_update_count(updates_before + done);
   const UpdatePlan::Log log = plan_->read(done);  // on cuda the window's one read back: it waits for the updates
   if (counted > 0) count_cuda_updates(*counted_from, counted, seconds_since(t_counted));
   train_seconds_ += seconds_since(t0);
 
   for (int i = 0; i < done; ++i) {
     const double loss = log.loss[size_t(i)], grad_norm = std::sqrt(log.sum_of_squares[size_t(i)]);
-    if (!o_.save_batches.empty()) save_batch(batches[size_t(i)], step_ + 1);
+    if (!o_.save_batches.empty()) save_batch(batches[size_t(i)], updates_done_ + 1);
     if (!std::isfinite(loss) || !std::isfinite(grad_norm)) {  // this update (and the window's rest) was refused
       char numbers[96];
       std::snprintf(numbers, sizeof numbers, "loss %g, gradient norm %g", loss, grad_norm);
-      diverged(step_ + 1, numbers, {{"loss", json_number(loss)}, {"grad_norm", json_number(grad_norm)}});
+      diverged(updates_done_ + 1, numbers, {{"loss", json_number(loss)}, {"grad_norm", json_number(grad_norm)}});
     }
-    ++step_;
-    history_["loss_curve"].push_back({{"step", step_}, {"loss", loss}, {"lr", lrs[size_t(i)]},
+    ++updates_done_;
+    history_["loss_curve"].push_back({{"step", updates_done_}, {"loss", loss}, {"lr", lrs[size_t(i)]},
                                       {"grad_norm", grad_norm}});
-    const double tokens_per_step = double(o_.batch) * o_.context;
-    progress_->update(step_, loss, lrs[size_t(i)], tokens_per_step * (step_ - first_step_) / train_seconds_);
+    const double tokens_per_update = double(o_.batch) * o_.context;
+    progress_->update(updates_done_, loss, lrs[size_t(i)],
+                      tokens_per_update * (updates_done_ - first_update_) / train_seconds_);
   }
 }
 
@@ -442,7 +443,7 @@ bool TrainingRun::capture_update() {
 }
 
 // One update from the plan's buffers, as in any training loop: a batch,
-// forward, backward, clip, step. Nothing is read back: the loss and Σ g² go
+// forward, backward, clip, AdamW. Nothing is read back: the loss and Σ g² go
 // to the plan's log, and the AdamW kernel skips an update they refused, or
 // clips the gradients by that Σ g² as it reads them (--clip).
 void TrainingRun::update_on_device() {
@@ -455,7 +456,7 @@ void TrainingRun::update_on_device() {
   model_->set_dropout({});  // evaluations see no dropout
   loss.backward(Graph::Free);  // each op's saved tensors go as soon as its backward has run
   plan_->end(loss.data(), model_->params().grad());  // Σ g² into the log
-  optimizer_->step(plan_->scalars(), plan_->control(), plan_->sum_of_squares(), o_.clip);
+  optimizer_->update(plan_->scalars(), plan_->control(), plan_->sum_of_squares(), o_.clip);
 }
 
 // On cuda, what one update launched, allocated and read back, per update,
@@ -465,7 +466,7 @@ void TrainingRun::update_on_device() {
 void TrainingRun::count_cuda_updates(const dispatch::DeviceCounters& from, int updates, double seconds) {
   const dispatch::DeviceCounters now = dispatch::cuda_counters();
   auto per_update = [&](int64_t a, int64_t b) { return double(b - a) / updates; };
-  cuda_step_counts_ = {
+  cuda_update_counts_ = {
       {"graph", o_.cuda_graph},
       {"updates", updates},
       {"kernels", o_.cuda_graph ? double(graph_.kernels()) : per_update(from.launches, now.launches)},
@@ -477,7 +478,7 @@ void TrainingRun::count_cuda_updates(const dispatch::DeviceCounters& from, int u
   if (kernel_times_.empty()) return;
   std::sort(kernel_times_.begin(), kernel_times_.end(),
             [](const dispatch::KernelTime& a, const dispatch::KernelTime& b) { return a.ms > b.ms; });
-  json& kernels = cuda_step_counts_["kernel_ms"] = json::array();  // one update, slowest first
+  json& kernels = cuda_update_counts_["kernel_ms"] = json::array();  // one update, slowest first
   for (const dispatch::KernelTime& k : kernel_times_)
     kernels.push_back({{"kernel", k.kernel}, {"launches", k.launches}, {"ms", k.ms}});
 }
@@ -486,8 +487,8 @@ void TrainingRun::count_cuda_updates(const dispatch::DeviceCounters& from, int u
 // recall: loss and accuracy on the fixed held-out set, and on the course's
 // estimate, --fresh-batches fresh batches.
 void TrainingRun::record_evaluation() {
-  json e = {{"step", step_}};
-  Rng rng = evaluation_rng(o_.seed, step_, 1);
+  json e = {{"step", updates_done_}};
+  Rng rng = evaluation_rng(o_.seed, updates_done_, 1);
   std::optional<EvalResult> r;
   if (task_.text) {
     auto train = random_batches(task_, Split::Train, o_.eval_batches, o_.batch, o_.context, rng, o_.device);
@@ -508,7 +509,7 @@ void TrainingRun::record_evaluation() {
   if (!std::isfinite(r->loss)) {  // the weights of this update score NaN: not saved
     char numbers[64];
     std::snprintf(numbers, sizeof numbers, "val loss %g at its evaluation", r->loss);
-    diverged(step_, numbers, {{"val_loss", json_number(r->loss)}});
+    diverged(updates_done_, numbers, {{"val_loss", json_number(r->loss)}});
   }
   ResidentMemory mem = resident_memory();
   e["val_loss"] = r->loss;
@@ -518,15 +519,15 @@ void TrainingRun::record_evaluation() {
   char line[200];
   if (task_.text)
     std::snprintf(line, sizeof line, "eval at step %d: train loss %.4f, val loss %.4f (resident memory %.0f MB)",
-                  step_, e["train_loss"].get<double>(), r->loss, mem.current_mb);
+                  updates_done_, e["train_loss"].get<double>(), r->loss, mem.current_mb);
   else
     std::snprintf(line, sizeof line, "eval at step %d: held-out loss %.4f, accuracy %.4f (resident memory %.0f MB)",
-                  step_, r->loss, r->accuracy, mem.current_mb);
+                  updates_done_, r->loss, r->accuracy, mem.current_mb);
   progress_->note(line);
 }
 
-// --save-batches: one json line per update (1-based step, x, y, mask or null).
-void TrainingRun::save_batch(const Batch& b, int step) {
+// --save-batches: one json line per update (its 1-based number as "step", x, y, mask or null).
+void TrainingRun::save_batch(const Batch& b, int update) {
   const int64_t B = b.x.dim(0), T = b.x.dim(1);
   auto rows = [&](const auto& flat) {  // [B·T] -> B rows of T
     using V = typename std::decay_t<decltype(flat)>::value_type;
@@ -534,7 +535,7 @@ void TrainingRun::save_batch(const Batch& b, int step) {
     for (int64_t i = 0; i < B; ++i) out.push_back(std::vector<V>(flat.begin() + i * T, flat.begin() + (i + 1) * T));
     return out;
   };
-  json line = {{"step", step}, {"x", rows(b.x.to_vector<int32_t>())}, {"y", rows(b.y.to_vector<int32_t>())},
+  json line = {{"step", update}, {"x", rows(b.x.to_vector<int32_t>())}, {"y", rows(b.y.to_vector<int32_t>())},
                {"mask", b.mask.defined() ? rows(b.mask.to_vector<float>()) : json()}};
   append_line(o_.save_batches, line.dump(), "--save-batches");
 }
@@ -543,11 +544,11 @@ void TrainingRun::save_batch(const Batch& b, int step) {
 void TrainingRun::save() {
   history_["train_seconds"] = previous_train_seconds_ + train_seconds_;
   history_["schedule"] = schedule_.to_json();
-  CheckpointInfo info{o_.preset, o_.task, task_.vocab, vocab_chars_, step_, rng_.state(),
+  CheckpointInfo info{o_.preset, o_.task, task_.vocab, vocab_chars_, updates_done_, rng_.state(),
                       options_json(o_), history_};
   save_checkpoint(ckpt_path_, *model_, optimizer_.get(), info);
   last_checkpoint_ = ckpt_path_;
-  last_checkpoint_step_ = step_;
+  last_checkpoint_update_ = updates_done_;
   write_json();
 }
 
@@ -641,11 +642,11 @@ void TrainingRun::write_json() {
   j["kv_per_token"] = config.kv_per_token();
   j["state_const"] = config.state_const();
   j["conv_cache"] = config.conv_cache();
-  j["steps_done"] = step_;
-  j["finished"] = step_ == o_.steps && !interrupted_ && diverged_.is_null();
+  j["steps_done"] = updates_done_;
+  j["finished"] = updates_done_ == o_.steps && !interrupted_ && diverged_.is_null();
   j["interrupted"] = interrupted_;
   j["checkpoint"] = last_checkpoint_;
-  j["checkpoint_step"] = last_checkpoint_step_;
+  j["checkpoint_step"] = last_checkpoint_update_;
   if (!diverged_.is_null()) j["diverged"] = diverged_;
   j["schedule"] = schedule_.to_json();
   j["loss_curve"] = history_["loss_curve"];
@@ -658,7 +659,7 @@ void TrainingRun::write_json() {
   }
   if (!history_["loss_curve"].empty()) j["final"]["last_update_loss"] = history_["loss_curve"].back()["loss"];
   for (const auto& [key, value] : final_results_.items()) j[key] = value;
-  int done_here = step_ - first_step_;
+  int done_here = updates_done_ - first_update_;
   j["wall_time_s"] = seconds_since(wall_start_);
   j["train_time_s"] = previous_train_seconds_ + train_seconds_;
   j["ms_per_step"] = done_here > 0 ? 1000.0 * train_seconds_ / done_here : 0.0;
@@ -666,7 +667,7 @@ void TrainingRun::write_json() {
   j["peak_rss_mb"] = resident_memory().peak_mb;
   if (o_.device == Device::Cuda) j["cuda_graph"] = o_.cuda_graph, j["tf32"] = o_.tf32;
   if (!cuda_graph_error_.empty()) j["cuda_graph_error"] = cuda_graph_error_;
-  if (!cuda_step_counts_.is_null()) j["cuda_step"] = cuda_step_counts_;
+  if (!cuda_update_counts_.is_null()) j["cuda_step"] = cuda_update_counts_;
   write_json_atomically(json_path_, j);
 }
 
@@ -674,18 +675,18 @@ void TrainingRun::write_json() {
 // is not applied) or in an evaluation's val loss (the weights it scored are
 // not saved). The last checkpoint, all of whose losses were finite, stays as
 // it is; the json says where it happened (`record`: the numbers, by name).
-void TrainingRun::diverged(int bad_step, const std::string& numbers, json record) {
+void TrainingRun::diverged(int bad_update, const std::string& numbers, json record) {
   diverged_ = std::move(record);
-  diverged_["step"] = bad_step;
+  diverged_["step"] = bad_update;
   progress_->finish();
   write_json();
   char lower_lr[32];
   std::snprintf(lower_lr, sizeof lower_lr, "%g", o_.lr / 2);
-  std::string what = "training diverged at step " + std::to_string(bad_step) + " (" + numbers + "); ";
+  std::string what = "training diverged at step " + std::to_string(bad_update) + " (" + numbers + "); ";
   if (last_checkpoint_.empty())
     throw Error(what + "no checkpoint was written yet: start again with a lower learning rate, e.g. --lr " + lower_lr);
   throw Error(what + "the last checkpoint with finite losses is " + last_checkpoint_ + " (step " +
-              std::to_string(last_checkpoint_step_) + "): resume it with a lower learning rate: lina train --resume " +
+              std::to_string(last_checkpoint_update_) + "): resume it with a lower learning rate: lina train --resume " +
               last_checkpoint_ + " --extend-to " + std::to_string(o_.steps) + " --lr " + lower_lr);
 }
 

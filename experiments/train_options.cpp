@@ -197,8 +197,8 @@ void adopt_checkpoint_options(TrainOptions& o, const CheckpointInfo& info, const
   };
   if (o.extend_to >= 0) {
     check(!was_given(o, "--steps"), "--extend-to sets the number of updates; drop --steps");
-    check(o.extend_to > info.step, "--extend-to " + std::to_string(o.extend_to) +
-                                       " must be more than the " + std::to_string(info.step) +
+    check(o.extend_to > info.updates, "--extend-to " + std::to_string(o.extend_to) +
+                                       " must be more than the " + std::to_string(info.updates) +
                                        " updates checkpoint " + path + " has done");
     o.steps = o.extend_to;
     adopt_unless_given("--lr", "lr", o.lr);  // the extension's peak

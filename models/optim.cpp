@@ -26,25 +26,25 @@ AdamW::AdamW(ParameterStore& params, AdamWConfig config) : params_(params), conf
 // The moments live where the parameters do, and every gradient is in the buffer.
 static void check_ready(const ParameterStore& params, const Tensor& moments) {
   check(params.device() == moments.device(),
-        std::string("AdamW::step: parameters are on ") + device_name(params.device()) +
+        std::string("AdamW::update: parameters are on ") + device_name(params.device()) +
             " but the moments on " + device_name(moments.device()) +
             " (create the optimiser after moving the parameters)");
-  params.check_grads_in_buffer("AdamW::step");
+  params.check_grads_in_buffer("AdamW::update");
 }
 
-void AdamW::step(double lr) {
+void AdamW::update(double lr) {
   check_ready(params_, m_);
-  int64_t t = step_count_ + 1;  // bias corrections use the count including this update
+  int64_t t = update_count_ + 1;  // bias corrections use the count including this update
   Tensor p = params_.data(), g = params_.grad();
   dispatch::adamw_step(p, g, m_, v_, lr, config_.beta1, config_.beta2, config_.eps,
                       config_.weight_decay, t, weight_decay_mask_);
-  step_count_ = t;
+  update_count_ = t;
 }
 
-void AdamW::step(const Tensor& scalars, const Tensor& control, const Tensor& sum_of_squares, double max_norm) {
+void AdamW::update(const Tensor& scalars, const Tensor& control, const Tensor& sum_of_squares, double max_norm) {
   check_ready(params_, m_);
   check(scalars.defined() && scalars.numel() == 3 && scalars.device() == m_.device(),
-        "AdamW::step: the update's numbers must be 3 values on " + std::string(device_name(m_.device())) +
+        "AdamW::update: the update's numbers must be 3 values on " + std::string(device_name(m_.device())) +
             " (1 − lr·wd, lr / bc1, √bc2: AdamW::scalars), got " +
             (scalars.defined() ? scalars.describe() : std::string("none")));
   Tensor p = params_.data(), g = params_.grad();
@@ -52,16 +52,16 @@ void AdamW::step(const Tensor& scalars, const Tensor& control, const Tensor& sum
   profile::add_work(2.0 * double(p.nbytes() + m_.nbytes() + v_.nbytes()) + double(g.nbytes()), 12.0 * double(p.numel()));
   dispatch::launch::adamw_step({p, g, m_, v_, weight_decay_mask_, p.numel(), config_.beta1, config_.beta2,
                                 config_.eps, scalars, control, sum_of_squares, max_norm});
-  step_count_ += 1;
+  update_count_ += 1;
 }
 
 std::array<double, 3> AdamW::scalars(double lr, int64_t t) const {
   return dispatch::adamw_scalars(lr, config_.beta1, config_.beta2, config_.weight_decay, t, params_.dtype());
 }
 
-void AdamW::set_step_count(int64_t t) {
-  check(t >= 0, "AdamW::set_step_count: negative step count " + std::to_string(t));
-  step_count_ = t;
+void AdamW::set_update_count(int64_t t) {
+  check(t >= 0, "AdamW::set_update_count: negative update count " + std::to_string(t));
+  update_count_ = t;
 }
 
 Tensor AdamW::moment_view(const Tensor& buffer, const std::string& name) const {

@@ -29,28 +29,28 @@ struct AdamWConfig {
 class AdamW {
  public:
   // The store must be finalized (and outlive the optimiser); the moments
-  // start at zero, step_count at 0.
+  // start at zero, update_count at 0.
   AdamW(ParameterStore& params, AdamWConfig config = {});
 
   // One update with learning rate `lr` (the schedule's value for this
-  // update; config().lr is the peak); step_count() counts it.
-  void step(double lr);
-  void step() { step(config_.lr); }
+  // update; config().lr is the peak); update_count() counts it.
+  void update(double lr);
+  void update() { update(config_.lr); }
   // The same update with its numbers already in the parameters' memory: an
   // update plan's (experiments/update_plan.h) scalars [3] (scalars(), for
-  // update step_count() + 1) and control [3] (no update while control[2] ≠ 0),
+  // update update_count() + 1) and control [3] (no update while control[2] ≠ 0),
   // so that nothing is copied from the host and a CUDA graph can replay it.
   // With max_norm > 0 the gradients are clipped on the way by their Σ g²
   // (one float64 there, UpdatePlan::sum_of_squares), as clip_grad_norm would
-  // before the step: the same numbers, one pass fewer, the buffer unchanged.
-  void step(const Tensor& scalars, const Tensor& control, const Tensor& sum_of_squares = Tensor(),
-            double max_norm = 0.0);
+  // before the update: the same numbers, one pass fewer, the buffer unchanged.
+  void update(const Tensor& scalars, const Tensor& control, const Tensor& sum_of_squares = Tensor(),
+              double max_norm = 0.0);
   // The numbers of update t (1-based) at learning rate lr (dispatch::adamw_scalars).
   std::array<double, 3> scalars(double lr, int64_t t) const;
 
   const AdamWConfig& config() const { return config_; }
-  int64_t step_count() const { return step_count_; }  // updates done so far (t)
-  void set_step_count(int64_t t);
+  int64_t update_count() const { return update_count_; }  // updates done so far (t)
+  void set_update_count(int64_t t);
   // [params.count()] each; write into them (copy_from) to restore a checkpoint.
   Tensor& first_moment() { return m_; }
   Tensor& second_moment() { return v_; }
@@ -65,7 +65,7 @@ class AdamW {
   AdamWConfig config_;
   Tensor m_, v_;
   Tensor weight_decay_mask_;  // [params.count()]: 1 where weight decay applies, else 0
-  int64_t step_count_ = 0;
+  int64_t update_count_ = 0;
 };
 
 // Scales every gradient by max_norm / (norm + 1e-6) when that is below 1,

@@ -234,7 +234,7 @@ TEST_CASE("fuzz: 10,000 mutated checkpoints load cleanly or end in one lina::Err
   info.task = "lm";
   info.vocab = vocab;
   info.vocab_chars = "\n !,.:;?Tabe";
-  info.step = 3;
+  info.updates = 3;
   info.rng_state = {1, 2, 3, 4};
   info.options = {{"steps", 10}, {"batch", 2}, {"lr", 1e-3}, {"seed", 5}};
   info.history = {{"loss_curve", json::array({{{"step", 1}, {"loss", 2.5}}})}, {"eval", json::array()}};

@@ -113,7 +113,7 @@ TEST_CASE("--checkpoint-every N: a run that fails loses at most N updates (CUDA 
   CHECK(j["checkpoint_step"] == 4);
   CHECK(j["finished"] == false);
   lina::SafetensorsFile f = lina::load_safetensors(ckpt.string());
-  CHECK(lina::checkpoint_info(f).step == 4);
+  CHECK(lina::checkpoint_info(f).updates == 4);
 
   // the device lost at update 3: the message says how to go on
   fs::remove_all(d);
@@ -196,7 +196,7 @@ TEST_CASE("a diverged run stops with one line, keeps the last finite checkpoint,
   CHECK(j["checkpoint_step"] == bad - 1);
   CHECK(j["finished"] == false);
   lina::SafetensorsFile f = lina::load_safetensors((d / "cpu" / "recall_gdn.safetensors").string());
-  CHECK(lina::checkpoint_info(f).step == bad - 1);
+  CHECK(lina::checkpoint_info(f).updates == bad - 1);
 }
 
 // Evaluated after every update, the weights that first score NaN are caught
@@ -216,7 +216,7 @@ TEST_CASE("a val loss that is not finite stops the run before its weights are sa
   CHECK(j["checkpoint_step"] == bad - 1);
   for (const json& e : j["eval"]) CHECK(std::isfinite(e["val_loss"].get<double>()));
   lina::SafetensorsFile f = lina::load_safetensors((d / "cpu" / "recall_gdn.safetensors").string());
-  CHECK(lina::checkpoint_info(f).step == bad - 1);
+  CHECK(lina::checkpoint_info(f).updates == bad - 1);
   for (const auto& [name, tensor] : f.tensors)
     for (double v : tensor.to(lina::DType::F64).to_vector<double>()) REQUIRE_MESSAGE(std::isfinite(v), name);
 }

@@ -229,8 +229,8 @@ TEST_CASE("cuda: clipping and one AdamW update of the attn model match the CPU")
   double cpu_norm = clip_grad_norm(cpu_model.params(), 1.0);
   double gpu_norm = clip_grad_norm(gpu_model.params(), 1.0);
   CHECK(std::fabs(gpu_norm - cpu_norm) <= kCudaTensorBound.tolerance * cpu_norm);
-  cpu_opt.step(1e-3);
-  gpu_opt.step(1e-3);
+  cpu_opt.update(1e-3);
+  gpu_opt.update(1e-3);
   for (size_t i = 0; i < cpu_params.size(); ++i)
     check_output(gpu_params[i].var.data(), cpu_params[i].var.data(),
                  "parameter after the update: " + cpu_params[i].name);
@@ -253,7 +253,7 @@ Trained train_steps(const std::string& preset, Device device, int steps) {
     loss.backward();
     clip_grad_norm(model.params(), 1.0);
     out.losses.push_back(loss.item());
-    opt.step(1e-3);  // the course's rate: at 3e-3 a memorised batch's loss reaches 0.01 and
+    opt.update(1e-3);  // the course's rate: at 3e-3 a memorised batch's loss reaches 0.01 and
                      // float rounding, amplified by AdamW where |g| ~ eps, moves it by 4e-3
   }
   out.params = host_bytes(model.params().data());
@@ -411,7 +411,7 @@ TEST_CASE("cuda: after the first training step, a step reads back 2 numbers and 
     loss.backward();
     clip_grad_norm(model.params(), 1.0);
     double value = loss.item();
-    opt.step(1e-3);
+    opt.update(1e-3);
     return value;
   };
 
@@ -456,7 +456,7 @@ TEST_CASE("cuda: a training step stays within its launch and allocation budget, 
       model.set_dropout({});
       loss.backward(Graph::Free);
       plan.end(loss.data(), model.params().grad());
-      opt.step(plan.scalars(), plan.control(), plan.sum_of_squares(), /*max_norm=*/1.0);
+      opt.update(plan.scalars(), plan.control(), plan.sum_of_squares(), /*max_norm=*/1.0);
       CHECK(std::isfinite(loss.item()));
     };
     train_step(0);  // fills the memory pool

@@ -50,7 +50,7 @@ TEST_CASE("host allocator: after the first, a training step allocates nothing fr
     model.params().zero_grad();
     Var loss = cross_entropy(model.forward(x), x);
     loss.backward();
-    optimizer.step(1e-3);
+    optimizer.update(1e-3);
   };
   step();
   step();

@@ -132,11 +132,11 @@ TEST_CASE("ParameterStore: errors") {
   w.zero_grad();
   sum_all(w * w).backward();
   AdamW opt(store);
-  CHECK_THROWS_WITH_AS(opt.step(1e-3), doctest::Contains("gradient of 'w' is not in the gradient buffer"),
+  CHECK_THROWS_WITH_AS(opt.update(1e-3), doctest::Contains("gradient of 'w' is not in the gradient buffer"),
                        Error);
   CHECK_THROWS_WITH_AS(clip_grad_norm(store, 1.0), doctest::Contains("clip_grad_norm"), Error);
   store.zero_grad();  // re-attaches
-  CHECK_NOTHROW(opt.step(1e-3));
+  CHECK_NOTHROW(opt.update(1e-3));
 }
 
 // ---- AdamW --------------------------------------------------------------------------------
@@ -148,8 +148,8 @@ TEST_CASE("AdamW: one step matches the hand-computed update (float64)") {
   AdamWConfig cfg{1e-3, 0.9, 0.99, 1e-8, 0.1, /*decay_all=*/false};
   AdamW opt(store, cfg);
   const double lr = 0.01;
-  opt.step(lr);
-  CHECK(opt.step_count() == 1);
+  opt.update(lr);
+  CHECK(opt.update_count() == 1);
   // At t = 1: m̂ = g and v̂ = g², so p ← p(1 − lr·wd) − lr·g/(|g| + eps) (wd = 0 for b).
   std::vector<double> p = store.data().to_vector<double>();
   CHECK(std::abs(p[0] - (0.5 * (1 - lr * 0.1) - lr * 0.1 / (0.1 + 1e-8))) < 1e-12);
@@ -167,13 +167,13 @@ TEST_CASE("AdamW: the update's numbers from memory give the same step, and wrong
   set_grads<double>(b, {0.1, -0.2, 0.3});
   AdamWConfig cfg{1e-3, 0.9, 0.99, 1e-8, 0.1, /*decay_all=*/false};
   AdamW by_lr(a, cfg), by_numbers(b, cfg);
-  by_lr.step(0.01);
+  by_lr.update(0.01);
   const std::array<double, 3> n = by_numbers.scalars(0.01, 1);
-  by_numbers.step(Tensor::from_vector(std::vector<double>(n.begin(), n.end()), {3}), Tensor());
+  by_numbers.update(Tensor::from_vector(std::vector<double>(n.begin(), n.end()), {3}), Tensor());
   CHECK(a.data().to_vector<double>() == b.data().to_vector<double>());
-  CHECK_THROWS_WITH_AS(by_numbers.step(Tensor::zeros({2}, DType::F64), Tensor()),
-                       doctest::Contains("AdamW::step: the update's numbers must be 3 values on cpu"), Error);
-  CHECK_THROWS_WITH_AS(by_numbers.step(Tensor(), Tensor()), doctest::Contains("got none"), Error);
+  CHECK_THROWS_WITH_AS(by_numbers.update(Tensor::zeros({2}, DType::F64), Tensor()),
+                       doctest::Contains("AdamW::update: the update's numbers must be 3 values on cpu"), Error);
+  CHECK_THROWS_WITH_AS(by_numbers.update(Tensor(), Tensor()), doctest::Contains("got none"), Error);
 }
 
 TEST_CASE("AdamW: two steps use the bias corrections of t = 2 (float64)") {
@@ -189,14 +189,14 @@ TEST_CASE("AdamW: two steps use the bias corrections of t = 2 (float64)") {
   const double lr1 = 0.01, lr2 = 0.02;
 
   set_grads<double>(store, {g1[0], g1[1], g1[2]});
-  opt.step(lr1);
+  opt.update(lr1);
   for (int i = 0; i < 3; ++i) adamw_by_hand(s[i], g1[i], 1, lr1, wd[i], cfg);
   store.zero_grad();
   set_grads<double>(store, {g2[0], g2[1], g2[2]});
-  opt.step(lr2);
+  opt.update(lr2);
   for (int i = 0; i < 3; ++i) adamw_by_hand(s[i], g2[i], 2, lr2, wd[i], cfg);
 
-  CHECK(opt.step_count() == 2);
+  CHECK(opt.update_count() == 2);
   std::vector<double> p = store.data().to_vector<double>();
   std::vector<double> m = opt.first_moment().to_vector<double>();
   std::vector<double> v = opt.second_moment().to_vector<double>();
@@ -214,20 +214,20 @@ TEST_CASE("AdamW: two steps use the bias corrections of t = 2 (float64)") {
   CHECK(std::abs(p[0] - p2) < 1e-12);
 }
 
-TEST_CASE("AdamW: restoring moments and step count continues the same run") {
+TEST_CASE("AdamW: restoring moments and update count continues the same run") {
   ParameterStore a = two_parameter_store<double>(), b = two_parameter_store<double>();
   AdamW opt_a(a), opt_b(b);
   set_grads<double>(a, {0.1, -0.2, 0.3});
-  opt_a.step(0.01);
+  opt_a.update(0.01);
   // copy a's state into b, as a checkpoint would
   b.data().copy_from(a.data());
   opt_b.first_moment().copy_from(opt_a.first_moment());
   opt_b.second_moment().copy_from(opt_a.second_moment());
-  opt_b.set_step_count(opt_a.step_count());
+  opt_b.set_update_count(opt_a.update_count());
   set_grads<double>(a, {-0.3, 0.2, 0.1});
   set_grads<double>(b, {-0.3, 0.2, 0.1});
-  opt_a.step(0.01);
-  opt_b.step(0.01);
+  opt_a.update(0.01);
+  opt_b.update(0.01);
   CHECK(a.data().to_vector<double>() == b.data().to_vector<double>());
 }
 
@@ -244,7 +244,7 @@ TEST_CASE_TEMPLATE("AdamW: weight decay only on parameters added with decay = tr
   cfg.weight_decay = 0.5;
   cfg.decay_all = false;  // --decay-matrices
   AdamW opt(store, cfg);
-  opt.step(0.1);  // zero gradients: only the decay moves anything, p ← p(1 − 0.05)
+  opt.update(0.1);  // zero gradients: only the decay moves anything, p ← p(1 − 0.05)
   std::vector<T> p = store.data().to_vector<T>();
   CHECK(p[0] == T(1) * (T(1) - T(0.05)));
   CHECK(p[1] == T(-2) * (T(1) - T(0.05)));
@@ -261,7 +261,7 @@ TEST_CASE("AdamW's defaults are PyTorch's: β2 0.999, weight decay 0.01 on every
   CHECK(cfg.weight_decay == 0.01);
   ParameterStore store = two_parameter_store<double>();  // b is added with decay = false
   AdamW opt(store, cfg);
-  opt.step(0.1);  // zero gradients: every parameter, b included, decays by lr · wd
+  opt.update(0.1);  // zero gradients: every parameter, b included, decays by lr · wd
   std::vector<double> p = store.data().to_vector<double>();
   CHECK(p[2] == doctest::Approx(2.0 * (1 - 0.1 * 0.01)).epsilon(1e-14));
   CHECK(p[0] == doctest::Approx(0.5 * (1 - 0.1 * 0.01)).epsilon(1e-14));
@@ -274,8 +274,8 @@ TEST_CASE("AdamW: float32 matches the float64 update to float rounding") {
   for (int t = 0; t < 3; ++t) {
     set_grads<float>(s32, {0.1f, -0.2f, 0.3f});
     set_grads<double>(s64, {double(0.1f), double(-0.2f), double(0.3f)});
-    o32.step(0.01);
-    o64.step(0.01);
+    o32.update(0.01);
+    o64.update(0.01);
   }
   for (int i = 0; i < 3; ++i)
     CHECK(s32.data().at(i) == doctest::Approx(s64.data().at(i)).epsilon(1e-6));
@@ -318,9 +318,9 @@ TEST_CASE_TEMPLATE("AdamW clipping on the way equals clip_grad_norm then the ste
     const std::array<double, 3> n = clipped_first.scalars(0.01, 1);
     const Tensor scalars = Tensor::from_vector(std::vector<double>(n.begin(), n.end()), {3}).to(dtype_of<T>());
     clip_grad_norm(a, max_norm);
-    clipped_first.step(scalars, Tensor());
+    clipped_first.update(scalars, Tensor());
     const Tensor sum_of_squares = dispatch::sum_squares_on_device(b.grad());
-    clipped_inside.step(scalars, Tensor(), sum_of_squares, max_norm);
+    clipped_inside.update(scalars, Tensor(), sum_of_squares, max_norm);
     CHECK(a.data().to_vector<T>() == b.data().to_vector<T>());
     CHECK(clipped_first.first_moment().to_vector<T>() == clipped_inside.first_moment().to_vector<T>());
     CHECK(clipped_first.second_moment().to_vector<T>() == clipped_inside.second_moment().to_vector<T>());
