@@ -98,7 +98,7 @@ for p, r in recall.items():
               + " ".join(f"{c['pairs']}:{c['accuracy']:.3f}" for c in r["capacity"]))
 # The report's recall rows of "The course, like for like": what the course says, lina's number, the verdict.
 try:
-    rows = [line.split(" | ") for line in open(os.path.join(folder, "report.md")) if line.startswith("| recall ")]
+    rows = [line.rstrip().split(" | ") for line in open(os.path.join(folder, "report.md")) if line.startswith("| recall ")]
 except OSError:
     rows = []
 judged = [r for r in rows if len(r) >= 4 and not r[3].startswith("not measured")]
